@@ -1,0 +1,315 @@
+/**
+ * The engine client: start Flows, invoke RPCs, publish to channels, skip timers, stop Flows, and
+ * read state, history and streams. Writes go through the Flow's owner (one transaction each);
+ * reads go to the database.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import type { Sharding } from "effect/cluster"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import { SqlClient } from "effect/sql"
+import {
+  type ChannelMessageNotFound,
+  type DefinitionError,
+  EngineError,
+  type FlowAlreadyStarted,
+  FlowNotActive,
+  type FlowNotFound,
+  InvalidInput,
+  InvalidResumeToken,
+  type RpcFailed,
+  type RpcLockConflict,
+  ValueTooLarge
+} from "./Errors.ts"
+import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
+import * as Inspect from "./Inspect.ts"
+import { ControlPayload, EngineConfig, FlowEntity, InvokePayload, StartPayload } from "./internal/core.ts"
+import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
+
+/** Options of `startFlow`. */
+export interface StartFlowOptions {
+  /** Makes a repeated start idempotent together with `ignoreAlreadyStarted`. */
+  readonly requestId?: string | undefined
+  /** With the same `requestId`, a repeated start returns the existing run instead of FlowAlreadyStarted. */
+  readonly ignoreAlreadyStarted?: boolean | undefined
+}
+
+/** How `stopFlow` ends a Flow. */
+export type StopMode = "cancel" | "terminate" | "fail"
+
+/** One stream message with its resume token. */
+export interface StreamMessage<A> {
+  readonly token: string
+  readonly value: A
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly at: number
+}
+
+/** Where a stream read starts. */
+export type StreamPosition = "oldest" | { readonly after: string }
+
+type ClusterError = EngineError
+
+export interface ClientShape {
+  readonly startFlow: <I>(
+    flow: FlowDef<I, any>,
+    flowId: string,
+    input: I,
+    options?: StartFlowOptions
+  ) => Effect.Effect<string, FlowAlreadyStarted | DefinitionError | ValueTooLarge | InvalidInput | ClusterError>
+  readonly invokeRpc: <I, O>(
+    flow: FlowDef<any, any>,
+    rpc: RpcDef<I, O, any>,
+    flowId: string,
+    input: I
+  ) => Effect.Effect<
+    O,
+    | FlowNotFound
+    | FlowNotActive
+    | RpcLockConflict
+    | ChannelMessageNotFound
+    | RpcFailed
+    | ValueTooLarge
+    | DefinitionError
+    | InvalidInput
+    | ClusterError
+  >
+  readonly publish: <A>(
+    flowId: string,
+    channel: Channel<A> | ChannelMap<A>,
+    value: A,
+    key?: string
+  ) => Effect.Effect<void, FlowNotFound | FlowNotActive | ValueTooLarge | DefinitionError | InvalidInput | ClusterError>
+  /** Makes one waiting Timer ready as if it fired; `false` when no such waiting Timer exists. */
+  readonly skipTimer: (
+    flowId: string,
+    stepExecutionId: string,
+    timer: number | string
+  ) => Effect.Effect<boolean, FlowNotFound | FlowNotActive | DefinitionError | ValueTooLarge | ClusterError>
+  readonly stopFlow: (
+    flowId: string,
+    options: { readonly mode: StopMode; readonly reason?: string | undefined }
+  ) => Effect.Effect<void, FlowNotFound | FlowNotActive | DefinitionError | ValueTooLarge | ClusterError>
+  readonly describeFlow: (flowId: string) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | EngineError>
+  readonly listFlows: (
+    options?: Parameters<typeof Inspect.listFlows>[0]
+  ) => Effect.Effect<ReadonlyArray<Inspect.FlowDescription>, EngineError>
+  readonly getAttribute: <A>(
+    flowId: string,
+    attribute: Attribute<A> | AttributeMap<A>,
+    key?: string
+  ) => Effect.Effect<Option.Option<A>, EngineError>
+  readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
+  readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
+  /** Waits until the Flow is closed (polling the database). */
+  readonly waitForFlow: (
+    flowId: string,
+    options?: { readonly pollInterval?: Duration.Input }
+  ) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | EngineError>
+  /**
+   * Reads a stream from the oldest retained message or after a resume token. With `follow`, keeps
+   * polling for new messages until the Flow closes.
+   */
+  readonly readStream: <A>(
+    flowId: string,
+    stream: StreamDef<A>,
+    options?: {
+      readonly from?: StreamPosition | undefined
+      readonly follow?: boolean | undefined
+      readonly pollInterval?: Duration.Input | undefined
+    }
+  ) => Stream.Stream<StreamMessage<A>, InvalidResumeToken | EngineError>
+}
+
+const clusterError = (e: { readonly _tag: string; readonly message?: string }) =>
+  new EngineError({ reason: `cluster: ${e._tag}${e.message ? `: ${e.message}` : ""}` })
+
+const CLUSTER_TAGS = new Set([
+  "MailboxFull",
+  "AlreadyProcessingMessage",
+  "PersistenceError",
+  "EntityNotAssignedToRunner"
+])
+
+const mapClusterErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (e: any) => (e && CLUSTER_TAGS.has(e._tag) ? clusterError(e) : e)) as Effect.Effect<
+    A,
+    | Exclude<
+        E,
+        { readonly _tag: "MailboxFull" | "AlreadyProcessingMessage" | "PersistenceError" | "EntityNotAssignedToRunner" }
+      >
+    | EngineError,
+    R
+  >
+
+const tokenFor = (flowId: string, stream: string, seq: number) =>
+  `v1.${Buffer.from(JSON.stringify([flowId, stream, seq])).toString("base64url")}`
+
+const parseToken = (token: string, flowId: string, stream: string) =>
+  Effect.try({
+    try: () => {
+      if (!token.startsWith("v1.")) throw new Error("unknown token format")
+      const [f, s, seq] = JSON.parse(Buffer.from(token.slice(3), "base64url").toString("utf8"))
+      if (f !== flowId || s !== stream) throw new Error("the token belongs to another Flow or stream")
+      if (!Number.isSafeInteger(seq) || seq < 0) throw new Error("bad position")
+      return seq as number
+    },
+    catch: (e) => new InvalidResumeToken({ token, reason: e instanceof Error ? e.message : String(e) })
+  })
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* EngineConfig
+  const flows = yield* FlowEntity.client
+  const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+    Effect.provideService(e, SqlClient.SqlClient, sql)
+  const requestId = () => crypto.randomUUID()
+
+  const encodeInput = <A>(schema: any, value: A, what: string) =>
+    Effect.try({
+      try: () => encodeJson(schema, value),
+      catch: (e) => new InvalidInput({ what, detail: e instanceof Error ? e.message : String(e) })
+    }).pipe(
+      Effect.filterOrFail(
+        (text) => byteLength(text) <= config.maxValueBytes,
+        (text) => new ValueTooLarge({ name: what, bytes: byteLength(text), limit: config.maxValueBytes })
+      )
+    )
+
+  const control = (flowId: string, command: any) =>
+    mapClusterErrors(
+      flows(flowId).Control(new ControlPayload({ flowId, requestId: requestId(), command })) as Effect.Effect<
+        boolean,
+        any
+      >
+    )
+
+  const shape: ClientShape = {
+    startFlow: (flow, flowId, input, options) =>
+      Effect.gen(function* () {
+        const text = yield* encodeInput(flow.start.input, input, `input of Flow ${flow.type}`)
+        return yield* mapClusterErrors(
+          flows(flowId).Start(
+            new StartPayload({
+              flowId,
+              flowType: flow.type,
+              input: text,
+              requestId: options?.requestId ?? requestId(),
+              ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
+              initialAttributes: []
+            })
+          ) as Effect.Effect<string, any>
+        )
+      }),
+    invokeRpc: (_flow, rpc, flowId, input) =>
+      Effect.gen(function* () {
+        const text = yield* encodeInput(rpc.input, input, `input of RPC ${rpc.name}`)
+        const output = yield* mapClusterErrors(
+          flows(flowId).Invoke(
+            new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
+          ) as Effect.Effect<string, any>
+        )
+        return decodeJson(rpc.output, output)
+      }),
+    publish: (flowId, channel, value, key = "") =>
+      Effect.gen(function* () {
+        const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
+        yield* control(flowId, { _tag: "Publish", channel: channel.name, key, value: text })
+      }),
+    skipTimer: (flowId, seid, timer) => control(flowId, { _tag: "SkipTimer", seid, timer }),
+    stopFlow: (flowId, options) =>
+      Effect.asVoid(control(flowId, { _tag: "Stop", mode: options.mode, reason: options.reason ?? "" })),
+    describeFlow: (flowId) => provideSql(Inspect.describeFlow(flowId)),
+    listFlows: (options) => provideSql(Inspect.listFlows(options)),
+    getAttribute: (flowId, attribute, key = "") =>
+      provideSql(
+        Effect.gen(function* () {
+          const rows = yield* sql<{ value: string }>`SELECT value FROM dex_attrs WHERE flow_id = ${flowId}
+            AND name = ${attribute.name} AND key = ${key}`
+          return rows.length === 0 ? Option.none() : Option.some(decodeJson(attribute.schema, rows[0]!.value))
+        }).pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
+      ),
+    history: (flowId) => provideSql(Inspect.history(flowId)),
+    stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
+    waitForFlow: (flowId, options) =>
+      provideSql(Inspect.describeFlow(flowId)).pipe(
+        Effect.repeat({
+          schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
+          until: (d) => d.status !== "running"
+        })
+      ),
+    readStream: (flowId, stream, options) =>
+      Stream.unwrap(
+        Effect.gen(function* () {
+          const from = options?.from ?? "oldest"
+          let after = from === "oldest" ? 0 : yield* parseToken(from.after, flowId, stream.name)
+          const flowType = yield* Effect.map(provideSql(Inspect.describeFlow(flowId)), (d) => d.flowType).pipe(
+            Effect.catchTag("FlowNotFound", (e) => Effect.fail(new EngineError({ reason: e.message })))
+          )
+          if (from !== "oldest") {
+            const usage = yield* sql<{ trimmed_through: unknown }>`SELECT trimmed_through FROM dex_stream_usage
+              WHERE flow_type = ${flowType} AND stream = ${stream.name}`.pipe(
+              Effect.mapError((e) => new EngineError({ reason: e.message }))
+            )
+            if (usage.length > 0 && after < Number(usage[0]!.trimmed_through)) {
+              return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
+            }
+          }
+          const page = sql<any>`SELECT seq, value, seid, attempt, at FROM dex_stream WHERE flow_id = ${flowId}
+            AND stream = ${stream.name} AND seq > ${after} ORDER BY seq LIMIT 500`.pipe(
+            Effect.mapError((e) => new EngineError({ reason: e.message }))
+          )
+          const poll = Duration.fromInputUnsafe(options?.pollInterval ?? Duration.millis(100))
+          return Stream.paginate(true as boolean, (first) =>
+            Effect.gen(function* () {
+              if (!first) yield* Effect.sleep(poll)
+              while (true) {
+                const rows = yield* page
+                const closed = options?.follow
+                  ? (yield* provideSql(Inspect.describeFlow(flowId)).pipe(Effect.orElseSucceed(() => undefined)))
+                      ?.status !== "running"
+                  : true
+                if (rows.length > 0) {
+                  after = Number(rows[rows.length - 1].seq)
+                  const messages = rows.map(
+                    (r: any): StreamMessage<any> => ({
+                      token: tokenFor(flowId, stream.name, Number(r.seq)),
+                      value: decodeJson(stream.schema, r.value),
+                      stepExecutionId: r.seid,
+                      attempt: Number(r.attempt),
+                      at: Number(r.at)
+                    })
+                  )
+                  return [
+                    messages,
+                    rows.length === 500 || !closed ? Option.some(rows.length === 500) : Option.none()
+                  ] as const
+                }
+                if (closed) return [[], Option.none()] as const
+                yield* Effect.sleep(poll)
+              }
+            })
+          )
+        })
+      )
+  }
+  void Clock
+  return shape
+})
+
+/** The engine client as a service. */
+export class Client extends Context.Service<Client, ClientShape>()("@durable-agent/engine/Client") {
+  /** Needs the cluster's Sharding (from an engine layer), the database and the engine config. */
+  static readonly layer: Layer.Layer<Client, never, Sharding.Sharding | SqlClient.SqlClient | EngineConfig> =
+    Layer.effect(Client, make)
+}
+
+export { FlowNotActive }

@@ -1,0 +1,119 @@
+/**
+ * The engine's two layers, one code path. Dex semantics live in the engine's own SQL tables;
+ * `effect/cluster` gives each Flow a single owner, persisted messages with a transactional outbox,
+ * delayed delivery and failover; `effect/sql` is the database.
+ *
+ * - `layerEmbedded`: one process on a SQLite file (no server). The file is locked exclusively, so a
+ *   second process on the same file fails at start instead of running work twice.
+ * - `layerCluster`: N identical runner processes on one Postgres; killing the runner that owns a
+ *   Flow moves it to a survivor.
+ *
+ * @since 0.1.0
+ */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import { PgClient } from "@effect/sql-pg"
+import * as Cause from "effect/Cause"
+import { RunnerAddress, type Sharding, SingleRunner } from "effect/cluster"
+import * as Digest from "effect/crypto/Digest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type { SqlClient } from "effect/sql"
+import { Client } from "./Client.ts"
+import { EngineError } from "./Errors.ts"
+import { EngineConfig, type EngineConfigShape, FlowRegistry } from "./internal/core.ts"
+import { migrate } from "./internal/store.ts"
+import * as NodeSqlite from "./NodeSqliteClient.ts"
+
+/** Everything an engine layer provides: the client, the database, the cluster and the registry. */
+export type EngineServices = Client | SqlClient.SqlClient | Sharding.Sharding | FlowRegistry | EngineConfig
+
+export interface CommonOptions extends Partial<EngineConfigShape> {
+  /** How often persisted messages (timers, retries, cross-runner work) are polled; default 250 ms. */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+const mapLayerError =
+  (f: (error: unknown) => string) =>
+  <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, EngineError, R> =>
+    Layer.catchCause(layer, (cause) => {
+      const error = Cause.squash(cause)
+      return Layer.effectDiscard(
+        Effect.fail(error instanceof EngineError ? error : new EngineError({ reason: f(error) }))
+      ) as unknown as Layer.Layer<A, EngineError>
+    })
+
+const withEngine = <E, R>(
+  cluster: Layer.Layer<Sharding.Sharding, E, SqlClient.SqlClient | R>,
+  sql: Layer.Layer<SqlClient.SqlClient, EngineError>,
+  options: CommonOptions
+): Layer.Layer<EngineServices, EngineError | E, Exclude<R, SqlClient.SqlClient>> => {
+  const migrations = Layer.effectDiscard(migrate())
+  const engine = Layer.mergeAll(cluster, FlowRegistry.layer).pipe(Layer.provide(migrations))
+  return Client.layer.pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(EngineConfig.layer(options)),
+    Layer.provideMerge(sql)
+  ) as any
+}
+
+export interface EmbeddedOptions extends CommonOptions {
+  /** The SQLite file (created when missing). `":memory:"` gives a throwaway engine for tests. */
+  readonly filename: string
+  /** `FULL` (default) survives power loss; `NORMAL` survives a process crash and may lose the last commits on power loss. */
+  readonly synchronous?: "FULL" | "NORMAL" | undefined
+}
+
+/** The embedded engine: one process, one SQLite file, no server. */
+export const layerEmbedded = (options: EmbeddedOptions): Layer.Layer<EngineServices, EngineError> => {
+  const sql = NodeSqlite.layer({
+    filename: options.filename,
+    synchronous: options.synchronous ?? "FULL",
+    exclusive: true
+  }).pipe(mapLayerError((e: any) => `${e?.message ?? String(e)}${e?.cause ? `: ${String(e.cause)}` : ""}`))
+  const cluster = SingleRunner.layer({
+    runnerStorage: "memory",
+    shardingConfig: {
+      entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
+      entityRegistrationTimeout: Duration.seconds(10)
+    }
+  }).pipe(
+    Layer.provide(Digest.layerWebCrypto),
+    mapLayerError((e) => `cluster configuration: ${String(e)}`)
+  )
+  return withEngine(cluster, sql as any, options)
+}
+
+export interface ClusterOptions extends CommonOptions {
+  /** The Postgres connection URL shared by every runner. */
+  readonly url: string
+  /** This runner's address for runner-to-runner traffic (must be reachable by the others). */
+  readonly runnerHost?: string | undefined
+  readonly runnerPort: number
+  /** Shards per group; every runner must use the same number (default 300). */
+  readonly shardsPerGroup?: number | undefined
+}
+
+/** The distributed engine: a runner process of a cluster on Postgres. */
+export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineServices, EngineError> => {
+  const sql = PgClient.layer({ url: Redacted.make(options.url) }).pipe(
+    mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`)
+  )
+  const cluster = NodeClusterSocket.layer({
+    storage: "sql",
+    shardingConfig: {
+      runnerAddress: Option.some(RunnerAddress.make(options.runnerHost ?? "127.0.0.1", options.runnerPort)),
+      entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
+      ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
+    }
+  }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
+  return withEngine(cluster as any, sql as any, options)
+}
+
+/** Re-exported so applications can read the configured limits. */
+export { EngineConfig, FlowRegistry }
+
+/** Fails with EngineError when the engine's tables are missing or belong to something else. */
+export const checkDatabase = migrate

@@ -1,0 +1,223 @@
+/**
+ * Read-only views of the engine's tables: Flows, Step executions, attempts and history. They need
+ * only a `SqlClient`, so the inspection command can read a database that no worker holds, and tests
+ * use them to assert the Step shape of a Flow.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import { SqlClient } from "effect/sql"
+import { type EngineError, FlowNotFound } from "./Errors.ts"
+import { normalizeAttempt, normalizeFlow, normalizeStep, orEngineError } from "./internal/store.ts"
+
+/** Status of a Flow. */
+export type FlowStatus = "running" | "completed" | "failed" | "cancelled" | "terminated"
+
+/** One Flow as `describeFlow` and `listFlows` report it. */
+export interface FlowDescription {
+  readonly flowId: string
+  readonly flowType: string
+  readonly runId: string
+  readonly status: FlowStatus
+  readonly startedAt: number
+  readonly closedAt: number | null
+  /** The failure or stop reason of a closed Flow. */
+  readonly reason: string | null
+  /** The JSON output of a completed Flow. */
+  readonly output: unknown
+  /** Step executions waiting for a condition. */
+  readonly waitingSteps: ReadonlyArray<string>
+  /** Step executions dispatched to a worker (or waiting for their locks). */
+  readonly runningSteps: ReadonlyArray<string>
+}
+
+/** One attempt of a Step execution. */
+export interface AttemptInfo {
+  readonly attempt: number
+  readonly startedAt: number
+  /** When the attempt first produced output (a heartbeat). */
+  readonly outputAt: number | null
+  readonly finishedAt: number | null
+  readonly outcome: "success" | "failure" | "cancelled" | null
+  readonly errorType: string | null
+  readonly detail: string | null
+}
+
+/** One Step execution with its attempts. */
+export interface StepExecution {
+  readonly stepExecutionId: string
+  readonly stepType: string
+  readonly status: "waiting" | "ready" | "running" | "completed" | "failed" | "cancelled"
+  readonly fromStepExecutionId: string | null
+  readonly createdAt: number
+  readonly attempts: ReadonlyArray<AttemptInfo>
+}
+
+/**
+ * One history event. Kinds: FlowStarted, StepScheduled, WaitSatisfied, AttemptStarted,
+ * AttemptFailed, RetryScheduled, StepCompleted, StepFailed, StepCancelled, WaitForFailed,
+ * TimerSkipped, Published, RpcCompleted, FlowCompleted, FlowFailed, FlowStopped.
+ */
+export interface HistoryEvent {
+  readonly id: number
+  readonly at: number
+  readonly kind: string
+  readonly stepExecutionId: string | null
+  readonly attempt: number | null
+  readonly data: Record<string, unknown>
+}
+
+const parseOutput = (text: string | null): unknown => {
+  if (text === null) return null
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+const describeRows = Effect.fnUntraced(function* (rows: ReadonlyArray<any>) {
+  const sql = yield* SqlClient.SqlClient
+  const flows = rows.map(normalizeFlow)
+  if (flows.length === 0) return []
+  const steps = yield* sql<{
+    flow_id: string
+    seid: string
+    status: string
+  }>`SELECT flow_id, seid, status FROM dex_steps
+    WHERE flow_id IN ${sql.in(flows.map((f) => f.flow_id))} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`
+  return flows.map(
+    (f): FlowDescription => ({
+      flowId: f.flow_id,
+      flowType: f.flow_type,
+      runId: f.run_id,
+      status: f.status as FlowStatus,
+      startedAt: f.started_at,
+      closedAt: f.closed_at,
+      reason: f.reason,
+      output: parseOutput(f.output),
+      waitingSteps: steps.filter((s) => s.flow_id === f.flow_id && s.status === "waiting").map((s) => s.seid),
+      runningSteps: steps.filter((s) => s.flow_id === f.flow_id && s.status !== "waiting").map((s) => s.seid)
+    })
+  )
+})
+
+/** Describes one Flow. */
+export const describeFlow = (
+  flowId: string
+): Effect.Effect<FlowDescription, FlowNotFound | EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* orEngineError(
+      Effect.flatMap(sql`SELECT * FROM dex_flows WHERE flow_id = ${flowId}`, describeRows),
+      "cannot read the Flow"
+    )
+    if (rows.length === 0) return yield* new FlowNotFound({ flowId })
+    return rows[0]!
+  })
+
+/** Lists Flows, newest first, optionally by status or type. */
+export const listFlows = (options?: {
+  readonly status?: FlowStatus | undefined
+  readonly flowType?: string | undefined
+  readonly limit?: number | undefined
+}): Effect.Effect<ReadonlyArray<FlowDescription>, EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const where = [
+      ...(options?.status ? [sql`status = ${options.status}`] : []),
+      ...(options?.flowType ? [sql`flow_type = ${options.flowType}`] : [])
+    ]
+    return yield* orEngineError(
+      Effect.flatMap(
+        sql`SELECT * FROM dex_flows ${where.length ? sql`WHERE ${sql.and(where)}` : sql``}
+          ORDER BY started_at DESC, flow_id LIMIT ${options?.limit ?? 1000}`,
+        describeRows
+      ),
+      "cannot list Flows"
+    )
+  })
+
+/** The Step executions of a Flow, in scheduling order, with their attempts. */
+export const stepExecutions = (
+  flowId: string
+): Effect.Effect<ReadonlyArray<StepExecution>, EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const steps = (yield* sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} ORDER BY seq`).map(normalizeStep)
+    const attempts = (yield* sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} ORDER BY attempt`).map(
+      normalizeAttempt
+    )
+    return steps.map(
+      (s): StepExecution => ({
+        stepExecutionId: s.seid,
+        stepType: s.step_type,
+        status: s.status,
+        fromStepExecutionId: s.from_seid,
+        createdAt: s.created_at,
+        attempts: attempts
+          .filter((a) => a.seid === s.seid)
+          .map((a) => ({
+            attempt: a.attempt,
+            startedAt: a.started_at,
+            outputAt: a.output_at,
+            finishedAt: a.finished_at,
+            outcome: a.outcome as AttemptInfo["outcome"],
+            errorType: a.error_type,
+            detail: a.detail
+          }))
+      })
+    )
+  }).pipe((e) => orEngineError(e, "cannot read Step executions"))
+
+/** The history of a Flow, oldest first. */
+export const history = (flowId: string): Effect.Effect<ReadonlyArray<HistoryEvent>, EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<any>`SELECT * FROM dex_history WHERE flow_id = ${flowId} ORDER BY id`
+    return rows.map(
+      (r): HistoryEvent => ({
+        id: Number(r.id),
+        at: Number(r.at),
+        kind: r.kind,
+        stepExecutionId: r.seid ?? null,
+        attempt: r.attempt === null || r.attempt === undefined ? null : Number(r.attempt),
+        data: JSON.parse(r.data)
+      })
+    )
+  }).pipe((e) => orEngineError(e, "cannot read history"))
+
+/** The Step types of a Flow's executions in scheduling order, e.g. `["RunModel", "CallTool", "ResumeTurn"]`. */
+export const stepShape = (flowId: string) => Effect.map(stepExecutions(flowId), (steps) => steps.map((s) => s.stepType))
+
+/** Renders a Flow's Step executions and history as text (what the inspection command prints). */
+export const renderHistory = (flowId: string): Effect.Effect<string, EngineError | FlowNotFound, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const flow = yield* describeFlow(flowId)
+    const steps = yield* stepExecutions(flowId)
+    const events = yield* history(flowId)
+    const t0 = flow.startedAt
+    const lines = [
+      `Flow ${flow.flowId} (${flow.flowType}) run ${flow.runId}: ${flow.status}${flow.reason ? ` (${flow.reason})` : ""}`,
+      "",
+      "Step executions:"
+    ]
+    for (const s of steps) {
+      lines.push(`  ${s.stepExecutionId.padEnd(28)} ${s.status.padEnd(10)} from ${s.fromStepExecutionId ?? "-"}`)
+      for (const a of s.attempts) {
+        lines.push(
+          `    attempt ${a.attempt}: ${a.outcome ?? (a.finishedAt === null ? "running" : "?")}` +
+            (a.errorType ? ` ${a.errorType}: ${a.detail}` : "") +
+            (a.outputAt !== null ? " (produced output)" : "")
+        )
+      }
+    }
+    lines.push("", "History:")
+    for (const e of events) {
+      const data = Object.keys(e.data).length ? ` ${JSON.stringify(e.data)}` : ""
+      lines.push(
+        `  +${String(e.at - t0).padStart(7)} ms ${e.kind}${e.stepExecutionId ? ` ${e.stepExecutionId}` : ""}${e.attempt !== null ? `#${e.attempt}` : ""}${data}`
+      )
+    }
+    return lines.join("\n")
+  })

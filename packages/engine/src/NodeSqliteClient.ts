@@ -1,0 +1,127 @@
+// Minimal effect/sql SqlClient for effect@4.1.0 over Node 24's built-in node:sqlite (DatabaseSync).
+// One connection, serialized by a Semaphore (effect's own SqlClient.makeSqliteAcquirers), WAL, configurable synchronous.
+import { DatabaseSync, type StatementSync } from "node:sqlite"
+import { Context, Effect, Layer, Semaphore, Stream } from "effect"
+import { Reactivity } from "effect/reactivity"
+import type { SqlConnection } from "effect/sql"
+import { SqlClient, SqlError, Statement } from "effect/sql"
+
+export interface Config {
+  readonly filename: string
+  readonly synchronous?: "OFF" | "NORMAL" | "FULL" | "EXTRA" | undefined // default FULL
+  readonly disableWAL?: boolean | undefined
+  readonly busyTimeoutMs?: number | undefined // default 5000
+  readonly prepareCacheSize?: number | undefined // default 200
+  readonly exclusive?: boolean | undefined // PRAGMA locking_mode=EXCLUSIVE: one process per file, lock dies with the process
+  readonly onStatement?: ((sql: string) => void) | undefined // debug hook
+}
+export const NodeSqlite = Context.Service<{ readonly db: DatabaseSync; readonly config: Config }>(
+  "@durable-agent/engine/NodeSqlite"
+)
+
+const toError = (cause: any, message: string, operation: string) => {
+  // node:sqlite puts the SQLite result code on `errcode`; the classifier reads `errno`
+  if (cause && typeof cause.errcode === "number" && !("errno" in cause)) cause.errno = cause.errcode
+  return new SqlError.SqlError({ reason: SqlError.classifySqliteError(cause, { message, operation }) })
+}
+// node:sqlite rejects undefined and silently binds Date as NULL
+const bind = (params: ReadonlyArray<unknown>): Array<any> =>
+  params.map((p) => (p === undefined ? null : p instanceof Date ? p.toISOString() : p))
+
+export const make = (config: Config) =>
+  Effect.gen(function* () {
+    // Opening, the pragmas and the exclusive lock fail here (not later) on a locked, corrupt or foreign file.
+    const db = yield* Effect.try({
+      try: () => {
+        const db = new DatabaseSync(config.filename)
+        try {
+          if (config.exclusive) db.exec("PRAGMA locking_mode = EXCLUSIVE")
+          db.exec(`PRAGMA busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+          if (config.disableWAL !== true) db.exec("PRAGMA journal_mode = WAL")
+          db.exec(`PRAGMA synchronous = ${config.synchronous ?? "FULL"}`)
+          if (config.exclusive) db.exec("BEGIN IMMEDIATE; COMMIT") // take the lock now, fail fast at startup
+        } catch (e) {
+          db.close()
+          throw e
+        }
+        return db
+      },
+      catch: (cause) => toError(cause, `Cannot open SQLite database ${config.filename}`, "open")
+    })
+    yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && db.close()))
+
+    const cache = new Map<string, StatementSync>() // insertion-ordered => cheap LRU
+    const prepare = (sql: string): StatementSync => {
+      let s = cache.get(sql)
+      if (s !== undefined) {
+        cache.delete(sql)
+        cache.set(sql, s)
+        return s
+      }
+      s = db.prepare(sql)
+      cache.set(sql, s)
+      if (cache.size > (config.prepareCacheSize ?? 200)) cache.delete(cache.keys().next().value!)
+      return s
+    }
+    type Mode = "rows" | "values" | "raw"
+    const run = (sql: string, params: ReadonlyArray<unknown>, mode: Mode, prepared: boolean) =>
+      Effect.withFiber<any, SqlError.SqlError>((fiber) => {
+        try {
+          config.onStatement?.(sql)
+          const s = prepared ? prepare(sql) : db.prepare(sql)
+          s.setReadBigInts(fiber.getRef(SqlClient.SafeIntegers))
+          s.setReturnArrays(mode === "values")
+          if (s.columns().length > 0) return Effect.succeed(s.all(...bind(params)))
+          const r = s.run(...bind(params))
+          return Effect.succeed(mode === "raw" ? r : [])
+        } catch (cause) {
+          return Effect.fail(toError(cause, "Failed to execute statement", "execute"))
+        }
+      })
+    type Rows = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+    const withRows = (e: Effect.Effect<any, SqlError.SqlError>, t: Rows) => (t ? Effect.map(e, t) : e)
+
+    const connection: SqlConnection.Connection = {
+      execute: (sql, params, t) => withRows(run(sql, params, "rows", true), t),
+      executeUnprepared: (sql, params, t) => withRows(run(sql, params, "rows", false), t),
+      executeRaw: (sql, params) => run(sql, params, "raw", true),
+      executeValues: (sql, params) => run(sql, params, "values", true),
+      executeValuesUnprepared: (sql, params) => run(sql, params, "values", false),
+      // Rows come lazily from StatementSync.iterate(); the caller's acquirer holds the connection for the stream's scope.
+      executeStream: (sql, params, t) =>
+        Stream.suspend(() => {
+          try {
+            const rows = Stream.fromIteratorSucceed(
+              db.prepare(sql).iterate(...bind(params)) as IterableIterator<any>,
+              256
+            )
+            return t ? Stream.mapArray(rows, (chunk) => t(chunk) as any) : rows
+          } catch (cause) {
+            // errors thrown while iterating stay defects
+            return Stream.fail(toError(cause, "Failed to stream statement", "stream"))
+          }
+        })
+    }
+
+    const semaphore = yield* Semaphore.make(1)
+    const acquirers = SqlClient.makeSqliteAcquirers({
+      connection: Effect.succeed(connection),
+      semaphore,
+      isTransaction: () => db.isTransaction
+    })
+    const client = yield* SqlClient.make({
+      ...acquirers,
+      compiler: Statement.makeCompilerSqlite(),
+      driver: "sqlite-node-builtin",
+      releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
+      spanAttributes: [["db.system.name", "sqlite"]]
+    })
+    return { client, db }
+  })
+
+export const layer = (config: Config) =>
+  Layer.effectContext(
+    Effect.map(make(config), ({ client, db }) =>
+      Context.make(SqlClient.SqlClient, client).pipe(Context.add(NodeSqlite, { db, config }))
+    )
+  ).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,17 @@
+import { defineConfig } from "vitest/config"
+import { projects } from "./vitest.workspace.ts"
+
+export default defineConfig({
+  test: {
+    projects: projects.map((root) => ({
+      test: {
+        name: root.split("/").pop() ?? root,
+        root,
+        include: ["test/**/*.test.ts"],
+        testTimeout: 60_000,
+        hookTimeout: 60_000
+      }
+    })),
+    passWithNoTests: true
+  }
+})

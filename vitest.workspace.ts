@@ -1,0 +1,14 @@
+/**
+ * The list of vitest projects, one per package. vitest 5 no longer reads this file on its own:
+ * `vitest.config.ts` imports it.
+ */
+export const projects = [
+  "packages/engine",
+  "packages/session",
+  "packages/runner-ai-sdk",
+  "packages/runner-openai-agents",
+  "packages/runner-mastra",
+  "packages/mcp",
+  "packages/ui-stream",
+  "examples/chat"
+] as const
