@@ -263,16 +263,17 @@ export const make = Effect.gen(function* () {
               return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
             }
           }
-          const page = sql<any>`SELECT seq, value, seid, attempt, at FROM dex_stream WHERE flow_id = ${flowId}
+          const page = () =>
+            sql<any>`SELECT seq, value, seid, attempt, at FROM dex_stream WHERE flow_id = ${flowId}
             AND stream = ${stream.name} AND seq > ${after} ORDER BY seq LIMIT 500`.pipe(
-            Effect.mapError((e) => new EngineError({ reason: e.message }))
-          )
+              Effect.mapError((e) => new EngineError({ reason: e.message }))
+            )
           const poll = Duration.fromInputUnsafe(options?.pollInterval ?? Duration.millis(100))
           return Stream.paginate(true as boolean, (first) =>
             Effect.gen(function* () {
               if (!first) yield* Effect.sleep(poll)
               while (true) {
-                const rows = yield* page
+                const rows = yield* page()
                 const closed = options?.follow
                   ? (yield* provideSql(Inspect.describeFlow(flowId)).pipe(Effect.orElseSucceed(() => undefined)))
                       ?.status !== "running"

@@ -3,7 +3,7 @@
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
+import { ClusterSchema, DeliverAt, Entity, Sharding } from "effect/cluster"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -867,10 +867,22 @@ const flowHandlers = Effect.gen(function* () {
     })
   })
 
+  const sharding = yield* Sharding.Sharding
+  // Messages sent inside the transaction are invisible to a storage read that runs before the commit
+  // (Postgres reads on another connection); poll again right after, instead of at the next interval.
+  const pollAfterCommit = Effect.forkDetach(
+    Effect.sleep(Duration.millis(2)).pipe(
+      Effect.andThen(sharding.pollStorage),
+      Effect.andThen(Effect.sleep(Duration.millis(20))),
+      Effect.andThen(sharding.pollStorage)
+    )
+  )
+
   const finish = Effect.fnUntraced(function* (tx: FlowTx) {
     yield* tx.settle()
     yield* tx.saveCounters()
     yield* tx.interruptCancelled(registry)
+    yield* pollAfterCommit
   })
 
   const Start = Effect.fnUntraced(function* (p: {
@@ -1379,6 +1391,15 @@ const emitStream = <A>(
 // Registration
 // ------------------------------------------------------------------------------------------------
 
+const sameSchema = (a: Schema.Top, b: Schema.Top): boolean => {
+  if (a === b) return true
+  try {
+    return JSON.stringify(Schema.toJsonSchemaDocument(a)) === JSON.stringify(Schema.toJsonSchemaDocument(b))
+  } catch {
+    return false
+  }
+}
+
 /** Validates Flow definitions; the first problem is a DefinitionError. */
 export const validateFlows = (flows: ReadonlyArray<FlowDef<any, any>>): DefinitionError | undefined => {
   const types = new Set<string>()
@@ -1438,7 +1459,7 @@ export const validateFlows = (flows: ReadonlyArray<FlowDef<any, any>>): Definiti
         if (stepTypes.get(route.type) !== route) {
           return fail(`Step ${step.type}: failure route ${route.type} is not a Step of this Flow`)
         }
-        if (route.input !== step.input) {
+        if (!sameSchema(route.input, step.input)) {
           return fail(`Step ${step.type}: failure route ${route.type} takes a different input type`)
         }
       }
