@@ -72,7 +72,7 @@ export const layerEmbedded = (options: EmbeddedOptions): Layer.Layer<EngineServi
     filename: options.filename,
     synchronous: options.synchronous ?? "FULL",
     exclusive: true
-  }).pipe(mapLayerError((e: any) => `${e?.message ?? String(e)}${e?.cause ? `: ${String(e.cause)}` : ""}`))
+  }).pipe(mapLayerError((e: any) => e?.message ?? String(e)))
   const cluster = SingleRunner.layer({
     runnerStorage: "memory",
     shardingConfig: {

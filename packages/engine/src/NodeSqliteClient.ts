@@ -36,17 +36,30 @@ export const make = (config: Config) =>
         const db = new DatabaseSync(config.filename)
         try {
           if (config.exclusive) db.exec("PRAGMA locking_mode = EXCLUSIVE")
-          db.exec(`PRAGMA busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+          // with an exclusive lock, another holder means "fail now", not "wait"
+          db.exec(`PRAGMA busy_timeout = ${config.exclusive ? 0 : (config.busyTimeoutMs ?? 5000)}`)
           if (config.disableWAL !== true) db.exec("PRAGMA journal_mode = WAL")
           db.exec(`PRAGMA synchronous = ${config.synchronous ?? "FULL"}`)
-          if (config.exclusive) db.exec("BEGIN IMMEDIATE; COMMIT") // take the lock now, fail fast at startup
+          if (config.exclusive) {
+            // take the lock now and fail at once when another process holds the file
+            db.exec("BEGIN IMMEDIATE; COMMIT")
+            db.exec(`PRAGMA busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+          }
         } catch (e) {
           db.close()
           throw e
         }
         return db
       },
-      catch: (cause) => toError(cause, `Cannot open SQLite database ${config.filename}`, "open")
+      catch: (cause) => {
+        const detail = cause instanceof Error ? cause.message : String(cause)
+        const hint = /locked|busy/i.test(detail)
+          ? " (another process holds this file; the embedded engine runs one process per file)"
+          : /not a database|malformed|corrupt/i.test(detail)
+            ? " (the file is not a SQLite database, or it is corrupt)"
+            : ""
+        return toError(cause, `Cannot open SQLite database ${config.filename}: ${detail}${hint}`, "open")
+      }
     })
     yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && db.close()))
 
