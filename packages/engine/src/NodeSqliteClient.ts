@@ -1,20 +1,38 @@
-// Minimal effect/sql SqlClient for effect@4.1.0 over Node 24's built-in node:sqlite (DatabaseSync).
-// One connection, serialized by a Semaphore (effect's own SqlClient.makeSqliteAcquirers), WAL, configurable synchronous.
+/**
+ * An `effect/sql` SqlClient over Node's built-in `node:sqlite` (`DatabaseSync`), used by the
+ * embedded engine while no official SQLite driver loads with effect 4.1.0. One connection,
+ * serialized by a semaphore (effect's own `SqlClient.makeSqliteAcquirers`), WAL, configurable
+ * `synchronous`, and an optional exclusive file lock.
+ *
+ * @since 0.1.0
+ */
 import { DatabaseSync, type StatementSync } from "node:sqlite"
 import { Context, Effect, Layer, Semaphore, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import type { SqlConnection } from "effect/sql"
 import { SqlClient, SqlError, Statement } from "effect/sql"
 
+/** Options of the SQLite client. */
 export interface Config {
+  /** The database file; `":memory:"` for a throwaway database. */
   readonly filename: string
-  readonly synchronous?: "OFF" | "NORMAL" | "FULL" | "EXTRA" | undefined // default FULL
+  /** `PRAGMA synchronous`; default `FULL` (durable on power loss). */
+  readonly synchronous?: "OFF" | "NORMAL" | "FULL" | "EXTRA" | undefined
+  /** Keep the rollback journal instead of WAL. */
   readonly disableWAL?: boolean | undefined
-  readonly busyTimeoutMs?: number | undefined // default 5000
-  readonly prepareCacheSize?: number | undefined // default 200
-  readonly exclusive?: boolean | undefined // PRAGMA locking_mode=EXCLUSIVE: one process per file, lock dies with the process
-  readonly onStatement?: ((sql: string) => void) | undefined // debug hook
+  /** How long a statement waits for a lock held by another connection; default 5000 ms. */
+  readonly busyTimeoutMs?: number | undefined
+  /** Prepared statements kept; default 200. */
+  readonly prepareCacheSize?: number | undefined
+  /** `PRAGMA locking_mode=EXCLUSIVE`, taken at open: one process per file; the lock dies with the process. */
+  readonly exclusive?: boolean | undefined
+  /** Open read-only (inspection tools); no pragmas that write are issued. */
+  readonly readOnly?: boolean | undefined
+  /** Debug hook called with every statement. */
+  readonly onStatement?: ((sql: string) => void) | undefined
 }
+
+/** The raw `DatabaseSync` behind the client, for tools and benchmarks. */
 export const NodeSqlite = Context.Service<{ readonly db: DatabaseSync; readonly config: Config }>(
   "@durable-agent/engine/NodeSqlite"
 )
@@ -22,18 +40,26 @@ export const NodeSqlite = Context.Service<{ readonly db: DatabaseSync; readonly 
 const toError = (cause: any, message: string, operation: string) => {
   // node:sqlite puts the SQLite result code on `errcode`; the classifier reads `errno`
   if (cause && typeof cause.errcode === "number" && !("errno" in cause)) cause.errno = cause.errcode
-  return new SqlError.SqlError({ reason: SqlError.classifySqliteError(cause, { message, operation }) })
+  const detail = cause instanceof Error && !message.includes(cause.message) ? `: ${cause.message}` : ""
+  return new SqlError.SqlError({
+    reason: SqlError.classifySqliteError(cause, { message: `${message}${detail}`, operation })
+  })
 }
 // node:sqlite rejects undefined and silently binds Date as NULL
 const bind = (params: ReadonlyArray<unknown>): Array<any> =>
   params.map((p) => (p === undefined ? null : p instanceof Date ? p.toISOString() : p))
 
+/** Opens the database and builds the SqlClient; the connection closes with the scope. */
 export const make = (config: Config) =>
   Effect.gen(function* () {
     // Opening, the pragmas and the exclusive lock fail here (not later) on a locked, corrupt or foreign file.
     const db = yield* Effect.try({
       try: () => {
-        const db = new DatabaseSync(config.filename)
+        const db = new DatabaseSync(config.filename, config.readOnly ? { readOnly: true } : {})
+        if (config.readOnly) {
+          db.exec(`PRAGMA busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+          return db
+        }
         try {
           if (config.exclusive) db.exec("PRAGMA locking_mode = EXCLUSIVE")
           // with an exclusive lock, another holder means "fail now", not "wait"
@@ -132,6 +158,7 @@ export const make = (config: Config) =>
     return { client, db }
   })
 
+/** The SqlClient (and `NodeSqlite`) as a layer. */
 export const layer = (config: Config) =>
   Layer.effectContext(
     Effect.map(make(config), ({ client, db }) =>

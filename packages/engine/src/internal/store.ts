@@ -242,3 +242,26 @@ export const appendHistory = (
 ) =>
   sql`INSERT INTO dex_history (flow_id, at, kind, seid, attempt, data)
       VALUES (${flowId}, ${at}, ${kind}, ${seid}, ${attempt}, ${JSON.stringify(data ?? {})})`
+
+/** Checks, without writing, that the database holds this engine's tables at this schema version. */
+export const verify = Effect.fnUntraced(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* Effect.mapError(
+    sql<{ key: string; value: string }>`SELECT key, value FROM dex_meta`,
+    (e) =>
+      new EngineError({
+        reason: `not an engine database (no readable dex_meta table): ${e.message}${e.cause ? ` (${String(e.cause)})` : ""}`
+      })
+  )
+  const meta = new Map(rows.map((r) => [r.key, r.value]))
+  if (meta.get("engine") !== ENGINE_NAME) {
+    return yield* new EngineError({
+      reason: `the database belongs to another program (dex_meta.engine = ${meta.get("engine")})`
+    })
+  }
+  if (meta.get("schema_version") !== SCHEMA_VERSION) {
+    return yield* new EngineError({
+      reason: `the database has engine schema version ${meta.get("schema_version")}; this engine reads version ${SCHEMA_VERSION}`
+    })
+  }
+})
