@@ -1,0 +1,237 @@
+/**
+ * The Vercel AI SDK framework runner, in Step mode. Each RunModel makes exactly one `streamText` call
+ * with the agent's tools offered without `execute`, so the SDK stops after the model call and hands
+ * back the tool calls; the session runs each call in its own Step and resumes the turn with the final
+ * results appended as a `tool` message. The framework run state is the turn's plain-JSON
+ * `ModelMessage[]`, with `providerOptions` kept on every part (real providers need them on the next
+ * call) and binary file data stored as base64 text.
+ *
+ * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once
+ * (a RunModel retry repeats them): provider-executed tools (`providerExecuted`, such as a provider's
+ * web search). Every tool defined here is deferred.
+ *
+ * @since 0.1.0
+ */
+import {
+  AgentFrameworkRunner,
+  type AgentFrameworkRunnerShape,
+  type AgentTurnContext,
+  AgentTurnOutcome,
+  type DeferredToolExecution,
+  EventWriter,
+  type FrameworkMessage,
+  isAgentToolCallFinalStatus,
+  modelVisibleResult,
+  OUTCOME_UNKNOWN_TEXT,
+  type SessionSettings,
+  ToolAttemptError,
+  type ToolEffect,
+  ToolExecutionError
+} from "@durable-agent/session"
+import { asSchema, type FlexibleSchema, type LanguageModel, type ModelMessage, type ToolSet, tool } from "ai"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { callModel } from "./internal/call.ts"
+import { fromStoredMessages, toFrameworkMessages, toUsage } from "./internal/convert.ts"
+
+/** What a tool's `execute` receives besides its input. */
+export interface AiSdkToolCallOptions {
+  readonly toolCallId: string
+  /** `<flowId>/<turnId>/<toolCallId>`: the same on every attempt; pass it to the system you write to. */
+  readonly idempotencyKey: string
+  readonly attempt: number
+  /** Aborted when the Step is cancelled or times out. */
+  readonly abortSignal: AbortSignal
+}
+
+/**
+ * A tool of the runner: an AI SDK input schema (zod, `jsonSchema(...)`, any Standard Schema), its
+ * effect class, and the function the tool Step runs. A thrown {@link ToolRetryableError} fails the
+ * attempt (the effect class then decides: retried, or `outcome_unknown`); any other thrown error
+ * records the call `failed` with its message, which the model sees.
+ */
+export interface AiSdkTool<Input = any> {
+  readonly description?: string | undefined
+  readonly inputSchema: FlexibleSchema<Input>
+  readonly effect?: ToolEffect | undefined
+  readonly execute: (input: Input, options: AiSdkToolCallOptions) => PromiseLike<unknown> | unknown
+}
+
+/** Declares a tool with its input type inferred from the schema. */
+export const aiSdkTool = <Input>(definition: AiSdkTool<Input>): AiSdkTool<Input> => definition
+
+/** Thrown by a tool when this attempt failed in a way worth another attempt (a timeout, a 503). */
+export class ToolRetryableError extends Error {
+  override readonly name = "ToolRetryableError"
+}
+
+/** What `instructions` and `model` functions receive. */
+export interface AiSdkTurnInfo {
+  readonly flowId: string
+  readonly turnId: string
+  readonly sessionSettings: SessionSettings
+}
+
+/** An agent on the AI SDK. */
+export interface AiSdkAgent {
+  readonly name: string
+  /** Any AI SDK `LanguageModel`, or a function of the turn's session settings. */
+  readonly model: LanguageModel | ((turn: AiSdkTurnInfo) => LanguageModel)
+  readonly instructions?: string | ((turn: AiSdkTurnInfo) => string) | undefined
+  readonly tools?: Readonly<Record<string, AiSdkTool>> | undefined
+  readonly providerOptions?: Record<string, any> | undefined
+  readonly maxOutputTokens?: number | undefined
+}
+
+/** The framework run state between RunModel Steps of one turn. */
+interface RunState {
+  readonly v: 1
+  /** The turn's messages after its user message, as the SDK produced them. */
+  readonly messages: ReadonlyArray<ModelMessage>
+  readonly pending: ReadonlyArray<{ readonly toolCallId: string; readonly toolName: string }>
+}
+
+const parseRunState = (text: string | null): RunState | undefined => {
+  if (text === null) return undefined
+  try {
+    const parsed = JSON.parse(text) as RunState
+    return parsed?.v === 1 && Array.isArray(parsed.messages) ? parsed : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
+  const set: ToolSet = {}
+  for (const [name, t] of Object.entries(tools)) {
+    // no `execute`: the SDK returns the call instead of running it; `outputSchema` keeps it a valid ToolSet
+    set[name] = tool({
+      ...(t.description !== undefined ? { description: t.description } : {}),
+      inputSchema: t.inputSchema,
+      outputSchema: asSchema({ type: "object" } as any) as FlexibleSchema<unknown>
+    } as any)
+  }
+  return set
+}
+
+/** Builds the runner. */
+export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
+  const tools = agent.tools ?? {}
+  const offered = toolSet(tools)
+  const info = (turn: AgentTurnContext): AiSdkTurnInfo => ({
+    flowId: turn.flowId,
+    turnId: turn.turnId,
+    sessionSettings: turn.sessionSettings
+  })
+
+  const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: AgentTurnContext) {
+    const events = yield* EventWriter
+    const history = fromStoredMessages(turn.messages)
+    const state = parseRunState(turn.frameworkRunState)
+    const turnMessages: Array<ModelMessage> = [...(state?.messages ?? [])]
+    if (state !== undefined && state.pending.length > 0) {
+      turnMessages.push({
+        role: "tool",
+        content: state.pending.map((p) => {
+          const record = turn.toolCalls.find((r) => r.toolCallId === p.toolCallId)
+          const value =
+            record !== undefined && isAgentToolCallFinalStatus(record.status)
+              ? modelVisibleResult({ ...record, status: record.status })
+              : OUTCOME_UNKNOWN_TEXT
+          return {
+            type: "tool-result" as const,
+            toolCallId: p.toolCallId,
+            toolName: p.toolName,
+            output: { type: "text" as const, value }
+          }
+        })
+      })
+    }
+    const model = typeof agent.model === "function" ? agent.model(info(turn)) : agent.model
+    const instructions = typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions
+    const result = yield* callModel({
+      model,
+      instructions,
+      messages: [...history, ...turnMessages],
+      tools: offered,
+      providerOptions: agent.providerOptions,
+      maxOutputTokens: agent.maxOutputTokens,
+      onTextDelta: events.textDelta,
+      onReasoningDelta: events.reasoningDelta
+    })
+    const messages = [...turnMessages, ...result.responseMessages]
+    const usage = { modelCalls: 1, ...toUsage(result.usage) }
+    if (result.toolCalls.length === 0) {
+      return AgentTurnOutcome.turnCompleted({
+        newMessages: toFrameworkMessages(messages, (i) => `${turn.turnId}/${i}`),
+        usage,
+        modelCallMetadata: result.metadata
+      })
+    }
+    return AgentTurnOutcome.toolCallsRequested({
+      frameworkRunState: JSON.stringify({
+        v: 1,
+        messages,
+        pending: result.toolCalls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName }))
+      } satisfies RunState),
+      toolCalls: result.toolCalls.map((c) => ({
+        toolCallId: c.toolCallId,
+        toolName: c.toolName,
+        arguments: typeof c.input === "string" ? c.input : JSON.stringify(c.input ?? {}),
+        policy: turn.resolveToolPolicy(c.toolName, tools[c.toolName]?.effect)
+      })),
+      usage,
+      modelCallMetadata: result.metadata
+    })
+  })
+
+  const executeDeferredToolCall = Effect.fn("AiSdkRunner.executeDeferredToolCall")(function* (
+    call: DeferredToolExecution
+  ) {
+    const t = tools[call.toolCall.toolName]
+    if (t === undefined) {
+      return yield* new ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
+    }
+    const raw = yield* Effect.try({
+      try: () => JSON.parse(call.toolCall.arguments) as unknown,
+      catch: () => new ToolExecutionError({ message: "arguments must be a JSON object" })
+    })
+    const schema = asSchema(t.inputSchema)
+    const validated = schema.validate
+      ? yield* Effect.promise(async () => schema.validate!(raw))
+      : { success: true as const, value: raw }
+    if (!validated.success) {
+      return yield* new ToolExecutionError({
+        message: `invalid ${call.toolCall.toolName} arguments: ${validated.error.message}`
+      })
+    }
+    const value = yield* Effect.tryPromise({
+      try: (abortSignal) =>
+        Promise.resolve(
+          t.execute(validated.value, {
+            toolCallId: call.toolCall.toolCallId,
+            idempotencyKey: call.idempotencyKey,
+            attempt: call.attempt,
+            abortSignal
+          })
+        ),
+      catch: (error) =>
+        error instanceof ToolRetryableError
+          ? new ToolAttemptError({ message: error.message })
+          : new ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+    })
+    return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
+  })
+
+  return {
+    name: agent.name,
+    buildUserMessage: (text: string): FrameworkMessage =>
+      toFrameworkMessages([{ role: "user", content: text }], () => `user/${crypto.randomUUID()}`)[0]!,
+    runModelStep,
+    executeDeferredToolCall
+  }
+}
+
+/** The runner as the session's `AgentFrameworkRunner` layer. */
+export const layer = (agent: AiSdkAgent): Layer.Layer<AgentFrameworkRunner> =>
+  Layer.succeed(AgentFrameworkRunner, make(agent))

@@ -1,0 +1,94 @@
+/**
+ * A scripted AI SDK model: `MockLanguageModelV4` from `ai/test` answering from a script of the
+ * session's `ScriptedResponse` shape (text, streamed deltas, reasoning, tool calls, usage, delays,
+ * failures). Tests and demos use it in place of a provider: no API key, same code path.
+ *
+ * @since 0.1.0
+ */
+import type { ScriptedResponse } from "@durable-agent/session"
+import { MockLanguageModelV4 } from "ai/test"
+import * as Duration from "effect/Duration"
+
+/** The call options a scripted step can look at (the prompt the SDK built). */
+export type CallOptions = MockLanguageModelV4["doStreamCalls"][number]
+
+/** One scripted model call: a response, or a function of the call options and the call index. */
+export type Step = ScriptedResponse | ((options: CallOptions, index: number) => ScriptedResponse)
+
+const sleep = (ms: number, signal: AbortSignal | undefined) =>
+  new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(resolve, ms)
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer)
+      reject(signal.reason ?? new Error("aborted"))
+    })
+  })
+
+/**
+ * Builds the model. Calls beyond the script fail with "script exhausted". `doStreamCalls` records what
+ * the SDK sent, for assertions.
+ */
+export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?: string }): MockLanguageModelV4 => {
+  let next = 0
+  const model: MockLanguageModelV4 = new MockLanguageModelV4({
+    provider: "scripted",
+    modelId: options?.modelId ?? "scripted-model",
+    doStream: async (call) => {
+      const index = next++
+      const entry = script[index]
+      if (entry === undefined) throw new Error(`script exhausted after ${script.length} model calls`)
+      const response = typeof entry === "function" ? entry(call, index) : entry
+      if (response.delay !== undefined) {
+        await sleep(Duration.toMillis(Duration.fromInputUnsafe(response.delay)), call.abortSignal)
+      }
+      if (response.fail !== undefined) throw Object.assign(new Error(response.fail), { isRetryable: true })
+      const parts: Array<any> = [{ type: "stream-start", warnings: [] }]
+      parts.push({ type: "response-metadata", id: `scripted-${index}`, modelId: model.modelId })
+      if (response.reasoning !== undefined) {
+        parts.push({ type: "reasoning-start", id: "r" })
+        parts.push({ type: "reasoning-delta", id: "r", delta: response.reasoning })
+        parts.push({ type: "reasoning-end", id: "r" })
+      }
+      if (response.text !== undefined) {
+        parts.push({ type: "text-start", id: "t" })
+        for (const delta of response.textDeltas ?? [response.text]) parts.push({ type: "text-delta", id: "t", delta })
+        parts.push({ type: "text-end", id: "t" })
+      }
+      for (const c of response.toolCalls ?? []) {
+        parts.push({
+          type: "tool-call",
+          toolCallId: c.id,
+          toolName: c.name,
+          input: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {})
+        })
+      }
+      const usage = response.usage ?? {}
+      parts.push({
+        type: "finish",
+        finishReason: { unified: (response.toolCalls?.length ?? 0) > 0 ? "tool-calls" : "stop", raw: undefined },
+        usage: {
+          inputTokens: {
+            total: usage.inputTokens ?? 0,
+            noCache: usage.inputTokens ?? 0,
+            cacheRead: usage.cachedInputTokens ?? 0,
+            cacheWrite: 0
+          },
+          outputTokens: {
+            total: usage.outputTokens ?? 0,
+            text: usage.outputTokens ?? 0,
+            reasoning: usage.reasoningTokens ?? 0
+          }
+        }
+      })
+      return {
+        stream: new ReadableStream({
+          start(controller) {
+            for (const p of parts) controller.enqueue(p)
+            controller.close()
+          }
+        })
+      }
+    }
+  })
+  return model
+}

@@ -1,0 +1,119 @@
+// One AI SDK model call with `streamText`: tools without `execute`, one step, no SDK retries.
+import { ModelCallError, type ModelCallMetadata } from "@durable-agent/session"
+import {
+  isStepCount,
+  type LanguageModel,
+  type LanguageModelUsage,
+  type ModelMessage,
+  streamText,
+  type ToolSet
+} from "ai"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as DeltaBuffer from "../DeltaBuffer.ts"
+import { toJsonSafe } from "./convert.ts"
+
+export interface CallOptions {
+  readonly model: LanguageModel
+  readonly instructions: string | undefined
+  readonly messages: ReadonlyArray<ModelMessage>
+  readonly tools: ToolSet
+  readonly providerOptions?: Record<string, any> | undefined
+  readonly maxOutputTokens?: number | undefined
+  readonly onTextDelta?: ((text: string) => Effect.Effect<void>) | undefined
+  readonly onReasoningDelta?: ((text: string) => Effect.Effect<void>) | undefined
+}
+
+export interface CallResult {
+  readonly text: string
+  readonly reasoning: string
+  readonly toolCalls: ReadonlyArray<{ readonly toolCallId: string; readonly toolName: string; readonly input: unknown }>
+  /** The response messages, JSON-safe, with `providerOptions` on their parts. */
+  readonly responseMessages: ReadonlyArray<ModelMessage>
+  readonly usage: LanguageModelUsage | undefined
+  readonly metadata: ModelCallMetadata
+}
+
+const errorMessage = (error: unknown): string =>
+  error instanceof Error ? `${error.name}: ${error.message}` : typeof error === "string" ? error : JSON.stringify(error)
+
+/**
+ * Makes exactly one model call. The abort signal comes from the fiber, so interrupting the Step (a
+ * cancellation, a method timeout) aborts the HTTP request.
+ */
+export const callModel = (options: CallOptions): Effect.Effect<CallResult, ModelCallError> =>
+  Effect.gen(function* () {
+    const text = DeltaBuffer.make(options.onTextDelta ?? (() => Effect.void))
+    const reasoning = DeltaBuffer.make(options.onReasoningDelta ?? (() => Effect.void))
+    let fullText = ""
+    let fullReasoning = ""
+    let streamError: unknown
+    const controller = new AbortController()
+    const result = streamText({
+      model: options.model,
+      ...(options.instructions ? { instructions: options.instructions } : {}),
+      messages: [...options.messages],
+      tools: options.tools,
+      stopWhen: isStepCount(1),
+      maxRetries: 0,
+      abortSignal: controller.signal,
+      // errors surface as ModelCallError below; the SDK's default would also log them to stderr
+      onError: () => {},
+      ...(options.providerOptions ? { providerOptions: options.providerOptions } : {}),
+      ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {})
+    } as Parameters<typeof streamText>[0])
+    yield* Stream.fromAsyncIterable(
+      result.stream as AsyncIterable<any>,
+      (cause) => new ModelCallError({ message: errorMessage(cause) })
+    ).pipe(
+      Stream.runForEach((part: any) => {
+        switch (part.type) {
+          case "text-delta":
+            fullText += part.text
+            return text.push(part.text)
+          case "reasoning-delta":
+            fullReasoning += part.text
+            return reasoning.push(part.text)
+          case "error":
+            streamError = part.error
+            return Effect.void
+          default:
+            return Effect.void
+        }
+      }),
+      Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
+    )
+    yield* text.flush
+    yield* reasoning.flush
+    if (streamError !== undefined) {
+      return yield* new ModelCallError({ message: errorMessage(streamError) })
+    }
+    const settled = yield* Effect.tryPromise({
+      try: () =>
+        Promise.all([result.toolCalls, result.responseMessages, result.usage, result.finishReason, result.finalStep]),
+      catch: (cause) => new ModelCallError({ message: errorMessage(cause) })
+    })
+    const [toolCalls, responseMessages, usage, finishReason, finalStep] = settled as [
+      any[],
+      ModelMessage[],
+      any,
+      string,
+      any
+    ]
+    return {
+      text: fullText,
+      reasoning: fullReasoning,
+      toolCalls: toolCalls
+        .filter((c) => c.providerExecuted !== true)
+        .map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName, input: c.input })),
+      responseMessages: toJsonSafe(responseMessages) as ReadonlyArray<ModelMessage>,
+      usage,
+      metadata: {
+        requestModel: typeof options.model === "string" ? options.model : options.model.modelId,
+        responseModel: finalStep?.response?.modelId,
+        providerName: typeof options.model === "string" ? undefined : options.model.provider,
+        responseId: finalStep?.response?.id,
+        finishReasons: [finishReason]
+      }
+    } satisfies CallResult
+  })

@@ -1,0 +1,249 @@
+// Conversions between the AI SDK's plain-JSON ModelMessage and the session's stored messages.
+import type { FrameworkMessage, ModelUsage, ModelMessage as SessionModelMessage } from "@durable-agent/session"
+import type { LanguageModelUsage, ModelMessage } from "ai"
+
+/** JSON-safe copy: binary data becomes base64 text, URLs become strings, `undefined` fields are dropped. */
+export const toJsonSafe = (value: unknown): unknown => {
+  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64")
+  if (value instanceof ArrayBuffer) return Buffer.from(new Uint8Array(value)).toString("base64")
+  if (value instanceof URL) return value.toString()
+  if (value instanceof Date) return value.toISOString()
+  if (Array.isArray(value)) return value.map(toJsonSafe)
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[k] = toJsonSafe(v)
+    return out
+  }
+  return value
+}
+
+/**
+ * One stored item: an AI SDK message is stored as one item per content part (so each tool call has its
+ * own projection), grouped back by `message_id` when the runner rebuilds the conversation.
+ */
+export interface StoredItem {
+  readonly v: 1
+  readonly message_id: string
+  readonly role: "user" | "assistant" | "tool"
+  /** A whole message's content when it is a string (user text). */
+  readonly content?: string | undefined
+  readonly part?: Record<string, unknown> | undefined
+  /** Message-level provider options, kept on the first item of the message. */
+  readonly provider_options?: unknown
+}
+
+const base = { text: null, toolCallId: null, toolName: null, toolArguments: null, toolOutput: null }
+
+const outputText = (output: unknown): string => {
+  const o = output as { type?: string; value?: unknown; reason?: string } | undefined
+  if (o === undefined) return ""
+  if (o.type === "text" || o.type === "error-text") return String(o.value ?? "")
+  if (o.type === "execution-denied") return o.reason ?? "denied"
+  return JSON.stringify(o.value ?? o)
+}
+
+/** Splits AI SDK messages into stored messages (one per part), keeping every field, `providerOptions` included. */
+export const toFrameworkMessages = (
+  messages: ReadonlyArray<ModelMessage>,
+  messageId: (index: number) => string
+): Array<FrameworkMessage> => {
+  const out: Array<FrameworkMessage> = []
+  messages.forEach((raw, index) => {
+    const message = toJsonSafe(raw) as { role: string; content: unknown; providerOptions?: unknown }
+    const id = messageId(index)
+    if (message.role === "system") return
+    const role = message.role as StoredItem["role"]
+    if (typeof message.content === "string") {
+      const item: StoredItem = {
+        v: 1,
+        message_id: id,
+        role,
+        content: message.content,
+        provider_options: message.providerOptions
+      }
+      out.push({ ...base, role, text: message.content, frameworkItem: JSON.stringify(item) })
+      return
+    }
+    const parts = (message.content as Array<Record<string, unknown>>) ?? []
+    parts.forEach((part, i) => {
+      const item: StoredItem = {
+        v: 1,
+        message_id: id,
+        role,
+        part,
+        ...(i === 0 && message.providerOptions !== undefined ? { provider_options: message.providerOptions } : {})
+      }
+      const frameworkItem = JSON.stringify(item)
+      switch (part.type) {
+        case "text":
+          out.push({ ...base, role, text: String(part.text ?? ""), frameworkItem })
+          break
+        case "tool-call":
+          out.push({
+            ...base,
+            role,
+            toolCallId: String(part.toolCallId),
+            toolName: String(part.toolName),
+            toolArguments: JSON.stringify(part.input ?? {}),
+            frameworkItem
+          })
+          break
+        case "tool-result":
+          out.push({
+            ...base,
+            role,
+            toolCallId: String(part.toolCallId),
+            toolName: String(part.toolName),
+            toolOutput: outputText(part.output),
+            frameworkItem
+          })
+          break
+        default:
+          // reasoning, files and the rest: stored for the model, no projection text
+          out.push({ ...base, role, frameworkItem })
+      }
+    })
+  })
+  return out
+}
+
+/** A stored message as the session gives it back (only the fields the rebuild reads). */
+export interface StoredMessageView {
+  readonly role: string
+  readonly text: string | null
+  readonly toolCallId: string | null
+  readonly toolName: string | null
+  readonly toolArguments: string | null
+  readonly toolOutput: string | null
+  readonly frameworkItem: string
+}
+
+const parseItem = (text: string): StoredItem | undefined => {
+  try {
+    const parsed = JSON.parse(text) as StoredItem
+    return parsed !== null && typeof parsed === "object" && parsed.v === 1 && typeof parsed.message_id === "string"
+      ? parsed
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Rebuilds AI SDK messages from stored ones, regrouping parts; messages stored by others use their projection. */
+export const fromStoredMessages = (stored: ReadonlyArray<StoredMessageView>): Array<ModelMessage> => {
+  const out: Array<ModelMessage> = []
+  let currentId: string | undefined
+  for (const message of stored) {
+    const item = parseItem(message.frameworkItem)
+    if (item === undefined) {
+      currentId = undefined
+      out.push(...projectionToMessages(message))
+      continue
+    }
+    if (item.content !== undefined) {
+      currentId = item.message_id
+      out.push({
+        role: item.role,
+        content: item.content,
+        ...(item.provider_options !== undefined ? { providerOptions: item.provider_options } : {})
+      } as ModelMessage)
+      continue
+    }
+    const last = out[out.length - 1] as { role: string; content: unknown } | undefined
+    if (currentId === item.message_id && last !== undefined && Array.isArray(last.content)) {
+      last.content.push(item.part)
+    } else {
+      currentId = item.message_id
+      out.push({
+        role: item.role,
+        content: [item.part],
+        ...(item.provider_options !== undefined ? { providerOptions: item.provider_options } : {})
+      } as ModelMessage)
+    }
+  }
+  return out
+}
+
+const projectionToMessages = (m: StoredMessageView): Array<ModelMessage> => {
+  if (m.role === "user") return [{ role: "user", content: m.text ?? "" }]
+  if (m.role === "tool") {
+    return [
+      {
+        role: "tool",
+        content: [
+          {
+            type: "tool-result",
+            toolCallId: m.toolCallId ?? "",
+            toolName: m.toolName ?? "",
+            output: { type: "text", value: m.toolOutput ?? "" }
+          }
+        ]
+      }
+    ]
+  }
+  if (m.toolCallId !== null) {
+    let input: unknown = {}
+    try {
+      input = JSON.parse(m.toolArguments ?? "{}")
+    } catch {
+      input = {}
+    }
+    return [
+      {
+        role: "assistant",
+        content: [{ type: "tool-call", toolCallId: m.toolCallId, toolName: m.toolName ?? "", input }]
+      }
+    ]
+  }
+  return [{ role: "assistant", content: m.text ?? "" }]
+}
+
+/** The session's simple model messages (Stepwise) as AI SDK messages. */
+export const sessionToAiSdk = (messages: ReadonlyArray<SessionModelMessage>): Array<ModelMessage> =>
+  messages.map((m): ModelMessage => {
+    switch (m.role) {
+      case "user":
+        return { role: "user", content: m.text }
+      case "tool":
+        return {
+          role: "tool",
+          content: [
+            {
+              type: "tool-result",
+              toolCallId: m.toolCallId,
+              toolName: m.toolName,
+              output: { type: "text", value: m.output }
+            }
+          ]
+        }
+      case "assistant":
+        return {
+          role: "assistant",
+          content: [
+            ...(m.text ? [{ type: "text" as const, text: m.text }] : []),
+            ...m.toolCalls.map((c) => ({
+              type: "tool-call" as const,
+              toolCallId: c.toolCallId,
+              toolName: c.toolName,
+              input: parseObject(c.arguments)
+            }))
+          ]
+        }
+    }
+  })
+
+const parseObject = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return {}
+  }
+}
+
+/** AI SDK usage as the session counts it. */
+export const toUsage = (usage: LanguageModelUsage | undefined): ModelUsage => ({
+  inputTokens: usage?.inputTokens ?? 0,
+  outputTokens: usage?.outputTokens ?? 0,
+  cachedInputTokens: usage?.inputTokenDetails?.cacheReadTokens ?? 0,
+  reasoningTokens: usage?.outputTokenDetails?.reasoningTokens ?? 0
+})
