@@ -216,7 +216,7 @@ export const sessionToAiSdk = (messages: ReadonlyArray<SessionModelMessage>): Ar
             }
           ]
         }
-      case "assistant":
+      default:
         return {
           role: "assistant",
           content: [

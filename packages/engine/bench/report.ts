@@ -1,0 +1,172 @@
+/** Turns the measurements into the printed table, with the issue's targets and a PASS/MISS per row. */
+import type { BaselineResult } from "./baseline.ts"
+import type { PgCost, SqliteCost } from "./diagnostics.ts"
+import type { MemoryResult } from "./memory.ts"
+import { fmtBytes, fmtMs, fmtRate, fmtRatio, summarize } from "./stats.ts"
+import type { Mode } from "./targets.ts"
+import type { ThroughputResult, TimerSample, TransitionSamples } from "./workloads.ts"
+
+export interface ModeResult {
+  readonly mode: Mode
+  readonly transitions: TransitionSamples
+  readonly throughput: ThroughputResult
+  readonly publish: ReadonlyArray<number>
+  readonly timers: ReadonlyArray<TimerSample>
+  readonly baseline: BaselineResult
+  readonly pgCost: PgCost | undefined
+  readonly sqliteCost: SqliteCost | undefined
+  readonly durationMs: number
+}
+
+export type Verdict = "PASS" | "MISS" | "-"
+
+export interface Row {
+  readonly mode: string
+  readonly metric: string
+  readonly result: string
+  readonly target: string
+  readonly verdict: Verdict
+}
+
+/** Step transition p50 target per mode (ms). */
+export const TRANSITION_TARGET_MS: Record<Mode, number> = { embedded: 5, cluster: 15 }
+/** Engine / baseline overhead target. */
+export const OVERHEAD_TARGET = 3
+/** 1 s timer lateness target (ms). */
+export const TIMER_TARGET_MS = 1500
+/**
+ * "1,000 waiting Flows hold no worker memory beyond a bounded cache", made measurable: once the idle entities
+ * expired, the heap of the worker holding 1,000 waiting Flows is at most this much above the heap of the
+ * worker holding 10.
+ */
+export const IDLE_HEAP_TARGET_BYTES = 4 * 1024 * 1024
+
+const verdict = (ok: boolean): Verdict => (ok ? "PASS" : "MISS")
+
+export const modeRows = (r: ModeResult): Array<Row> => {
+  const mode = r.mode
+  const wall = summarize(r.transitions.wall)
+  const history = summarize(r.transitions.history)
+  const base = summarize(r.baseline.latency)
+  const latencyRatio = wall.p50 / base.p50
+  const throughputRatio = r.baseline.perSecond / r.throughput.perSecond
+  const publish = summarize(r.publish)
+  const lateness = summarize(r.timers.map((t) => t.lateness))
+  const sinceScheduled = summarize(r.timers.map((t) => t.sinceScheduled))
+  const tp = r.throughput
+  const rows: Array<Row> = [
+    {
+      mode,
+      metric: `1. Step transition latency (${wall.n} transitions, 1 Flow)`,
+      result: `p50 ${fmtMs(wall.p50)}  p99 ${fmtMs(wall.p99)}  (history: p50 ${fmtMs(history.p50)} p99 ${fmtMs(history.p99)})`,
+      target: `p50 <= ${TRANSITION_TARGET_MS[mode]} ms`,
+      verdict: verdict(wall.p50 <= TRANSITION_TARGET_MS[mode])
+    },
+    {
+      mode,
+      metric: `2. Throughput (${tp.flows} Flows x ${tp.transitionsPerFlow} transitions, concurrent)`,
+      result: `${fmtRate(tp.perSecond)} transitions, wall ${fmtMs(tp.wallMs)} for ${tp.transitions}`,
+      target: "-",
+      verdict: "-"
+    },
+    {
+      mode,
+      metric: `3. Publish -> execute start (${publish.n} samples, sequential)`,
+      result: `p50 ${fmtMs(publish.p50)}  p99 ${fmtMs(publish.p99)}`,
+      target: "-",
+      verdict: "-"
+    },
+    {
+      mode,
+      metric: `4. 1 s timer lateness after deadline (${lateness.n} concurrent)`,
+      result: `p50 ${fmtMs(lateness.p50)}  max ${fmtMs(lateness.max)}  (wait accepted -> execute: p50 ${fmtMs(sinceScheduled.p50)} max ${fmtMs(sinceScheduled.max)})`,
+      target: `max <= ${fmtMs(TIMER_TARGET_MS)}`,
+      verdict: verdict(lateness.max <= TIMER_TARGET_MS)
+    },
+    {
+      mode,
+      metric: `5a. Baseline: 1 insert transaction (${base.n}, sequential)`,
+      result: `p50 ${fmtMs(base.p50)}  p99 ${fmtMs(base.p99)}`,
+      target: "-",
+      verdict: "-"
+    },
+    {
+      mode,
+      metric: `5b. Baseline throughput (${r.baseline.transitions} insert transactions)`,
+      result: `${fmtRate(r.baseline.perSecond)}, wall ${fmtMs(r.baseline.wallMs)}`,
+      target: "-",
+      verdict: "-"
+    },
+    {
+      mode,
+      metric: "5c. Overhead: engine / baseline transition p50",
+      result: `${fmtRatio(latencyRatio)}  (${fmtMs(wall.p50)} / ${fmtMs(base.p50)})`,
+      target: `<= ${OVERHEAD_TARGET}x`,
+      verdict: verdict(latencyRatio <= OVERHEAD_TARGET)
+    },
+    {
+      mode,
+      metric: "5d. Overhead: baseline / engine throughput",
+      result: `${fmtRatio(throughputRatio)}  (${fmtRate(r.baseline.perSecond)} / ${fmtRate(tp.perSecond)})`,
+      target: `<= ${OVERHEAD_TARGET}x`,
+      verdict: verdict(throughputRatio <= OVERHEAD_TARGET)
+    }
+  ]
+  return rows
+}
+
+export const memoryRows = (results: ReadonlyArray<MemoryResult>, idleMs: number): Array<Row> => {
+  const rows: Array<Row> = []
+  const modes = [...new Set(results.map((r) => r.mode))]
+  for (const mode of modes) {
+    const byCount = results.filter((r) => r.mode === mode).sort((a, b) => a.flows - b.flows)
+    for (const r of byCount) {
+      rows.push({
+        mode,
+        metric: `6. RSS, ${r.flows.toLocaleString("en-US")} Flows waiting on a channel`,
+        result: `rss ${fmtBytes(r.waiting.rss)}  heap ${fmtBytes(r.waiting.heapUsed)}${r.waiting.gcExposed ? "" : " (no gc)"}`,
+        target: "-",
+        verdict: "-"
+      })
+    }
+    const small = byCount[0]
+    const large = byCount.at(-1)
+    if (small === undefined || large === undefined || small === large) continue
+    const extra = large.flows - small.flows
+    rows.push({
+      mode,
+      metric: `6. Growth ${small.flows} -> ${large.flows.toLocaleString("en-US")} waiting Flows (entities live)`,
+      result: `rss +${fmtBytes(large.waiting.rss - small.waiting.rss)}  heap +${fmtBytes(large.waiting.heapUsed - small.waiting.heapUsed)} (${fmtBytes((large.waiting.heapUsed - small.waiting.heapUsed) / extra)}/Flow)`,
+      target: "-",
+      verdict: "-"
+    })
+    if (small.idle !== undefined && large.idle !== undefined) {
+      const heapDelta = large.idle.heapUsed - small.idle.heapUsed
+      rows.push({
+        mode,
+        metric: `6. After ${(idleMs / 1000).toFixed(0)} s idle (entities expired): ${small.flows} vs ${large.flows.toLocaleString("en-US")}`,
+        result: `rss ${fmtBytes(small.idle.rss)} vs ${fmtBytes(large.idle.rss)}  heap ${fmtBytes(small.idle.heapUsed)} vs ${fmtBytes(large.idle.heapUsed)} (+${fmtBytes(heapDelta)})`,
+        target: `bounded: heap +<= ${fmtBytes(IDLE_HEAP_TARGET_BYTES)}`,
+        verdict: verdict(heapDelta <= IDLE_HEAP_TARGET_BYTES)
+      })
+    }
+  }
+  return rows
+}
+
+/** A plain-text table; columns padded to their widest cell. */
+export const renderTable = (rows: ReadonlyArray<Row>): string => {
+  const header: Row = { mode: "Mode", metric: "Measurement", result: "Result", target: "Target", verdict: "-" }
+  const cells = (r: Row, isHeader: boolean) => [
+    r.mode,
+    r.metric,
+    r.result,
+    r.target,
+    isHeader ? "PASS/MISS" : r.verdict
+  ]
+  const all = [cells(header, true), ...rows.map((r) => cells(r, false))]
+  const widths = all[0]!.map((_, i) => Math.max(...all.map((c) => c[i]!.length)))
+  const line = (c: ReadonlyArray<string>) => `| ${c.map((cell, i) => cell.padEnd(widths[i]!)).join(" | ")} |`
+  const rule = `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`
+  return [line(all[0]!), rule, ...all.slice(1).map(line)].join("\n")
+}
