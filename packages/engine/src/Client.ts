@@ -7,7 +7,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import type { Sharding } from "effect/cluster"
+import { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -139,7 +139,7 @@ const CLUSTER_TAGS = new Set([
   "EntityNotAssignedToRunner"
 ])
 
-const mapClusterErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+const mapClusterErrorsOnly = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (e: any) => (e && CLUSTER_TAGS.has(e._tag) ? clusterError(e) : e)) as Effect.Effect<
     A,
     | Exclude<
@@ -169,6 +169,10 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
+  const sharding = yield* Sharding.Sharding
+  // A reply means the Flow's transaction committed: read the work it dispatched now, not at the next poll.
+  const mapClusterErrors = <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.tap(mapClusterErrorsOnly(effect), () => sharding.pollStorage)
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
   const requestId = () => crypto.randomUUID()

@@ -848,8 +848,8 @@ const flowHandlers = Effect.gen(function* () {
       : Effect.succeed(r)
   }
 
-  const openTx = Effect.fnUntraced(function* (flowId: string) {
-    const flow = yield* Effect.orDie(loadFlow(sql, flowId))
+  const openTx = Effect.fnUntraced(function* (flowId: string, loaded?: FlowRow) {
+    const flow = loaded ?? (yield* Effect.orDie(loadFlow(sql, flowId)))
     if (flow === undefined) return yield* new FlowNotFound({ flowId })
     const reg = yield* registered(flow.flow_type)
     const state = yield* Effect.orDie(loadState(sql, flowId))
@@ -1025,7 +1025,7 @@ const flowHandlers = Effect.gen(function* () {
     const step = yield* Effect.orDie(loadStep(sql, p.flowId, p.seid))
     // a late result of a cancelled or superseded attempt is dropped
     if (step === undefined || step.status !== "running" || step.attempt !== p.attempt) return
-    const tx = yield* Effect.catchTag(openTx(p.flowId), "FlowNotFound", () => Effect.die("flow vanished"))
+    const tx = yield* Effect.catchTag(openTx(p.flowId, flow), "FlowNotFound", () => Effect.die("flow vanished"))
     let outcome = Schema.decodeUnknownSync(Outcome)(JSON.parse(p.outcome))
     if (outcome._tag === "Success") {
       const tooLarge = oversized(outcome, config.maxValueBytes)
@@ -1092,7 +1092,7 @@ const flowHandlers = Effect.gen(function* () {
   const Wake = Effect.fnUntraced(function* (p: { flowId: string }) {
     const flow = yield* Effect.orDie(loadFlow(sql, p.flowId))
     if (flow === undefined || flow.status !== "running") return
-    const tx = yield* Effect.orDie(openTx(p.flowId))
+    const tx = yield* Effect.orDie(openTx(p.flowId, flow))
     yield* finish(tx)
   })
 
@@ -1176,6 +1176,7 @@ class MethodTimeout extends Schema.TaggedError<MethodTimeout>()("MethodTimeout",
 
 const stepHandlers = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const sharding = yield* Sharding.Sharding
   const registry = yield* FlowRegistry
   const config = yield* EngineConfig
   const flowClient = yield* FlowEntity.client
@@ -1185,7 +1186,9 @@ const stepHandlers = Effect.gen(function* () {
       new CommitPayload({ flowId, seid, attempt, outcome: JSON.stringify(outcome) })
     ).pipe(
       Effect.retry({ schedule: Schedule.exponential("100 millis"), times: 8 }),
-      Effect.orDie
+      Effect.orDie,
+      // the reply means the Flow's transaction committed: read the Steps it dispatched now
+      Effect.andThen(sharding.pollStorage)
     ) as Effect.Effect<void>
 
   const Execute = Effect.fnUntraced(function* (p: { flowId: string; seid: string; attempt: number }) {
@@ -1215,15 +1218,20 @@ const stepHandlers = Effect.gen(function* () {
         retryable: true
       })
     }
-    if (previous === undefined) {
-      yield* sql`INSERT INTO dex_attempts (flow_id, seid, attempt, started_at)
-        VALUES (${p.flowId}, ${p.seid}, ${p.attempt}, ${now})`
-      yield* appendHistory(sql, p.flowId, now, "AttemptStarted", p.seid, p.attempt, {})
-    } else {
-      yield* sql`UPDATE dex_attempts SET started_at = ${now} WHERE flow_id = ${p.flowId} AND seid = ${p.seid}
-        AND attempt = ${p.attempt}`
-      yield* appendHistory(sql, p.flowId, now, "AttemptStarted", p.seid, p.attempt, { redelivered: true })
-    }
+    // the durable "attempt started" record, written before user code runs (one transaction, one fsync)
+    yield* sql.withTransaction(
+      previous === undefined
+        ? Effect.andThen(
+            sql`INSERT INTO dex_attempts (flow_id, seid, attempt, started_at)
+              VALUES (${p.flowId}, ${p.seid}, ${p.attempt}, ${now})`,
+            appendHistory(sql, p.flowId, now, "AttemptStarted", p.seid, p.attempt, {})
+          )
+        : Effect.andThen(
+            sql`UPDATE dex_attempts SET started_at = ${now} WHERE flow_id = ${p.flowId} AND seid = ${p.seid}
+              AND attempt = ${p.attempt}`,
+            appendHistory(sql, p.flowId, now, "AttemptStarted", p.seid, p.attempt, { redelivered: true })
+          )
+    )
     const options = JSON.parse(step.options) as ResolvedOptions
     const checkpointRow = yield* sql<{ checkpoint: string | null }>`SELECT checkpoint FROM dex_attempts
       WHERE flow_id = ${p.flowId} AND seid = ${p.seid} AND checkpoint IS NOT NULL ORDER BY attempt DESC LIMIT 1`
