@@ -1,0 +1,145 @@
+/**
+ * The durable agent session Flow in Step mode: one Flow per session, every model call a RunModel Step,
+ * every tool call its own CallTool or CallSingleAttemptTool Step (parallel calls as parallel Steps),
+ * approvals as durable waits, and a ResumeTurn Step that waits for every result before the next model call.
+ *
+ * `make` builds the engine Flow definition from options; `layerWorker` registers session Flows on a worker.
+ * The runner (`AgentFrameworkRunner`, e.g. `Stepwise.layer(agent)`) and its services are provided to the
+ * worker layer, so a child process builds a worker with the same two calls.
+ *
+ * @example
+ * ```ts
+ * const flow = AgentSessionFlow.make({ flowType: "TriageAgent" })
+ * const worker = AgentSessionFlow.layerWorker(flow).pipe(
+ *   Layer.provide(Stepwise.layer({ name: "triage", instructions: "Be brief." })),
+ *   Layer.provide(ModelClient.layerScripted([{ text: "Hello!" }])),
+ *   Layer.provide(ToolSource.layer([])),
+ *   Layer.provideMerge(Engine.layerEmbedded({ filename: "agent.db" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Flow, type FlowDef, type StreamDef, Worker } from "@durable-agent/engine"
+import type * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import { AgentSessionDefinitionError } from "./Errors.ts"
+import { makeRpcs, type SessionRpcs } from "./internal/rpcs.ts"
+import type { StartInput } from "./internal/schemas.ts"
+import { makeSteps, type SessionSteps } from "./internal/steps.ts"
+import * as P from "./Persistence.ts"
+import { DEFAULT_TOOL_EFFECT, type ToolPolicy } from "./Policy.ts"
+import { AgentFrameworkRunner, type AgentFrameworkRunnerShape } from "./Runner.ts"
+import * as Wire from "./wire/index.ts"
+
+/**
+ * The input of a session Flow's start Step (`AgentSessionStartInput` on the wire). The session decodes
+ * `session_settings` as any JSON value and force-fails the session when they are not valid settings.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type AgentSessionStartInput = StartInput
+
+/**
+ * Options of a session Flow.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
+  /** The Flow type; one per agent. */
+  readonly flowType: string
+  /** Per-tool-name overrides of the effect class and approval. */
+  readonly toolPolicies?: Readonly<Record<string, ToolPolicy>> | undefined
+  /** The effect of tools without a policy or framework metadata; default `unclassified`. */
+  readonly defaultToolEffect?: Wire.ToolEffect | undefined
+  /** How long an approval waits before it is rejected with `approval deadline passed`; none by default. */
+  readonly interruptDeadline?: Duration.Input | null | undefined
+  /** Byte capacity of `AgentEvents` for this Flow type; default 10 MiB. */
+  readonly eventsCapacityBytes?: number | undefined
+  /** First retry delay of RunModel and CallTool; default 1 second. */
+  readonly retryInitialInterval?: Duration.Input | undefined
+  /** How often RunModel and tool Steps heartbeat while they work; default 20 seconds. */
+  readonly heartbeatInterval?: Duration.Input | undefined
+  /**
+   * The service key of the runner; default {@link AgentFrameworkRunner}. Give each agent of one worker its
+   * own key to run several agents (Flow types) with different runners in one process.
+   */
+  readonly runner?: Context.Key<Id, AgentFrameworkRunnerShape> | undefined
+}
+
+/**
+ * A session Flow definition: an engine `FlowDef` (register it with `Worker.layer` or {@link layerWorker}),
+ * plus its Steps, RPCs and event Stream for direct use.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AgentSessionFlowDef<R = AgentFrameworkRunner> extends FlowDef<AgentSessionStartInput, R> {
+  readonly session: {
+    readonly steps: SessionSteps
+    readonly rpcs: SessionRpcs
+    readonly events: StreamDef<Wire.AgentEventEnvelope>
+    readonly toolPolicies: Readonly<Record<string, ToolPolicy>>
+    readonly defaultToolEffect: Wire.ToolEffect
+  }
+}
+
+const toolEffects = new Set<string>(Wire.ToolEffect.literals)
+
+/**
+ * Builds the session Flow. Throws {@link AgentSessionDefinitionError} for invalid options.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>): AgentSessionFlowDef<Id> => {
+  const fail = (message: string) => {
+    throw new AgentSessionDefinitionError({ message })
+  }
+  if (options.flowType.length === 0 || options.flowType.includes("/")) {
+    fail(`invalid flowType ${JSON.stringify(options.flowType)}`)
+  }
+  const defaultToolEffect = options.defaultToolEffect ?? DEFAULT_TOOL_EFFECT
+  if (!toolEffects.has(defaultToolEffect)) fail(`invalid defaultToolEffect ${JSON.stringify(defaultToolEffect)}`)
+  const toolPolicies = { ...options.toolPolicies }
+  for (const [name, policy] of Object.entries(toolPolicies)) {
+    if (!toolEffects.has(policy.effect)) fail(`tool policy of ${name}: invalid effect ${JSON.stringify(policy.effect)}`)
+  }
+  const deadline =
+    options.interruptDeadline === undefined || options.interruptDeadline === null
+      ? null
+      : Duration.toMillis(Duration.fromInputUnsafe(options.interruptDeadline))
+  if (deadline !== null && !(deadline >= 0)) fail("interruptDeadline must not be negative")
+  const events = P.agentEvents(options.eventsCapacityBytes)
+  const steps = makeSteps({
+    flowType: options.flowType,
+    toolPolicies,
+    defaultToolEffect,
+    approvalDeadlineMs: deadline,
+    events,
+    runner: options.runner ?? (AgentFrameworkRunner as unknown as Context.Key<Id, AgentFrameworkRunnerShape>),
+    heartbeatInterval: Duration.fromInputUnsafe(options.heartbeatInterval ?? "20 seconds"),
+    retryInitialInterval: options.retryInitialInterval ?? "1 second"
+  })
+  const rpcs = makeRpcs()
+  const flow = Flow<AgentSessionStartInput, Id>({
+    type: options.flowType,
+    start: steps.StartAgentSession,
+    steps: Object.values(steps),
+    attributes: [...P.attributes],
+    channels: [...P.channels],
+    streams: [events],
+    rpcs: Object.values(rpcs)
+  })
+  return { ...flow, session: { steps, rpcs, events, toolPolicies, defaultToolEffect } }
+}
+
+/**
+ * Registers session Flows (and any other Flows) on a worker. Provide their runners and services to it.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerWorker = Worker.layer

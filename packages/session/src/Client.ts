@@ -1,0 +1,250 @@
+/**
+ * `AgentSessionClient`: the application's side of a session Flow type over the engine `Client`. It starts
+ * and stops sessions, calls every RPC (retrying `RpcLockConflict` for up to 5 seconds, as a locking RPC
+ * fails at once while a Step holds its lock), and reads the decoded `AgentEvents` with resume tokens.
+ *
+ * The client needs only the Flow type: it carries no runner, so client applications do not load one.
+ *
+ * @since 0.1.0
+ */
+import { Client, Flow, type FlowDef, Step } from "@durable-agent/engine"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { makeRpcs, type SessionRpcs } from "./internal/rpcs.ts"
+import { StartInput } from "./internal/schemas.ts"
+import * as P from "./Persistence.ts"
+import * as Wire from "./wire/index.ts"
+
+type EngineClient = Client.ClientShape
+
+/**
+ * The errors of an RPC call through the engine client.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type RpcError = Effect.Error<ReturnType<EngineClient["invokeRpc"]>>
+
+/**
+ * The errors of starting a session.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type StartError = Effect.Error<ReturnType<EngineClient["startFlow"]>>
+
+/**
+ * The errors of stopping a session.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type StopError = Effect.Error<ReturnType<EngineClient["stopFlow"]>>
+
+/**
+ * The errors of reading a session's events.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type EventsError = Stream.Error<ReturnType<EngineClient["readStream"]>>
+
+/**
+ * One decoded event with its resume token (pass it as `from: { after: token }` to continue after it).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AgentSessionEvent {
+  readonly token: string
+  readonly event: Wire.AgentEvent
+}
+
+/**
+ * Options of `startSession`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StartSessionOptions {
+  readonly initialMessage?: string | null | undefined
+  readonly sessionSettings?: Wire.SessionSettings | null | undefined
+  /** Makes a repeated start with the same ID return the existing run. */
+  readonly requestId?: string | undefined
+}
+
+/**
+ * The service shape of {@link AgentSessionClient}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AgentSessionClientShape {
+  readonly flowType: string
+  /** Starts a session (a Flow whose ID is the session ID); returns its run ID. */
+  readonly startSession: (sessionId: string, options?: StartSessionOptions) => Effect.Effect<string, StartError>
+  /** Stops a session; `cancel` by default. */
+  readonly stopSession: (
+    sessionId: string,
+    options?: { readonly reason?: string | undefined; readonly mode?: "cancel" | "terminate" | "fail" | undefined }
+  ) => Effect.Effect<void, StopError>
+  /** `send_user_message`: false for blank text. */
+  readonly sendUserMessage: (
+    sessionId: string,
+    message: string | Wire.AgentUserMessage
+  ) => Effect.Effect<boolean, RpcError>
+  /** `resolve_interrupt`: false when the interrupt is not pending or its deadline passed. */
+  readonly resolveInterrupt: (
+    sessionId: string,
+    request: {
+      readonly interruptId: string
+      readonly approved: boolean
+      readonly rejectionMessage?: string | null | undefined
+    }
+  ) => Effect.Effect<boolean, RpcError>
+  /** `get_agent_snapshot`. */
+  readonly getSnapshot: (sessionId: string) => Effect.Effect<Wire.AgentSnapshot, RpcError>
+  /** `list_agent_messages`, oldest first; `limit` defaults to 50. */
+  readonly listMessages: (
+    sessionId: string,
+    request?: { readonly beforeSequence?: number | null | undefined; readonly limit?: number | undefined }
+  ) => Effect.Effect<Wire.AgentMessagesPage, RpcError>
+  /** `update_session_settings`: replaces the next turn's settings; `{}` clears them. */
+  readonly updateSessionSettings: (
+    sessionId: string,
+    settings: Wire.SessionSettings | null
+  ) => Effect.Effect<boolean, RpcError>
+  /** The session's events, decoded; with `follow` it keeps reading until the session closes. */
+  readonly events: (
+    sessionId: string,
+    options?: {
+      readonly from?: "oldest" | { readonly after: string } | undefined
+      readonly follow?: boolean | undefined
+      readonly pollInterval?: Duration.Input | undefined
+    }
+  ) => Stream.Stream<AgentSessionEvent, EventsError>
+}
+
+/** Retries a locking RPC that met a running Step's lock, for up to 5 seconds. */
+const retryLockConflicts = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.retry(self, {
+    while: (e: E) => e._tag === "RpcLockConflict",
+    schedule: Schedule.spaced("25 millis").pipe(Schedule.upTo({ duration: Duration.seconds(5) }))
+  })
+
+const decodeEvent = Schema.decodeUnknownOption(Wire.AgentEvent)
+const encodeEnvelope = Schema.encodeSync(Wire.AgentEventEnvelope)
+
+/**
+ * A client-side definition of a session Flow type: its start input, RPCs and event Stream, without Step
+ * bodies. Worker and client agree on it by Flow type and names.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const clientFlow = (flowType: string): FlowDef<StartInput> & { readonly rpcs_: SessionRpcs } => {
+  const rpcs = makeRpcs()
+  const flow = Flow({
+    type: flowType,
+    start: Step({
+      type: "StartAgentSession",
+      input: StartInput,
+      execute: () => Effect.die(new Error("a client-side Flow definition does not run Steps"))
+    }),
+    rpcs: Object.values(rpcs),
+    streams: [P.AgentEvents]
+  })
+  return { ...flow, rpcs_: rpcs }
+}
+
+/**
+ * Builds a client for one session Flow type from the engine client.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeAgentSessionClient = (flowType: string) =>
+  Effect.gen(function* () {
+    const engine = yield* Client.Client
+    const flow = clientFlow(flowType)
+    const rpcs = flow.rpcs_
+    const invoke = <I, O>(rpc: { readonly name: string }, sessionId: string, input: I) =>
+      retryLockConflicts(engine.invokeRpc<I, O>(flow, rpc as never, sessionId, input))
+
+    const shape: AgentSessionClientShape = {
+      flowType,
+      startSession: (sessionId, options) =>
+        engine.startFlow(
+          flow,
+          sessionId,
+          {
+            initialMessage: options?.initialMessage ?? null,
+            sessionSettings: options?.sessionSettings ?? null
+          },
+          options?.requestId === undefined ? undefined : { requestId: options.requestId, ignoreAlreadyStarted: true }
+        ),
+      stopSession: (sessionId, options) =>
+        engine.stopFlow(sessionId, { mode: options?.mode ?? "cancel", reason: options?.reason }),
+      sendUserMessage: (sessionId, message) =>
+        invoke<Wire.AgentUserMessage, boolean>(
+          rpcs.send_user_message,
+          sessionId,
+          typeof message === "string" ? { text: message, planMode: false } : message
+        ),
+      resolveInterrupt: (sessionId, request) =>
+        invoke<Wire.ResolveInterruptRequest, boolean>(rpcs.resolve_interrupt, sessionId, {
+          interruptId: request.interruptId,
+          approved: request.approved,
+          rejectionMessage: request.rejectionMessage ?? null
+        }),
+      getSnapshot: (sessionId) => invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null),
+      listMessages: (sessionId, request) =>
+        invoke<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>(rpcs.list_agent_messages, sessionId, {
+          beforeSequence: request?.beforeSequence ?? null,
+          limit: request?.limit ?? Wire.DEFAULT_LIST_AGENT_MESSAGES_LIMIT
+        }),
+      updateSessionSettings: (sessionId, settings) =>
+        invoke<{ readonly sessionSettings: Schema.Json | null }, boolean>(rpcs.update_session_settings, sessionId, {
+          sessionSettings: settings
+        }),
+      events: (sessionId, options) =>
+        engine
+          .readStream(sessionId, P.AgentEvents, {
+            from: options?.from,
+            follow: options?.follow,
+            pollInterval: options?.pollInterval
+          })
+          .pipe(
+            Stream.map((m) =>
+              Option.map(
+                decodeEvent(encodeEnvelope(m.value)),
+                (event): AgentSessionEvent => ({ token: m.token, event })
+              )
+            ),
+            Stream.filter(Option.isSome),
+            Stream.map((o) => o.value)
+          )
+    }
+    return shape
+  })
+
+/**
+ * The client of one session Flow type. Build it with `AgentSessionClient.layer(flowType)` over an engine
+ * layer (which provides the engine `Client`).
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class AgentSessionClient extends Context.Service<AgentSessionClient, AgentSessionClientShape>()(
+  "@durable-agent/session/AgentSessionClient"
+) {
+  /** The client of the session Flow type `flowType`. */
+  static readonly layer = (flowType: string): Layer.Layer<AgentSessionClient, never, Client.Client> =>
+    Layer.effect(AgentSessionClient, makeAgentSessionClient(flowType))
+}

@@ -1,0 +1,58 @@
+/**
+ * Typed errors of the agent session. A Step body's error channel separates three kinds:
+ *
+ * - {@link ToolExecutionError}: a tool failure the model should see. The tool Step records the call `failed`
+ *   with its message and does not retry.
+ * - Attempt errors ({@link ModelCallError}, {@link ToolAttemptError}): the attempt fails, the Step's retry
+ *   policy runs, and when attempts run out the failure route records the call or the turn from the engine's
+ *   recovery error (`ValueTooLarge` of an oversized commit arrives the same way).
+ * - Anything else is a defect, which also fails the attempt.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * A tool failure the model sees: the call is recorded `failed` with `message` as its error, and is not
+ * retried ("Session Flow contract", rules).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ToolExecutionError extends Schema.TaggedError<ToolExecutionError>()("ToolExecutionError", {
+  message: Schema.String
+}) {}
+
+/**
+ * A model call failed (network, provider error, exhausted script). The RunModel attempt fails and is
+ * retried; when attempts run out the turn fails through RecordTurnFailure.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ModelCallError extends Schema.TaggedError<ModelCallError>()("ModelCallError", {
+  message: Schema.String
+}) {}
+
+/**
+ * A tool call attempt stopped without a result the model should see, such as a request that was sent
+ * without an answer. The attempt fails; the call's effect class decides a retry (CallTool) or
+ * `outcome_unknown` (CallSingleAttemptTool).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ToolAttemptError extends Schema.TaggedError<ToolAttemptError>()("ToolAttemptError", {
+  message: Schema.String
+}) {}
+
+/**
+ * The options given to `AgentSessionFlow.make` are invalid.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class AgentSessionDefinitionError extends Schema.TaggedError<AgentSessionDefinitionError>()(
+  "AgentSessionDefinitionError",
+  { message: Schema.String }
+) {}

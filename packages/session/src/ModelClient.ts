@@ -1,0 +1,231 @@
+/**
+ * `ModelClient`: one model call of the built-in Stepwise loop, and `ModelClient.layerScripted`, a scripted
+ * model for users' tests and examples (text, reasoning, tool calls, parallel tool calls, usage, delays and
+ * failures) that needs no model key.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { ModelCallError } from "./Errors.ts"
+
+/**
+ * A tool call the model asked for. `arguments` is the model's JSON text, unparsed.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelToolCall {
+  readonly toolCallId: string
+  readonly toolName: string
+  readonly arguments: string
+}
+
+/**
+ * One message of a model request.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ModelMessage =
+  | { readonly role: "user"; readonly text: string }
+  | { readonly role: "assistant"; readonly text: string | null; readonly toolCalls: ReadonlyArray<ModelToolCall> }
+  | { readonly role: "tool"; readonly toolCallId: string; readonly toolName: string; readonly output: string }
+
+/**
+ * A tool the model may call: its name, description and JSON Schema of its arguments.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: { readonly [key: string]: unknown }
+}
+
+/**
+ * One model call's request.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelRequest {
+  readonly instructions: string
+  readonly messages: ReadonlyArray<ModelMessage>
+  readonly tools: ReadonlyArray<ModelToolDefinition>
+  /** Called with each piece of answer text as it streams in. */
+  readonly onTextDelta?: ((text: string) => Effect.Effect<void>) | undefined
+  /** Called with each piece of reasoning text as it streams in. */
+  readonly onReasoningDelta?: ((text: string) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * Token counts of one model call.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelUsage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
+}
+
+/**
+ * Names of a model call for its span; the session never stores them ("Adapter interface").
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelCallMetadata {
+  readonly requestModel?: string | undefined
+  readonly responseModel?: string | undefined
+  readonly providerName?: string | undefined
+  readonly responseId?: string | undefined
+  readonly finishReasons?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * One model call's response: answer text, reasoning, the tool calls it asks for, and usage.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelResponse {
+  readonly text: string | null
+  readonly reasoning: string | null
+  readonly toolCalls: ReadonlyArray<ModelToolCall>
+  readonly usage: ModelUsage
+  readonly metadata?: ModelCallMetadata | undefined
+}
+
+/**
+ * The service shape of {@link ModelClient}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ModelClientShape {
+  /** Makes exactly one model call. */
+  readonly generate: (request: ModelRequest) => Effect.Effect<ModelResponse, ModelCallError>
+}
+
+/**
+ * A tool call of a scripted response. Object arguments are encoded as JSON; string arguments are passed
+ * through unchanged, so a script can send text that is not JSON.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ScriptedToolCall {
+  readonly id: string
+  readonly name: string
+  readonly arguments?: string | { readonly [key: string]: unknown } | undefined
+}
+
+/**
+ * One scripted model call. `fail` makes the call fail with {@link ModelCallError}; `delay` waits before the
+ * response (interruptibly); `textDeltas` overrides how the text streams (one delta by default).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ScriptedResponse {
+  readonly text?: string | undefined
+  readonly textDeltas?: ReadonlyArray<string> | undefined
+  readonly reasoning?: string | undefined
+  readonly toolCalls?: ReadonlyArray<ScriptedToolCall> | undefined
+  readonly usage?: Partial<ModelUsage> | undefined
+  readonly delay?: Duration.Input | undefined
+  readonly fail?: string | undefined
+}
+
+/**
+ * One entry of a script: a response, or a function of the request (and the call's zero-based index).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ScriptedStep = ScriptedResponse | ((request: ModelRequest, index: number) => ScriptedResponse)
+
+/**
+ * Options of a scripted model.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ScriptedOptions {
+  /** Called with every request before it is answered, for assertions. */
+  readonly onRequest?: ((request: ModelRequest, index: number) => void) | undefined
+}
+
+const zeroUsage: ModelUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
+
+/**
+ * A model client that answers each call with the next entry of `script`. A failing entry is consumed like
+ * any other, so a retried call gets the next entry. A call past the end fails with `script exhausted`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const scripted = (script: ReadonlyArray<ScriptedStep>, options?: ScriptedOptions): ModelClientShape => {
+  let next = 0
+  return {
+    generate: Effect.fn("ModelClient.generate")(function* (request: ModelRequest) {
+      const index = next++
+      options?.onRequest?.(request, index)
+      const entry = script[index]
+      if (entry === undefined) {
+        return yield* new ModelCallError({ message: `script exhausted after ${script.length} model calls` })
+      }
+      const response = typeof entry === "function" ? entry(request, index) : entry
+      if (response.delay !== undefined) yield* Effect.sleep(Duration.fromInputUnsafe(response.delay))
+      if (response.fail !== undefined) return yield* new ModelCallError({ message: response.fail })
+      if (response.reasoning !== undefined && request.onReasoningDelta) {
+        yield* request.onReasoningDelta(response.reasoning)
+      }
+      if (response.text !== undefined && request.onTextDelta) {
+        for (const delta of response.textDeltas ?? [response.text]) yield* request.onTextDelta(delta)
+      }
+      return {
+        text: response.text ?? null,
+        reasoning: response.reasoning ?? null,
+        toolCalls: (response.toolCalls ?? []).map((call) => ({
+          toolCallId: call.id,
+          toolName: call.name,
+          arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {})
+        })),
+        usage: { ...zeroUsage, ...response.usage },
+        metadata: { requestModel: "scripted", responseModel: "scripted", providerName: "scripted" }
+      } satisfies ModelResponse
+    })
+  }
+}
+
+/**
+ * The model the built-in Stepwise loop calls. `AgentDefinition.resolveModel` may pick another client per
+ * turn from the session settings.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class ModelClient extends Context.Service<ModelClient, ModelClientShape>()(
+  "@durable-agent/session/ModelClient"
+) {
+  /** A client from a `generate` function. */
+  static readonly make = (generate: ModelClientShape["generate"]): ModelClientShape => ({ generate })
+
+  /** A layer from a `generate` function. */
+  static readonly layer = (generate: ModelClientShape["generate"]): Layer.Layer<ModelClient> =>
+    Layer.succeed(ModelClient, ModelClient.make(generate))
+
+  /** A scripted model (see {@link scripted}); every build of the layer starts the script from the top. */
+  static readonly layerScripted = (
+    script: ReadonlyArray<ScriptedStep>,
+    options?: ScriptedOptions
+  ): Layer.Layer<ModelClient> => Layer.sync(ModelClient, () => scripted(script, options))
+}

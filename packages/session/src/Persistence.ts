@@ -1,0 +1,201 @@
+/**
+ * The session's persistence schema as engine definitions: Attributes, AttributeMaps, Channels and the
+ * `AgentEvents` Stream, named exactly as the spec's "Persistence schema" and typed by the wire codecs.
+ * Clients read state with them (`client.getAttribute(flowId, Persistence.AgentState)`).
+ *
+ * Declared for the later steering, plan and compaction features so their state fits without a rewrite:
+ * `SteeredUserMessages`, `TurnControlRequests`, `TurnCancellationRequest`, `ToolCallCancellations`.
+ *
+ * @since 0.1.0
+ */
+import { Attribute, AttributeMap, Channel, ChannelMap, Stream } from "@durable-agent/engine"
+import * as Schema from "effect/Schema"
+import * as Wire from "./wire/index.ts"
+
+/**
+ * `AgentState`: the session's status, turn and message counters.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentState = Attribute("AgentState", Wire.AgentState)
+
+/**
+ * `AgentMessages`: one stored message per instance, keyed by its 12-digit zero-padded sequence.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentMessages = AttributeMap("AgentMessages", Wire.AgentMessage)
+
+/**
+ * `TurnReplySequence`: the first sequence after the active turn's user messages.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const TurnReplySequence = Attribute("TurnReplySequence", Wire.TurnReplySequence)
+
+/**
+ * `FrameworkRunState`: the runner's opaque run state, present only while a turn waits for tool calls.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const FrameworkRunState = Attribute("FrameworkRunState", Schema.String)
+
+/**
+ * `AgentToolCalls`: the active turn's tool call records, keyed by tool call ID.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentToolCalls = AttributeMap("AgentToolCalls", Wire.AgentToolCall)
+
+/**
+ * `PendingInterrupts`: the interrupts waiting for an answer.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const PendingInterrupts = Attribute("PendingInterrupts", Wire.PendingInterrupts)
+
+/**
+ * `AgentUsage`: the session's total usage.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentUsage = Attribute("AgentUsage", Wire.AgentUsage)
+
+/**
+ * `SessionSettings`: the settings the next turn starts with; unset when there are none.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const SessionSettings = Attribute("SessionSettings", Wire.SessionSettings)
+
+/**
+ * `TurnSessionSettings`: the settings the active turn started with.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const TurnSessionSettings = Attribute("TurnSessionSettings", Wire.TurnSessionSettings)
+
+/**
+ * `TurnCancellationRequest`: written only by `cancel_turn` (later); AwaitUserMessage locks it.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const TurnCancellationRequest = Attribute("TurnCancellationRequest", Wire.TurnCancellationRequest)
+
+/**
+ * `QueuedUserMessages`: user messages waiting for the next turn.
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const QueuedUserMessages = Channel("QueuedUserMessages", Wire.AgentUserMessage)
+
+/**
+ * `InterruptResolutions`: resolutions of interrupts, keyed by interrupt ID.
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const InterruptResolutions = ChannelMap("InterruptResolutions", Wire.AgentInterruptResolution)
+
+/**
+ * `ToolCallResults` (internal): one `ToolCallCompleted` per call, in the commit that makes its record final.
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const ToolCallResults = Channel("ToolCallResults", Wire.ToolCallCompleted)
+
+/**
+ * `SteeredUserMessages`: steered messages (steering is a later feature).
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const SteeredUserMessages = Channel("SteeredUserMessages", Wire.AgentUserMessage)
+
+/**
+ * `TurnControlRequests` (internal): wakes ResumeTurn for steering (a later feature).
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const TurnControlRequests = Channel("TurnControlRequests", Wire.TurnControlRequest)
+
+/**
+ * `ToolCallCancellations` (internal): wakes a call's waiting Step for steering (a later feature).
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const ToolCallCancellations = ChannelMap("ToolCallCancellations", Wire.ToolCallCancellation)
+
+/**
+ * The default byte capacity of `AgentEvents` per Flow type: 10 MiB.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const DEFAULT_EVENTS_CAPACITY_BYTES = 10 * 1024 * 1024
+
+/**
+ * `AgentEvents`: the session's best-effort event Stream; each message is an `AgentEventEnvelope` whose
+ * payload is JSON object text.
+ *
+ * @category streams
+ * @since 0.1.0
+ */
+export const agentEvents = (capacityBytes: number = DEFAULT_EVENTS_CAPACITY_BYTES) =>
+  Stream("AgentEvents", Wire.AgentEventEnvelope, { capacityBytes })
+
+/**
+ * `AgentEvents` with the default capacity; clients read it by name, so any capacity reads the same stream.
+ *
+ * @category streams
+ * @since 0.1.0
+ */
+export const AgentEvents = agentEvents()
+
+/**
+ * Every Attribute and AttributeMap of the session.
+ *
+ * @category collections
+ * @since 0.1.0
+ */
+export const attributes = [
+  AgentState,
+  AgentMessages,
+  TurnReplySequence,
+  FrameworkRunState,
+  AgentToolCalls,
+  PendingInterrupts,
+  AgentUsage,
+  SessionSettings,
+  TurnSessionSettings,
+  TurnCancellationRequest
+] as const
+
+/**
+ * Every Channel and ChannelMap of the session.
+ *
+ * @category collections
+ * @since 0.1.0
+ */
+export const channels = [
+  QueuedUserMessages,
+  InterruptResolutions,
+  ToolCallResults,
+  SteeredUserMessages,
+  TurnControlRequests,
+  ToolCallCancellations
+] as const

@@ -1,0 +1,300 @@
+/**
+ * Stepwise, the built-in runner: an `AgentDefinition` (instructions, tools from the `ToolSource`, the model
+ * from `ModelClient` or `resolveModel`) that makes exactly one model call per RunModel Step and defers every
+ * tool call to the session.
+ *
+ * Its framework items are JSON objects with a `type` (`user`, `assistant_text`, `tool_call`,
+ * `tool_result`); its run state holds the turn's items after the user message and the pending tool call IDs.
+ * Messages stored by another runner are read from their projection fields.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { ModelClient, type ModelClientShape, type ModelMessage, type ModelToolCall } from "./ModelClient.ts"
+import { parseToolArguments } from "./Policy.ts"
+import {
+  AgentFrameworkRunner,
+  type AgentFrameworkRunnerShape,
+  type AgentTurnContext,
+  AgentTurnOutcome,
+  type DeferredToolExecution,
+  type FrameworkMessage
+} from "./Runner.ts"
+import { EventWriter } from "./Services.ts"
+import { ToolSource } from "./ToolSource.ts"
+import * as Wire from "./wire/index.ts"
+
+/**
+ * What an instructions function sees.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface InstructionContext {
+  readonly flowId: string
+  readonly turnId: string
+  readonly sessionSettings: Wire.SessionSettings
+}
+
+/**
+ * A Stepwise agent.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AgentDefinition {
+  readonly name: string
+  readonly instructions: string | ((context: InstructionContext) => string)
+  /** Names of the `ToolSource` tools this agent offers; every tool of the source by default. */
+  readonly tools?: ReadonlyArray<string> | undefined
+  /** The model of a turn from its session settings; the `ModelClient` service when it returns `undefined`. */
+  readonly resolveModel?: ((settings: Wire.SessionSettings) => ModelClientShape | undefined) | undefined
+}
+
+/**
+ * One Stepwise framework item.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type StepwiseItem =
+  | { readonly type: "user"; readonly text: string }
+  | { readonly type: "assistant_text"; readonly text: string }
+  | {
+      readonly type: "tool_call"
+      readonly tool_call_id: string
+      readonly tool_name: string
+      readonly arguments: string
+    }
+  | { readonly type: "tool_result"; readonly tool_call_id: string; readonly tool_name: string; readonly output: string }
+
+interface RunState {
+  readonly version: 1
+  readonly items: ReadonlyArray<StepwiseItem>
+  readonly pending: ReadonlyArray<string>
+}
+
+/**
+ * The stored form of a Stepwise item.
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const toFrameworkMessage = (item: StepwiseItem): FrameworkMessage => {
+  const base = {
+    text: null,
+    toolCallId: null,
+    toolName: null,
+    toolArguments: null,
+    toolOutput: null,
+    frameworkItem: JSON.stringify(item)
+  }
+  switch (item.type) {
+    case "user":
+      return { ...base, role: "user", text: item.text }
+    case "assistant_text":
+      return { ...base, role: "assistant", text: item.text }
+    case "tool_call":
+      return {
+        ...base,
+        role: "assistant",
+        toolCallId: item.tool_call_id,
+        toolName: item.tool_name,
+        toolArguments: item.arguments
+      }
+    case "tool_result":
+      return { ...base, role: "tool", toolCallId: item.tool_call_id, toolName: item.tool_name, toolOutput: item.output }
+  }
+}
+
+const itemTypes = new Set(["user", "assistant_text", "tool_call", "tool_result"])
+
+/**
+ * Reads a stored message as a Stepwise item: its framework item when Stepwise wrote it, else its projection.
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const fromStoredMessage = (message: Wire.AgentMessage): StepwiseItem => {
+  const parsed = parseToolArguments(message.frameworkItem)
+  if (Option.isSome(parsed) && typeof parsed.value.type === "string" && itemTypes.has(parsed.value.type)) {
+    return parsed.value as unknown as StepwiseItem
+  }
+  if (message.role === "user") return { type: "user", text: message.text ?? "" }
+  if (message.role === "tool") {
+    return {
+      type: "tool_result",
+      tool_call_id: message.toolCallId ?? "",
+      tool_name: message.toolName ?? "",
+      output: message.toolOutput ?? ""
+    }
+  }
+  if (message.toolCallId !== null) {
+    return {
+      type: "tool_call",
+      tool_call_id: message.toolCallId,
+      tool_name: message.toolName ?? "",
+      arguments: message.toolArguments ?? "{}"
+    }
+  }
+  return { type: "assistant_text", text: message.text ?? "" }
+}
+
+/**
+ * The model messages of a list of items: consecutive assistant text and tool calls form one assistant message.
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const toModelMessages = (items: ReadonlyArray<StepwiseItem>): Array<ModelMessage> => {
+  const out: Array<ModelMessage> = []
+  for (const item of items) {
+    const last = out[out.length - 1]
+    switch (item.type) {
+      case "user":
+        out.push({ role: "user", text: item.text })
+        break
+      case "tool_result":
+        out.push({ role: "tool", toolCallId: item.tool_call_id, toolName: item.tool_name, output: item.output })
+        break
+      case "assistant_text":
+        if (last?.role === "assistant" && last.toolCalls.length === 0) {
+          out[out.length - 1] = { ...last, text: `${last.text ?? ""}${item.text}` }
+        } else out.push({ role: "assistant", text: item.text, toolCalls: [] })
+        break
+      case "tool_call": {
+        const call: ModelToolCall = {
+          toolCallId: item.tool_call_id,
+          toolName: item.tool_name,
+          arguments: item.arguments
+        }
+        if (last?.role === "assistant") out[out.length - 1] = { ...last, toolCalls: [...last.toolCalls, call] }
+        else out.push({ role: "assistant", text: null, toolCalls: [call] })
+        break
+      }
+    }
+  }
+  return out
+}
+
+const parseRunState = (text: string | null): RunState | undefined => {
+  if (text === null) return undefined
+  const parsed = parseToolArguments(text)
+  if (Option.isNone(parsed) || parsed.value.version !== 1) return undefined
+  return parsed.value as unknown as RunState
+}
+
+/**
+ * Builds the Stepwise runner of an agent from the `ModelClient` and `ToolSource` services.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
+  const defaultModel = yield* ModelClient
+  const source = yield* ToolSource
+  const offered = agent.tools === undefined ? undefined : new Set(agent.tools)
+  const tools = source.tools
+    .filter((t) => offered === undefined || offered.has(t.name))
+    .map(({ name, description, parameters }) => ({ name, description, parameters }))
+  const frameworkEffects = new Map(source.tools.map((t) => [t.name, t.effect]))
+
+  const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
+    const events = yield* EventWriter
+    const history = turn.messages.map(fromStoredMessage)
+    const runState = parseRunState(turn.frameworkRunState)
+    const turnItems: Array<StepwiseItem> = [...(runState?.items ?? [])]
+    for (const id of runState?.pending ?? []) {
+      const record = turn.toolCalls.find((r) => r.toolCallId === id)
+      const output =
+        record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
+          ? Wire.modelVisibleResult({ ...record, status: record.status })
+          : Wire.OUTCOME_UNKNOWN_TEXT
+      turnItems.push({ type: "tool_result", tool_call_id: id, tool_name: record?.toolName ?? "", output })
+    }
+    const model = agent.resolveModel?.(turn.sessionSettings) ?? defaultModel
+    const instructions =
+      typeof agent.instructions === "string"
+        ? agent.instructions
+        : agent.instructions({ flowId: turn.flowId, turnId: turn.turnId, sessionSettings: turn.sessionSettings })
+    const response = yield* model.generate({
+      instructions,
+      messages: toModelMessages([...history, ...turnItems]),
+      tools,
+      onTextDelta: events.textDelta,
+      onReasoningDelta: events.reasoningDelta
+    })
+    const usage: Wire.AgentUsage = { modelCalls: 1, ...response.usage }
+    const responseItems: Array<StepwiseItem> = [
+      ...(response.text !== null && response.text.length > 0
+        ? [{ type: "assistant_text" as const, text: response.text }]
+        : []),
+      ...response.toolCalls.map(
+        (c): StepwiseItem => ({
+          type: "tool_call",
+          tool_call_id: c.toolCallId,
+          tool_name: c.toolName,
+          arguments: c.arguments
+        })
+      )
+    ]
+    const items = [...turnItems, ...responseItems]
+    if (response.toolCalls.length === 0) {
+      return AgentTurnOutcome.turnCompleted({
+        newMessages: items.map(toFrameworkMessage),
+        usage,
+        modelCallMetadata: response.metadata
+      })
+    }
+    return AgentTurnOutcome.toolCallsRequested({
+      frameworkRunState: JSON.stringify({
+        version: 1,
+        items,
+        pending: response.toolCalls.map((c) => c.toolCallId)
+      } satisfies RunState),
+      toolCalls: response.toolCalls.map((c) => ({
+        toolCallId: c.toolCallId,
+        toolName: c.toolName,
+        arguments: c.arguments,
+        policy: turn.resolveToolPolicy(c.toolName, frameworkEffects.get(c.toolName))
+      })),
+      usage,
+      modelCallMetadata: response.metadata
+    })
+  })
+
+  const executeDeferredToolCall = Effect.fn("Stepwise.executeDeferredToolCall")(function* (
+    call: DeferredToolExecution
+  ) {
+    const record = call.toolCall
+    return yield* source.call({
+      flowId: call.flowId,
+      turnId: call.turnId,
+      toolCallId: record.toolCallId,
+      toolName: record.toolName,
+      arguments: Option.getOrElse(parseToolArguments(record.arguments), () => ({})),
+      argumentsText: record.arguments,
+      idempotencyKey: call.idempotencyKey,
+      attempt: call.attempt,
+      toolSourceReference: record.toolSourceReference
+    })
+  })
+
+  return {
+    name: agent.name,
+    buildUserMessage: (text) => toFrameworkMessage({ type: "user", text }),
+    runModelStep,
+    executeDeferredToolCall
+  } satisfies AgentFrameworkRunnerShape as AgentFrameworkRunnerShape
+})
+
+/**
+ * The Stepwise runner of an agent as the session's `AgentFrameworkRunner`.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (agent: AgentDefinition): Layer.Layer<AgentFrameworkRunner, never, ModelClient | ToolSource> =>
+  Layer.effect(AgentFrameworkRunner, make(agent))

@@ -1,0 +1,128 @@
+// The RPCs of the session Flow (spec "RPCs"): send_user_message, resolve_interrupt, get_agent_snapshot,
+// list_agent_messages and update_session_settings. Handlers read and write through the RPC's TxView, so
+// each commits atomically or not at all.
+import { Rpc, type RpcDef } from "@durable-agent/engine"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as P from "../Persistence.ts"
+import * as Wire from "../wire/index.ts"
+import { NoInput, UpdateSettingsInput } from "./schemas.ts"
+import { isBlank, settingsProblem, storedMessages, turnRecords, ZERO_USAGE } from "./session.ts"
+
+export interface SessionRpcs {
+  readonly send_user_message: RpcDef<Wire.AgentUserMessage, boolean>
+  readonly resolve_interrupt: RpcDef<Wire.ResolveInterruptRequest, boolean>
+  readonly get_agent_snapshot: RpcDef<null, Wire.AgentSnapshot>
+  readonly list_agent_messages: RpcDef<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>
+  readonly update_session_settings: RpcDef<typeof UpdateSettingsInput.Type, boolean>
+}
+
+/** RPC definitions without handlers' state: shared by the Flow (which runs them) and the client. */
+export const makeRpcs = (): SessionRpcs => ({
+  send_user_message: Rpc({
+    name: "send_user_message",
+    input: Wire.AgentUserMessage,
+    output: Schema.Boolean,
+    handler: (ctx, message) =>
+      Effect.sync(() => {
+        // Plan mode is not enabled in this session, so a plan_mode message is refused as the spec says.
+        if (isBlank(message.text) || message.planMode) return { output: false }
+        ctx.publish(P.QueuedUserMessages, message)
+        return { output: true }
+      })
+  }),
+
+  resolve_interrupt: Rpc({
+    name: "resolve_interrupt",
+    input: Wire.ResolveInterruptRequest,
+    output: Schema.Boolean,
+    locks: [P.PendingInterrupts],
+    handler: Effect.fn("AgentSession.resolve_interrupt")(function* (ctx, request) {
+      const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+      const interrupt = pending.find((i) => i.interruptId === request.interruptId)
+      if (interrupt === undefined) return { output: false }
+      const now = yield* Clock.currentTimeMillis
+      if (interrupt.deadline !== null && now >= Date.parse(interrupt.deadline)) return { output: false }
+      // On a question, approved=true is not an answer (answer_question is); approved=false declines it.
+      if (interrupt.kind === "question" && request.approved) return { output: false }
+      ctx.set(
+        P.PendingInterrupts,
+        pending.filter((i) => i !== interrupt)
+      )
+      ctx.publishAt(P.InterruptResolutions, interrupt.interruptId, {
+        approved: request.approved,
+        rejectionMessage: request.approved ? null : request.rejectionMessage,
+        answer: null
+      })
+      return { output: true }
+    })
+  }),
+
+  get_agent_snapshot: Rpc({
+    name: "get_agent_snapshot",
+    input: NoInput,
+    output: Wire.AgentSnapshot,
+    handler: (ctx) =>
+      Effect.sync(() => {
+        const state = Option.getOrNull(ctx.get(P.AgentState))
+        const pendingMessages = (channel: typeof P.QueuedUserMessages) =>
+          ctx.messages(channel).map((m) => ({ messageId: m.id, message: m.value }))
+        const queued = pendingMessages(P.QueuedUserMessages)
+        return {
+          output: {
+            state,
+            messages: storedMessages(ctx).slice(-Wire.SNAPSHOT_MESSAGE_LIMIT),
+            pendingInterrupts: Option.getOrElse(ctx.get(P.PendingInterrupts), () => []),
+            toolCalls: state?.activeTurnId ? turnRecords(ctx, state.activeTurnId) : [],
+            usage: Option.getOrElse(ctx.get(P.AgentUsage), () => ZERO_USAGE),
+            queuedMessageCount: queued.length,
+            plan: null,
+            queuedMessages: queued,
+            steeredMessages: pendingMessages(P.SteeredUserMessages),
+            contextSummary: null,
+            sessionSettings: Option.getOrNull(ctx.get(P.SessionSettings))
+          }
+        }
+      })
+  }),
+
+  list_agent_messages: Rpc({
+    name: "list_agent_messages",
+    input: Wire.ListAgentMessagesRequest,
+    output: Wire.AgentMessagesPage,
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        const limit = Math.min(Wire.MAX_LIST_AGENT_MESSAGES_LIMIT, Math.max(1, Math.trunc(request.limit)))
+        const before = request.beforeSequence
+        const all = storedMessages(ctx)
+        const page = (before === null ? all : all.filter((m) => m.sequence < before)).slice(-limit)
+        // Without AgentMessageIndex the oldest stored message is sequence 1.
+        const first = page[0]
+        return {
+          output: {
+            messages: page,
+            nextBeforeSequence: first === undefined || first.sequence <= 1 ? null : first.sequence,
+            deletedBeforeSequence: null
+          }
+        }
+      })
+  }),
+
+  update_session_settings: Rpc({
+    name: "update_session_settings",
+    input: UpdateSettingsInput,
+    output: Schema.Boolean,
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        const settings = request.sessionSettings
+        if (Option.isNone(ctx.get(P.AgentState)) || settings === null || settingsProblem(settings) !== undefined) {
+          return { output: false }
+        }
+        if (Object.keys(settings as object).length === 0) ctx.delete(P.SessionSettings)
+        else ctx.set(P.SessionSettings, settings as Wire.SessionSettings)
+        return { output: true }
+      })
+  })
+})

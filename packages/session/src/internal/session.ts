@@ -1,0 +1,323 @@
+// Helpers shared by the session's Steps and RPCs: the session configuration, events, message and record
+// bookkeeping, turn starts and ends. Everything that writes goes through the engine's staged TxView, so it
+// commits with the Step's decision.
+import type { ExecuteContext, StreamDef, TxView } from "@durable-agent/engine"
+import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as P from "../Persistence.ts"
+import type { ToolPolicy } from "../Policy.ts"
+import type { AgentFrameworkRunnerShape, FrameworkMessage } from "../Runner.ts"
+import { EventWriter, Heartbeat } from "../Services.ts"
+import * as Wire from "../wire/index.ts"
+
+/** What the Steps of one session Flow need to know besides state. */
+export interface SessionConfig {
+  readonly flowType: string
+  readonly toolPolicies: Readonly<Record<string, ToolPolicy>>
+  readonly defaultToolEffect: Wire.ToolEffect
+  readonly approvalDeadlineMs: number | null
+  readonly events: StreamDef<Wire.AgentEventEnvelope>
+  readonly runner: Context.Key<any, AgentFrameworkRunnerShape>
+  readonly heartbeatInterval: Duration.Duration
+  readonly retryInitialInterval: Duration.Input
+}
+
+export const ZERO_USAGE: Wire.AgentUsage = {
+  modelCalls: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedInputTokens: 0,
+  reasoningTokens: 0
+}
+
+export const addUsage = (a: Wire.AgentUsage, b: Wire.AgentUsage): Wire.AgentUsage => ({
+  modelCalls: a.modelCalls + b.modelCalls,
+  inputTokens: a.inputTokens + b.inputTokens,
+  outputTokens: a.outputTokens + b.outputTokens,
+  cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+  reasoningTokens: a.reasoningTokens + b.reasoningTokens
+})
+
+/** The current time as the RFC 3339 text the session writes (UTC, milliseconds, `Z`). */
+export const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
+
+/** Whole seconds from now until `deadline` (RFC 3339), rounded up; 0 when it passed. */
+export const secondsUntil = (deadline: string, nowMs: number): number =>
+  Math.max(0, Math.ceil((Date.parse(deadline) - nowMs) / 1000))
+
+export const isBlank = (text: string) => text.trim().length === 0
+
+/** The session settings problem of a start input or an update, or `undefined` when they are valid. */
+export const settingsProblem = (settings: unknown): string | undefined => {
+  if (typeof settings !== "object" || settings === null || Array.isArray(settings)) {
+    return "session_settings must be a JSON object"
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(settings), "utf8")
+  const limit = Wire.MAX_SESSION_SETTINGS_BYTES + Wire.SESSION_SETTINGS_SIZE_TOLERANCE_BYTES
+  return bytes > limit ? `session_settings are ${bytes} bytes, over the limit of ${limit}` : undefined
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------------------------
+
+/** Writes typed session events for one Step attempt; best effort, never fails. */
+export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
+  const raw = (type: string, payload: unknown) =>
+    ctx.emit(config.events, {
+      type,
+      turnId,
+      attempt: ctx.attempt,
+      payload: JSON.stringify(payload),
+      stepExecutionId: ctx.stepExecutionId
+    })
+  const typed =
+    <A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>) =>
+    (payload: A) =>
+      raw(type, Schema.encodeSync(schema as Schema.Codec<A, unknown, never, never>)(payload))
+  return {
+    raw,
+    turnStarted: typed("turn_started", Wire.TurnStartedPayload),
+    turnCompleted: typed("turn_completed", Wire.TurnCompletedPayload),
+    turnFailed: typed("turn_failed", Wire.TurnFailedPayload),
+    toolCallStarted: typed("tool_call_started", Wire.ToolCallStartedPayload),
+    toolCallFinished: typed("tool_call_finished", Wire.ToolCallFinishedPayload),
+    toolCallDeferred: typed("tool_call_deferred", Wire.ToolCallDeferredPayload),
+    interruptRaised: typed("interrupt_raised", Wire.InterruptRaisedPayload),
+    interruptResolved: typed("interrupt_resolved", Wire.InterruptResolvedPayload),
+    usageRecorded: typed("usage_recorded", Wire.UsageRecordedPayload)
+  }
+}
+export type Emitter = ReturnType<typeof emitter>
+
+/** Provides the per-attempt `EventWriter` and `Heartbeat` services built from the engine's Step context. */
+export const provideStepServices =
+  (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>) => {
+    const events = emitter(ctx, config, turnId)
+    return self.pipe(
+      Effect.provideService(
+        EventWriter,
+        EventWriter.make((event) => events.raw(event.type, event.payload))
+      ),
+      Effect.provideService(Heartbeat, {
+        beat: (checkpoint) => ctx.heartbeat(checkpoint),
+        checkpoint: ctx.heartbeatCheckpoint
+      })
+    )
+  }
+
+/** Runs `self` while heartbeating every `interval`; the first beat comes one interval after the start. */
+export const withHeartbeats =
+  (ctx: ExecuteContext, interval: Duration.Duration) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.raceFirst(self, Effect.forever(Effect.andThen(Effect.sleep(interval), ctx.heartbeat())))
+
+// ---------------------------------------------------------------------------------------------------------
+// State reads
+// ---------------------------------------------------------------------------------------------------------
+
+export const initialState: Wire.AgentState = {
+  status: "waiting_for_user_message",
+  turnCount: 0,
+  activeTurnId: null,
+  nextMessageSequence: 1,
+  lastTurnError: null,
+  interactionMode: "chat",
+  acceptsTurnControl: false
+}
+
+/** The session's state; a defect when StartAgentSession has not committed (no Step runs before it). */
+export const requireState = (ctx: TxView): Effect.Effect<Wire.AgentState> =>
+  Option.match(ctx.get(P.AgentState), {
+    onNone: () => Effect.die(new Error("AgentState is missing: the session was not started")),
+    onSome: Effect.succeed
+  })
+
+/** Every stored message, in sequence order (keys are zero-padded, so they sort numerically). */
+export const storedMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
+  ctx.keys(P.AgentMessages).flatMap((key) => Option.toArray(ctx.getAt(P.AgentMessages, key)))
+
+/** Every stored tool call record. */
+export const allRecords = (ctx: TxView): Array<Wire.AgentToolCall> =>
+  ctx.keys(P.AgentToolCalls).flatMap((key) => Option.toArray(ctx.getAt(P.AgentToolCalls, key)))
+
+/** The records of one turn, in `deferral_order`. */
+export const turnRecords = (ctx: TxView, turnId: string): Array<Wire.AgentToolCall> =>
+  allRecords(ctx)
+    .filter((r) => r.turnId === turnId)
+    .sort((a, b) => a.deferralOrder - b.deferralOrder)
+
+export const isFinal = (
+  record: Wire.AgentToolCall
+): record is Wire.AgentToolCall & {
+  readonly status: Wire.AgentToolCallFinalStatus
+} => Wire.isAgentToolCallFinalStatus(record.status)
+
+/** The settings the active turn started with; `{}` when the stored copy belongs to another turn. */
+export const turnSettings = (ctx: TxView, turnId: string): Wire.SessionSettings =>
+  Option.match(ctx.get(P.TurnSessionSettings), {
+    onNone: () => ({}),
+    onSome: (s) => (s.turnId === turnId ? s.sessionSettings : {})
+  })
+
+// ---------------------------------------------------------------------------------------------------------
+// Writes
+// ---------------------------------------------------------------------------------------------------------
+
+/** Stores messages at the next sequences of the turn; returns the state with the counter advanced. */
+export const appendMessages = (
+  ctx: TxView,
+  state: Wire.AgentState,
+  turnId: string,
+  messages: ReadonlyArray<FrameworkMessage>,
+  createdAt: string
+): Wire.AgentState => {
+  let sequence = state.nextMessageSequence
+  for (const m of messages) {
+    ctx.setAt(P.AgentMessages, Wire.messageSequenceKey(sequence), {
+      sequence,
+      turnId,
+      role: m.role,
+      text: m.text,
+      toolCallId: m.toolCallId,
+      toolName: m.toolName,
+      toolArguments: m.toolArguments,
+      toolOutput: m.toolOutput,
+      frameworkItem: m.frameworkItem,
+      createdAt
+    })
+    sequence++
+  }
+  return { ...state, nextMessageSequence: sequence }
+}
+
+/** Adds one model call's usage to the session total and writes `usage_recorded`. */
+export const recordUsage = (ctx: TxView, events: Emitter, usage: Wire.AgentUsage) => {
+  const session = addUsage(
+    Option.getOrElse(ctx.get(P.AgentUsage), () => ZERO_USAGE),
+    usage
+  )
+  ctx.set(P.AgentUsage, session)
+  return events.usageRecorded({ recorded: usage, session })
+}
+
+/**
+ * Makes a record final: writes it, publishes its one `ToolCallCompleted`, and writes `tool_call_finished`.
+ * Every final status is set only here.
+ */
+export const finalizeRecord = (
+  ctx: TxView,
+  events: Emitter,
+  record: Wire.AgentToolCall,
+  patch: {
+    readonly status: Wire.AgentToolCallFinalStatus
+    readonly output?: string | null
+    readonly error?: string | null
+    readonly rejectionMessage?: string | null
+  }
+) => {
+  ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, ...patch })
+  ctx.publish(P.ToolCallResults, { toolCallId: record.toolCallId })
+  return events.toolCallFinished({ toolCallId: record.toolCallId, toolName: record.toolName, status: patch.status })
+}
+
+/**
+ * Starts a turn with the given user messages: stores them, copies SessionSettings into TurnSessionSettings,
+ * writes TurnReplySequence and `turn_started`. The caller moves to RunModel.
+ */
+export const beginTurn = Effect.fnUntraced(function* (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  runner: AgentFrameworkRunnerShape,
+  state: Wire.AgentState,
+  texts: ReadonlyArray<string>
+) {
+  const turnId = Wire.formatTurnId(state.turnCount + 1)
+  const now = yield* nowIso
+  const first = state.nextMessageSequence
+  const appended = appendMessages(
+    ctx,
+    state,
+    turnId,
+    texts.map((t) => runner.buildUserMessage(t)),
+    now
+  )
+  ctx.set(P.TurnReplySequence, { turnId, sequence: appended.nextMessageSequence })
+  ctx.set(P.TurnSessionSettings, {
+    turnId,
+    sessionSettings: Option.getOrElse(ctx.get(P.SessionSettings), () => ({}))
+  })
+  ctx.set(P.AgentState, {
+    ...appended,
+    status: "running_model",
+    activeTurnId: turnId,
+    interactionMode: "chat",
+    acceptsTurnControl: false
+  })
+  yield* emitter(ctx, config, turnId).turnStarted({ sequence: first })
+  return turnId
+})
+
+/** Deletes the turn's records and run state and empties PendingInterrupts. */
+export const clearTurn = (ctx: TxView) => {
+  for (const key of ctx.keys(P.AgentToolCalls)) ctx.deleteAt(P.AgentToolCalls, key)
+  ctx.delete(P.FrameworkRunState)
+  ctx.set(P.PendingInterrupts, [])
+}
+
+/**
+ * Ends the active turn: clears it, counts it, and writes `turn_completed`, or `turn_failed` with `error`.
+ * The caller moves to AwaitUserMessage.
+ */
+export const endTurn = (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  state: Wire.AgentState,
+  turnId: string,
+  error: string | null
+) => {
+  clearTurn(ctx)
+  ctx.set(P.AgentState, {
+    ...state,
+    status: "waiting_for_user_message",
+    turnCount: state.turnCount + 1,
+    activeTurnId: null,
+    lastTurnError: error
+  })
+  const events = emitter(ctx, config, turnId)
+  if (error !== null) return events.turnFailed({ error })
+  const reply = ctx.get(P.TurnReplySequence)
+  const messageCount =
+    Option.isSome(reply) && reply.value.turnId === turnId
+      ? state.nextMessageSequence - reply.value.sequence
+      : storedMessages(ctx).filter((m) => m.turnId === turnId && m.role !== "user").length
+  return events.turnCompleted({ messageCount })
+}
+
+/**
+ * Fails the active turn: appends `unfinished` (the runner's unstored items), then one turn-failure note when
+ * the turn has final records, and ends the turn with `error`.
+ */
+export const failTurn = Effect.fnUntraced(function* (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  runner: AgentFrameworkRunnerShape,
+  state: Wire.AgentState,
+  turnId: string,
+  error: string,
+  unfinished: ReadonlyArray<FrameworkMessage> = []
+) {
+  const now = yield* nowIso
+  let next = appendMessages(ctx, state, turnId, unfinished, now)
+  const finals = turnRecords(ctx, turnId).filter(isFinal)
+  if (finals.length > 0) {
+    const note = Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, finals)
+    next = appendMessages(ctx, next, turnId, [runner.buildUserMessage(note)], now)
+  }
+  yield* endTurn(ctx, config, next, turnId, error)
+})

@@ -1,0 +1,557 @@
+// The Steps of the session Flow (spec "Session Flow contract", Steps). Each execute body is an Effect
+// whose error channel carries only attempt errors (ModelCallError, ToolAttemptError); ToolExecutionError is
+// recorded as `failed`, and commit-time ValueTooLarge reaches the failure routes as a recovery error.
+import { type ExecuteContext, Step, StepDecision, type StepDef, StepMovement, Timer, Wait } from "@durable-agent/engine"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as P from "../Persistence.ts"
+import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
+import type { AgentTurnContext, FrameworkMessage } from "../Runner.ts"
+import * as Wire from "../wire/index.ts"
+import { NoInput, ResultCountInput, StartInput, ToolCallIdInput } from "./schemas.ts"
+import {
+  appendMessages,
+  beginTurn,
+  emitter,
+  endTurn,
+  failTurn,
+  finalizeRecord,
+  initialState,
+  isBlank,
+  isFinal,
+  provideStepServices,
+  recordUsage,
+  requireState,
+  type SessionConfig,
+  secondsUntil,
+  settingsProblem,
+  storedMessages,
+  turnRecords,
+  turnSettings,
+  withHeartbeats,
+  ZERO_USAGE
+} from "./session.ts"
+
+/** Both methods SYNC, as every Step of the session sets explicitly ("Session Flow contract", Rules). */
+const sync = { execute: { durability: "sync" }, waitFor: { durability: "sync" } } as const
+
+/** The retry of the session's bookkeeping Steps. */
+const recoveryRetry = { maxAttempts: 5 } as const
+
+/** The heartbeat timeout of RunModel and the tool Steps. */
+const HEARTBEAT_TIMEOUT = "2 minutes"
+
+export interface SessionSteps {
+  readonly StartAgentSession: StepDef<typeof StartInput.Type, any>
+  readonly AwaitUserMessage: StepDef<null, any>
+  readonly RunModel: StepDef<Wire.RecordTurnFailureInput, any>
+  readonly RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, any>
+  readonly CallTool: StepDef<string, any>
+  readonly CallSingleAttemptTool: StepDef<string, any>
+  readonly AwaitToolApproval: StepDef<string, any>
+  readonly RecordToolFailure: StepDef<string, any>
+  readonly RecordToolOutcomeUnknown: StepDef<string, any>
+  readonly ResumeTurn: StepDef<number, any>
+}
+
+export const makeSteps = (config: SessionConfig): SessionSteps => {
+  const toolStep = (effect: Wire.ToolEffect): StepDef<string, any> =>
+    EFFECT_TABLE[effect].step === "CallTool" ? CallTool : CallSingleAttemptTool
+
+  const turnContext = (
+    ctx: ExecuteContext,
+    turnId: string,
+    state: Wire.AgentState,
+    messages: ReadonlyArray<Wire.AgentMessage>
+  ): AgentTurnContext => ({
+    flowId: ctx.flowId,
+    turnId,
+    stepExecutionId: ctx.stepExecutionId,
+    attempt: ctx.attempt,
+    messages,
+    frameworkRunState: Option.getOrNull(ctx.get(P.FrameworkRunState)),
+    toolCalls: turnRecords(ctx, turnId),
+    sessionSettings: turnSettings(ctx, turnId),
+    interactionMode: state.interactionMode,
+    toolPolicies: config.toolPolicies,
+    defaultToolEffect: config.defaultToolEffect,
+    resolveToolPolicy: (toolName, frameworkEffect) =>
+      resolveToolPolicy(toolName, {
+        toolPolicies: config.toolPolicies,
+        defaultToolEffect: config.defaultToolEffect,
+        frameworkEffect
+      })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // StartAgentSession
+  // -------------------------------------------------------------------------------------------------------
+
+  const StartAgentSession: StepDef<typeof StartInput.Type, any> = Step({
+    type: "StartAgentSession",
+    input: StartInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    execute: Effect.fn("AgentSession.StartAgentSession")(function* (ctx, input) {
+      const settings = input.sessionSettings
+      if (settings !== null) {
+        const problem = settingsProblem(settings)
+        if (problem !== undefined) {
+          return StepDecision.forceFail(`${Wire.INVALID_START_SESSION_SETTINGS_REASON}: ${problem}`)
+        }
+      }
+      const runner = yield* config.runner
+      ctx.set(P.AgentState, initialState)
+      ctx.set(P.AgentUsage, ZERO_USAGE)
+      ctx.set(P.PendingInterrupts, [])
+      if (settings !== null && Object.keys(settings).length > 0) {
+        ctx.set(P.SessionSettings, settings as Wire.SessionSettings)
+      }
+      if (input.initialMessage !== null && !isBlank(input.initialMessage)) {
+        yield* beginTurn(ctx, config, runner, initialState, [input.initialMessage])
+        return StepDecision.goTo(RunModel, null)
+      }
+      return StepDecision.goTo(AwaitUserMessage, null)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // AwaitUserMessage
+  // -------------------------------------------------------------------------------------------------------
+
+  const AwaitUserMessage: StepDef<null, any> = Step({
+    type: "AwaitUserMessage",
+    input: NoInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
+    waitFor: () => Wait.anyOf(P.QueuedUserMessages.forOne()),
+    execute: Effect.fn("AgentSession.AwaitUserMessage")(function* (ctx) {
+      const runner = yield* config.runner
+      const state = yield* requireState(ctx)
+      const texts = ctx
+        .channelResults(P.QueuedUserMessages)
+        .map((m) => m.text)
+        .filter((t) => !isBlank(t))
+      if (texts.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
+      yield* beginTurn(ctx, config, runner, state, texts)
+      return StepDecision.goTo(RunModel, null)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // RecordTurnFailure
+  // -------------------------------------------------------------------------------------------------------
+
+  const isFrameworkMessage = (m: unknown): m is FrameworkMessage => {
+    if (typeof m !== "object" || m === null) return false
+    const v = m as Record<string, unknown>
+    return (v.role === "user" || v.role === "assistant" || v.role === "tool") && typeof v.frameworkItem === "string"
+  }
+
+  const RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, any> = Step({
+    type: "RecordTurnFailure",
+    input: Wire.RecordTurnFailureInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    execute: Effect.fn("AgentSession.RecordTurnFailure")(function* (ctx) {
+      const runner = yield* config.runner
+      const state = yield* requireState(ctx)
+      const turnId = state.activeTurnId
+      if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
+      const error = Option.match(ctx.recoveryError, {
+        onNone: () => "the turn failed",
+        onSome: (e) => `${e.errorType}: ${e.detail}`
+      })
+      let unfinished: ReadonlyArray<FrameworkMessage> = []
+      if (runner.buildUnfinishedTurnMessages !== undefined) {
+        const turn = turnContext(ctx, turnId, state, storedMessages(ctx))
+        unfinished = yield* runner.buildUnfinishedTurnMessages(turn).pipe(
+          Effect.flatMap((messages) =>
+            Array.isArray(messages) && messages.every(isFrameworkMessage)
+              ? Effect.succeed(messages)
+              : Effect.fail(new Error("build_unfinished_turn_messages returned something other than messages"))
+          ),
+          Effect.catchCause((cause) =>
+            Effect.as(Effect.logWarning("build_unfinished_turn_messages failed; its messages are left out", cause), [])
+          )
+        )
+      }
+      yield* failTurn(ctx, config, runner, state, turnId, error, unfinished)
+      return StepDecision.goTo(AwaitUserMessage, null)
+    })
+  })
+  // -------------------------------------------------------------------------------------------------------
+  // RunModel
+  // -------------------------------------------------------------------------------------------------------
+
+  const RunModel: StepDef<Wire.RecordTurnFailureInput, any> = Step({
+    type: "RunModel",
+    input: Wire.RecordTurnFailureInput,
+    options: {
+      ...sync,
+      execute: {
+        ...sync.execute,
+        timeout: "15 minutes",
+        retry: { maxAttempts: 3, totalDuration: "30 minutes", initialInterval: config.retryInitialInterval }
+      },
+      heartbeatTimeout: HEARTBEAT_TIMEOUT,
+      onExecuteFailure: RecordTurnFailure
+    },
+    execute: Effect.fn("AgentSession.RunModel")(function* (ctx) {
+      const runner = yield* config.runner
+      const state = yield* requireState(ctx)
+      const turnId = state.activeTurnId
+      if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
+      yield* Effect.annotateCurrentSpan({
+        "gen_ai.conversation.id": ctx.flowId,
+        "dex.flow.id": ctx.flowId,
+        "dex.step.execution_id": ctx.stepExecutionId,
+        "dex.step.attempt": ctx.attempt,
+        "dex.agent.turn.id": turnId
+      })
+      const turn = turnContext(ctx, turnId, state, storedMessages(ctx))
+      const outcome = yield* runner
+        .runModelStep(turn)
+        .pipe(withHeartbeats(ctx, config.heartbeatInterval), provideStepServices(ctx, config, turnId))
+      const events = emitter(ctx, config, turnId)
+      const nowMs = yield* Clock.currentTimeMillis
+      const now = new Date(nowMs).toISOString()
+      yield* recordUsage(ctx, events, outcome.usage)
+      const unfinishedWithoutBuilder =
+        outcome._tag !== "TurnCompleted" &&
+        (outcome.newMessages?.length ?? 0) > 0 &&
+        runner.buildUnfinishedTurnMessages === undefined
+      if (unfinishedWithoutBuilder) {
+        yield* failTurn(ctx, config, runner, state, turnId, Wire.UNFINISHED_TURN_MESSAGES_REQUIRED_ERROR)
+        return StepDecision.goTo(AwaitUserMessage, null)
+      }
+      switch (outcome._tag) {
+        case "TurnCompleted": {
+          const next = appendMessages(ctx, state, turnId, outcome.newMessages, now)
+          yield* endTurn(ctx, config, next, turnId, outcome.turnError ?? null)
+          return StepDecision.goTo(AwaitUserMessage, null)
+        }
+        case "TurnContinued": {
+          const next = appendMessages(ctx, state, turnId, outcome.newMessages, now)
+          ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
+          ctx.set(P.AgentState, { ...next, status: "running_model" })
+          return StepDecision.goTo(RunModel, null)
+        }
+        case "ToolCallsRequested": {
+          const existing = turnRecords(ctx, turnId)
+          const used = new Set(existing.map((r) => r.toolCallId))
+          if (outcome.toolCalls.length === 0) {
+            yield* failTurn(ctx, config, runner, state, turnId, "the runner requested tool calls but listed none")
+            return StepDecision.goTo(AwaitUserMessage, null)
+          }
+          for (const call of outcome.toolCalls) {
+            const problem = toolCallIdProblem(call.toolCallId, used)
+            if (problem !== undefined) {
+              yield* failTurn(ctx, config, runner, state, turnId, `invalid tool call: ${problem}`)
+              return StepDecision.goTo(AwaitUserMessage, null)
+            }
+            used.add(call.toolCallId)
+          }
+          const next = appendMessages(ctx, state, turnId, outcome.newMessages ?? [], now)
+          ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
+          const pending = [...Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])]
+          const movements: Array<StepMovement> = []
+          const deadline =
+            config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
+          for (const [i, call] of outcome.toolCalls.entries()) {
+            const record: Wire.AgentToolCall = {
+              toolCallId: call.toolCallId,
+              turnId,
+              toolName: call.toolName,
+              arguments: call.arguments,
+              effect: call.policy.effect,
+              requiresApproval: call.policy.requiresApproval,
+              status: call.policy.requiresApproval ? "awaiting_approval" : "approved",
+              output: null,
+              error: null,
+              rejectionMessage: null,
+              deferralOrder: existing.length + i,
+              toolSourceReference: call.toolSourceReference ?? null,
+              traceContext: null,
+              waitUntil: null,
+              inputContinuation: null,
+              inputAnswers: [],
+              inputQuestion: null,
+              inputChoices: [],
+              inputAllowsFreeText: true,
+              cancellationReason: null,
+              taskId: null,
+              taskPollIntervalSeconds: null,
+              taskAnswerPending: false
+            }
+            yield* events.toolCallDeferred({
+              toolCallId: record.toolCallId,
+              toolName: record.toolName,
+              effect: record.effect,
+              requiresApproval: record.requiresApproval
+            })
+            if (Option.isNone(parseToolArguments(call.arguments))) {
+              yield* finalizeRecord(ctx, events, record, {
+                status: "failed",
+                error: Wire.invalidBuiltInArgumentsError(call.toolName, Wire.ARGUMENTS_NOT_JSON_OBJECT_REASON)
+              })
+            } else if (record.requiresApproval) {
+              ctx.setAt(P.AgentToolCalls, record.toolCallId, record)
+              const interrupt: Wire.AgentInterrupt = {
+                interruptId: record.toolCallId,
+                kind: "tool_approval",
+                toolCallId: record.toolCallId,
+                toolName: record.toolName,
+                arguments: record.arguments,
+                createdAt: now,
+                deadline,
+                question: null,
+                choices: [],
+                allowsFreeText: true
+              }
+              pending.push(interrupt)
+              yield* events.interruptRaised({
+                interruptId: interrupt.interruptId,
+                toolCallId: interrupt.toolCallId,
+                toolName: interrupt.toolName,
+                deadline: interrupt.deadline,
+                kind: interrupt.kind,
+                question: null,
+                choices: [],
+                allowsFreeText: true
+              })
+              movements.push(StepMovement.of(AwaitToolApproval, record.toolCallId))
+            } else {
+              ctx.setAt(P.AgentToolCalls, record.toolCallId, record)
+              movements.push(StepMovement.of(toolStep(record.effect), record.toolCallId))
+            }
+          }
+          ctx.set(P.PendingInterrupts, pending)
+          ctx.set(P.AgentState, { ...next, status: "running_tools" })
+          return StepDecision.goToMany(...movements, StepMovement.of(ResumeTurn, outcome.toolCalls.length))
+        }
+      }
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // Tool Steps
+  // -------------------------------------------------------------------------------------------------------
+
+  const runTool = (name: string) =>
+    Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      // A record that is gone (the turn ended) or already final ends the Step without running or publishing.
+      if (Option.isNone(found) || isFinal(found.value) || found.value.status !== "approved") {
+        return StepDecision.deadEnd()
+      }
+      const record = found.value
+      const runner = yield* config.runner
+      const events = emitter(ctx, config, record.turnId)
+      yield* Effect.annotateCurrentSpan({
+        "gen_ai.tool.name": record.toolName,
+        "gen_ai.tool.call.id": record.toolCallId,
+        "dex.flow.id": ctx.flowId,
+        "dex.step.execution_id": ctx.stepExecutionId,
+        "dex.step.attempt": ctx.attempt,
+        "dex.agent.turn.id": record.turnId
+      })
+      yield* events.toolCallStarted({ toolCallId: record.toolCallId, toolName: record.toolName })
+      // A started tool is never handed out again as never-run: the heartbeat marks the attempt as having output.
+      yield* ctx.heartbeat()
+      const result = yield* runner
+        .executeDeferredToolCall({
+          flowId: ctx.flowId,
+          turnId: record.turnId,
+          toolCall: record,
+          idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
+          attempt: ctx.attempt,
+          heartbeatCheckpoint: ctx.heartbeatCheckpoint
+        })
+        .pipe(
+          Effect.map((r) => ({ status: "succeeded" as const, output: r.output, error: null })),
+          Effect.catchTag("ToolExecutionError", (e) =>
+            Effect.succeed({ status: "failed" as const, output: null, error: e.message })
+          ),
+          withHeartbeats(ctx, config.heartbeatInterval),
+          provideStepServices(ctx, config, record.turnId)
+        )
+      yield* finalizeRecord(ctx, events, record, result)
+      return StepDecision.deadEnd()
+    })
+
+  /** Records a call whose tool Step ran out of attempts, from the recovery error. */
+  const recordExhausted = (name: string, exhausted: (record: Wire.AgentToolCall) => "failed" | "outcome_unknown") =>
+    Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
+      const record = found.value
+      const events = emitter(ctx, config, record.turnId)
+      const recovery = Option.getOrElse(ctx.recoveryError, () => ({
+        errorType: "Unknown",
+        detail: "the tool Step failed",
+        attemptProgress: "unspecified" as const
+      }))
+      const neverRan =
+        recovery.attemptProgress === "not_started" && record.status === "approved" && record.inputAnswers.length === 0
+      yield* finalizeRecord(
+        ctx,
+        events,
+        record,
+        neverRan
+          ? { status: "failed", error: Wire.toolCallNotRunError(recovery.detail) }
+          : { status: exhausted(record), error: recovery.detail }
+      )
+      return StepDecision.deadEnd()
+    })
+
+  const RecordToolFailure: StepDef<string, any> = Step({
+    type: "RecordToolFailure",
+    input: ToolCallIdInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    execute: recordExhausted("AgentSession.RecordToolFailure", (r) => EFFECT_TABLE[r.effect].exhausted)
+  })
+
+  const RecordToolOutcomeUnknown: StepDef<string, any> = Step({
+    type: "RecordToolOutcomeUnknown",
+    input: ToolCallIdInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    execute: recordExhausted("AgentSession.RecordToolOutcomeUnknown", () => "outcome_unknown")
+  })
+
+  const CallTool: StepDef<string, any> = Step({
+    type: "CallTool",
+    input: ToolCallIdInput,
+    options: {
+      ...sync,
+      execute: {
+        ...sync.execute,
+        retry: { maxAttempts: EFFECT_TABLE.read.maxAttempts, initialInterval: config.retryInitialInterval }
+      },
+      heartbeatTimeout: HEARTBEAT_TIMEOUT,
+      onExecuteFailure: RecordToolFailure
+    },
+    execute: runTool("AgentSession.CallTool")
+  })
+
+  const CallSingleAttemptTool: StepDef<string, any> = Step({
+    type: "CallSingleAttemptTool",
+    input: ToolCallIdInput,
+    options: {
+      ...sync,
+      execute: { ...sync.execute, retry: { maxAttempts: EFFECT_TABLE.unclassified.maxAttempts } },
+      heartbeatTimeout: HEARTBEAT_TIMEOUT,
+      onExecuteFailure: RecordToolOutcomeUnknown
+    },
+    execute: runTool("AgentSession.CallSingleAttemptTool")
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // AwaitToolApproval
+  // -------------------------------------------------------------------------------------------------------
+
+  const AwaitToolApproval: StepDef<string, any> = Step({
+    type: "AwaitToolApproval",
+    input: ToolCallIdInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
+    waitFor: (ctx, toolCallId) => {
+      const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => []).find(
+        (i) => i.interruptId === toolCallId && i.kind === "tool_approval"
+      )
+      const channels = [P.ToolCallCancellations.forOne(toolCallId), P.InterruptResolutions.forOne(toolCallId)]
+      // waitFor has no clock in the engine's Step context: the wall clock stands in (see the report).
+      return pending?.deadline
+        ? Wait.anyOf(Timer.seconds(secondsUntil(pending.deadline, Date.now())), ...channels)
+        : Wait.anyOf(...channels)
+    },
+    execute: Effect.fn("AgentSession.AwaitToolApproval")(function* (ctx, toolCallId) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
+      const record = found.value
+      const events = emitter(ctx, config, record.turnId)
+      const resolution = ctx.channelResults(P.InterruptResolutions, toolCallId)[0]
+      if (resolution !== undefined) {
+        yield* events.interruptResolved({
+          interruptId: toolCallId,
+          approved: resolution.approved,
+          rejectionMessage: resolution.approved ? null : resolution.rejectionMessage,
+          kind: "tool_approval",
+          answered: false,
+          cancellationReason: null
+        })
+        if (resolution.approved) {
+          ctx.setAt(P.AgentToolCalls, toolCallId, { ...record, status: "approved" })
+          return StepDecision.goTo(toolStep(record.effect), toolCallId)
+        }
+        yield* finalizeRecord(ctx, events, record, {
+          status: "rejected",
+          rejectionMessage: resolution.rejectionMessage
+        })
+        return StepDecision.deadEnd()
+      }
+      if (ctx.timerFired()) {
+        const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+        const interrupt = pending.find((i) => i.interruptId === toolCallId && i.kind === "tool_approval")
+        const nowMs = yield* Clock.currentTimeMillis
+        // resolve_interrupt already removed it (its resolution is queued), or the Timer fired early: wait again.
+        if (interrupt?.deadline == null || nowMs < Date.parse(interrupt.deadline)) {
+          return StepDecision.goTo(AwaitToolApproval, toolCallId)
+        }
+        ctx.set(
+          P.PendingInterrupts,
+          pending.filter((i) => i !== interrupt)
+        )
+        yield* events.interruptResolved({
+          interruptId: toolCallId,
+          approved: false,
+          rejectionMessage: Wire.APPROVAL_DEADLINE_PASSED_MESSAGE,
+          kind: "tool_approval",
+          answered: false,
+          cancellationReason: null
+        })
+        yield* finalizeRecord(ctx, events, record, {
+          status: "rejected",
+          rejectionMessage: Wire.APPROVAL_DEADLINE_PASSED_MESSAGE
+        })
+        return StepDecision.deadEnd()
+      }
+      // A cancellation wake: without steering the turn is never steered or cancelled, so wait again.
+      return StepDecision.goTo(AwaitToolApproval, toolCallId)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // ResumeTurn
+  // -------------------------------------------------------------------------------------------------------
+
+  const ResumeTurn: StepDef<number, any> = Step({
+    type: "ResumeTurn",
+    input: ResultCountInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
+    waitFor: (_ctx, count) =>
+      Wait.anyOf(P.ToolCallResults.forN(count), P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX)),
+    execute: Effect.fn("AgentSession.ResumeTurn")(function* (ctx, count) {
+      const state = yield* requireState(ctx)
+      const turnId = state.activeTurnId
+      if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
+      // A control wake with nothing to apply (no steering yet): wait again for the same count.
+      if (ctx.channelResults(P.ToolCallResults).length === 0) return StepDecision.goTo(ResumeTurn, count)
+      // A consumed result of an earlier turn: wait again for what is still unfinished.
+      const unfinished = turnRecords(ctx, turnId).filter((r) => !isFinal(r)).length
+      if (unfinished > 0) return StepDecision.goTo(ResumeTurn, unfinished)
+      ctx.set(P.AgentState, { ...state, status: "running_model" })
+      return StepDecision.goTo(RunModel, null)
+    })
+  })
+
+  return {
+    StartAgentSession,
+    AwaitUserMessage,
+    RunModel,
+    RecordTurnFailure,
+    CallTool,
+    CallSingleAttemptTool,
+    AwaitToolApproval,
+    RecordToolFailure,
+    RecordToolOutcomeUnknown,
+    ResumeTurn
+  }
+}

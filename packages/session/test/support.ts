@@ -1,0 +1,142 @@
+// Test support: a session worker and client on a fresh embedded engine (its own SQLite file), a scripted
+// model whose requests are recorded, tools that count their side effects, and polling helpers.
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Client, Engine, type Inspect } from "@durable-agent/engine"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import {
+  AgentSessionClient,
+  type AgentSessionEvent,
+  AgentSessionFlow,
+  type AgentSnapshot,
+  ModelClient,
+  type ModelRequest,
+  type ScriptedStep,
+  Stepwise,
+  type Tool,
+  ToolSource
+} from "../src/index.ts"
+
+export const FLOW_TYPE = "TestAgent"
+
+const dir = mkdtempSync(join(tmpdir(), "das-session-"))
+process.on("exit", () => rmSync(dir, { recursive: true, force: true }))
+let n = 0
+
+/** What a test can inspect: the model's requests and the tools' side effects. */
+export interface Kit {
+  readonly requests: Array<ModelRequest>
+  readonly sideEffects: Map<string, number>
+  readonly idempotencyKeys: Array<string>
+  readonly flow: AgentSessionFlow.AgentSessionFlowDef
+  readonly count: (name: string) => number
+}
+
+export interface Setup {
+  readonly script: ReadonlyArray<ScriptedStep>
+  readonly tools?: (kit: Kit) => ReadonlyArray<Tool>
+  readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions>
+  readonly agent?: Partial<Stepwise.AgentDefinition>
+  readonly maxValueBytes?: number
+}
+
+/** Runs `body` with a worker and an AgentSessionClient on a fresh embedded engine. */
+export const withSession = <A, E>(
+  setup: Setup,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+) => {
+  const sideEffects = new Map<string, number>()
+  const requests: Array<ModelRequest> = []
+  const flow = AgentSessionFlow.make({
+    flowType: FLOW_TYPE,
+    retryInitialInterval: "100 millis",
+    ...setup.flow
+  })
+  const kit: Kit = {
+    requests,
+    sideEffects,
+    idempotencyKeys: [],
+    flow,
+    count: (name) => sideEffects.get(name) ?? 0
+  }
+  const engine = Engine.layerEmbedded({
+    filename: join(dir, `session-${process.pid}-${++n}.db`),
+    pollInterval: "50 millis",
+    ...(setup.maxValueBytes === undefined ? {} : { maxValueBytes: setup.maxValueBytes })
+  })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(Stepwise.layer({ name: "test-agent", instructions: "You are a test agent.", ...setup.agent })),
+    Layer.provide(
+      Layer.mergeAll(
+        ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
+        ToolSource.layer(setup.tools?.(kit) ?? [])
+      )
+    )
+  )
+  return body(kit).pipe(
+    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))),
+    Effect.scoped
+  ) as Effect.Effect<A, unknown>
+}
+
+/** Counts one side effect of a tool. */
+export const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
+
+/** Polls `effect` until `predicate` holds (20 s at most). */
+export const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>
+  effect.pipe(
+    Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
+    Effect.timeoutOrElse({
+      duration: "20 seconds",
+      orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
+    })
+  )
+
+/** The snapshot once `predicate` holds. */
+export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what = "a snapshot") =>
+  Effect.flatMap(AgentSessionClient, (client) => eventually(client.getSnapshot(sessionId), predicate, what))
+
+/** The snapshot once `turns` turns ended and no turn is active. */
+export const awaitTurns = (sessionId: string, turns: number) =>
+  awaitSnapshot(
+    sessionId,
+    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
+    `${turns} finished turns`
+  )
+
+/** The Step types of a session's executions, in scheduling order. */
+export const stepShape = (sessionId: string) =>
+  Effect.flatMap(Client.Client, (client) =>
+    Effect.map(client.stepExecutions(sessionId), (steps) => steps.map((s) => s.stepType))
+  )
+
+/** The Step executions of a session. */
+export const stepExecutions = (
+  sessionId: string
+): Effect.Effect<ReadonlyArray<Inspect.StepExecution>, unknown, Client.Client> =>
+  Effect.flatMap(Client.Client, (client) => client.stepExecutions(sessionId))
+
+/** Every event written so far. */
+export const allEvents = (sessionId: string) =>
+  Effect.flatMap(AgentSessionClient, (client) =>
+    Effect.map(Stream.runCollect(client.events(sessionId)), (chunk): Array<AgentSessionEvent> => Array.from(chunk))
+  )
+
+/** The types of the events written so far. */
+export const eventTypes = (sessionId: string) =>
+  Effect.map(allEvents(sessionId), (events) => events.map((e) => e.event.type))
+
+/** The last user text of a model request. */
+export const lastUserText = (request: ModelRequest) => {
+  const users = request.messages.filter((m) => m.role === "user")
+  const last = users[users.length - 1]
+  return last?.role === "user" ? last.text : undefined
+}
+
+/** The tool results a model request carries, by tool call ID. */
+export const toolResults = (request: ModelRequest) =>
+  Object.fromEntries(request.messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.output] as const] : [])))

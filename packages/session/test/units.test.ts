@@ -1,0 +1,329 @@
+import { type ExecuteContext, RecoveryError } from "@durable-agent/engine"
+import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import { TestClock } from "effect/testing"
+import {
+  AgentSessionDefinitionError,
+  AgentSessionFlow,
+  type AgentToolCall,
+  EFFECT_TABLE,
+  ModelCallError,
+  OUTCOME_UNKNOWN_TEXT,
+  parseToolArguments,
+  resolveToolPolicy,
+  Stepwise,
+  scripted,
+  TOOL_CALL_NOT_RUN_ERROR_PREFIX,
+  toolCallIdProblem,
+  toolCallNotRunError
+} from "../src/index.ts"
+import { withHeartbeats } from "../src/internal/session.ts"
+import { makeEnv } from "./fake.ts"
+
+const record = (fields: Partial<AgentToolCall> = {}): AgentToolCall => ({
+  toolCallId: "t1",
+  turnId: "turn-1",
+  toolName: "tool",
+  arguments: "{}",
+  effect: "read",
+  requiresApproval: false,
+  status: "approved",
+  output: null,
+  error: null,
+  rejectionMessage: null,
+  deferralOrder: 0,
+  toolSourceReference: null,
+  traceContext: null,
+  waitUntil: null,
+  inputContinuation: null,
+  inputAnswers: [],
+  inputQuestion: null,
+  inputChoices: [],
+  inputAllowsFreeText: true,
+  cancellationReason: null,
+  taskId: null,
+  taskPollIntervalSeconds: null,
+  taskAnswerPending: false,
+  ...fields
+})
+
+describe("policies", () => {
+  it("resolves the effect and approval: policy, then framework metadata, then the session default", () => {
+    assert.deepStrictEqual(resolveToolPolicy("x", {}), { effect: "unclassified", requiresApproval: true })
+    assert.deepStrictEqual(resolveToolPolicy("x", { frameworkEffect: "read" }), {
+      effect: "read",
+      requiresApproval: false
+    })
+    assert.deepStrictEqual(resolveToolPolicy("x", { defaultToolEffect: "idempotent_write" }), {
+      effect: "idempotent_write",
+      requiresApproval: false
+    })
+    assert.deepStrictEqual(
+      resolveToolPolicy("x", {
+        toolPolicies: { x: { effect: "read", requiresApproval: true } },
+        frameworkEffect: "unclassified"
+      }),
+      { effect: "read", requiresApproval: true }
+    )
+    assert.deepStrictEqual(resolveToolPolicy("x", { toolPolicies: { x: { effect: "non_idempotent_write" } } }), {
+      effect: "non_idempotent_write",
+      requiresApproval: true
+    })
+    assert.deepStrictEqual(resolveToolPolicy("toString", { toolPolicies: {} }), {
+      effect: "unclassified",
+      requiresApproval: true
+    })
+    assert.deepStrictEqual(
+      Object.entries(EFFECT_TABLE).map(([effect, row]) => [effect, row.step, row.maxAttempts, row.exhausted]),
+      [
+        ["read", "CallTool", 3, "failed"],
+        ["idempotent_write", "CallTool", 3, "outcome_unknown"],
+        ["non_idempotent_write", "CallSingleAttemptTool", 1, "outcome_unknown"],
+        ["unclassified", "CallSingleAttemptTool", 1, "outcome_unknown"]
+      ]
+    )
+  })
+
+  it("validates tool call IDs and strict JSON object arguments", () => {
+    assert.isUndefined(toolCallIdProblem("call_1", new Set()))
+    assert.include(toolCallIdProblem("", new Set()) ?? "", "empty")
+    assert.include(toolCallIdProblem("a/b", new Set()) ?? "", '"/"')
+    assert.include(toolCallIdProblem("c", new Set(["c"])) ?? "", "more than once")
+    assert.deepStrictEqual(parseToolArguments('{"a":1}'), Option.some({ a: 1 }))
+    for (const bad of ["[1]", "null", "1", '"x"', '{"a": NaN}', '{"a": Infinity}', "{", ""]) {
+      assert.isTrue(Option.isNone(parseToolArguments(bad)), bad)
+    }
+  })
+})
+
+describe("the Flow definition", () => {
+  it("has the spec's Steps, options, failure routes and RPCs", () => {
+    const flow = AgentSessionFlow.make({ flowType: "Defs" })
+    assert.deepStrictEqual(
+      flow.steps.map((s) => s.type),
+      [
+        "StartAgentSession",
+        "AwaitUserMessage",
+        "RunModel",
+        "RecordTurnFailure",
+        "CallTool",
+        "CallSingleAttemptTool",
+        "AwaitToolApproval",
+        "RecordToolFailure",
+        "RecordToolOutcomeUnknown",
+        "ResumeTurn"
+      ]
+    )
+    const {
+      RunModel,
+      CallTool,
+      CallSingleAttemptTool,
+      RecordTurnFailure,
+      RecordToolFailure,
+      RecordToolOutcomeUnknown
+    } = flow.session.steps
+    assert.strictEqual(RunModel.options?.execute?.timeout, "15 minutes")
+    assert.strictEqual(RunModel.options?.heartbeatTimeout, "2 minutes")
+    assert.strictEqual(RunModel.options?.execute?.retry?.maxAttempts, 3)
+    assert.strictEqual(RunModel.options?.execute?.retry?.totalDuration, "30 minutes")
+    assert.strictEqual(RunModel.options?.onExecuteFailure, RecordTurnFailure)
+    assert.strictEqual(CallTool.options?.execute?.retry?.maxAttempts, 3)
+    assert.strictEqual(CallTool.options?.onExecuteFailure, RecordToolFailure)
+    assert.strictEqual(CallSingleAttemptTool.options?.execute?.retry?.maxAttempts, 1)
+    assert.strictEqual(CallSingleAttemptTool.options?.onExecuteFailure, RecordToolOutcomeUnknown)
+    for (const step of flow.steps) {
+      assert.strictEqual(step.options?.execute?.durability, "sync", step.type)
+      assert.strictEqual(step.options?.waitFor?.durability, "sync", step.type)
+    }
+    assert.deepStrictEqual(
+      flow.rpcs.map((r) => [r.name, r.locks?.map((l) => ("name" in l ? l.name : l.map.name)) ?? []]),
+      [
+        ["send_user_message", []],
+        ["resolve_interrupt", ["PendingInterrupts"]],
+        ["get_agent_snapshot", []],
+        ["list_agent_messages", []],
+        ["update_session_settings", []]
+      ]
+    )
+    assert.deepStrictEqual(
+      flow.streams.map((s) => [s.name, s.capacityBytes]),
+      [["AgentEvents", 10 * 1024 * 1024]]
+    )
+  })
+
+  it("refuses invalid options", () => {
+    for (const options of [
+      { flowType: "" },
+      { flowType: "a/b" },
+      { flowType: "X", defaultToolEffect: "dangerous" as never },
+      { flowType: "X", toolPolicies: { t: { effect: "nope" as never } } },
+      { flowType: "X", interruptDeadline: -5 }
+    ]) {
+      assert.throws(() => AgentSessionFlow.make(options), AgentSessionDefinitionError)
+    }
+  })
+})
+
+describe("failure routes", () => {
+  const run = (
+    step: "RecordToolFailure" | "RecordToolOutcomeUnknown",
+    rec: AgentToolCall,
+    progress: RecoveryError["attemptProgress"]
+  ) =>
+    Effect.gen(function* () {
+      const flow = AgentSessionFlow.make({ flowType: "Routes" })
+      const env = makeEnv({
+        stepExecutionId: `${step}-1`,
+        recoveryError: new RecoveryError({ errorType: "WorkerLost", detail: "worker gone", attemptProgress: progress })
+      })
+      env.ctx.setAt({ _tag: "AttributeMap", name: "AgentToolCalls" } as never, rec.toolCallId, rec)
+      const decision = yield* flow.session.steps[step].execute(env.ctx as ExecuteContext, rec.toolCallId)
+      return { decision, env, after: env.ctx.getAt({ _tag: "AttributeMap", name: "AgentToolCalls" } as never, "t1") }
+    })
+
+  it.effect("a call whose tool never ran (not_started, still approved) records failed with the not-run prefix", () =>
+    Effect.gen(function* () {
+      for (const step of ["RecordToolFailure", "RecordToolOutcomeUnknown"] as const) {
+        for (const effect of ["read", "idempotent_write", "non_idempotent_write", "unclassified"] as const) {
+          const { decision, env, after } = yield* run(step, record({ effect }), "not_started")
+          assert.strictEqual(decision._tag, "DeadEnd")
+          const value = Option.getOrThrow(after) as AgentToolCall
+          assert.strictEqual(value.status, "failed")
+          assert.strictEqual(value.error, toolCallNotRunError("worker gone"))
+          assert.isTrue(value.error?.startsWith(`${TOOL_CALL_NOT_RUN_ERROR_PREFIX}: `))
+          assert.deepStrictEqual(env.published, [["ToolCallResults", { toolCallId: "t1" }]])
+          assert.deepStrictEqual(
+            env.emitted.map((e) => [e.type, e.stepExecutionId, e.turnId]),
+            [["tool_call_finished", `${step}-1`, "turn-1"]]
+          )
+        }
+      }
+    })
+  )
+
+  it.effect("not_completed and unspecified keep the status of the call's effect", () =>
+    Effect.gen(function* () {
+      const cases = [
+        ["RecordToolFailure", "read", "not_completed", "failed"],
+        ["RecordToolFailure", "idempotent_write", "not_completed", "outcome_unknown"],
+        ["RecordToolFailure", "read", "unspecified", "failed"],
+        ["RecordToolOutcomeUnknown", "non_idempotent_write", "not_completed", "outcome_unknown"],
+        ["RecordToolOutcomeUnknown", "unclassified", "unspecified", "outcome_unknown"]
+      ] as const
+      for (const [step, effect, progress, status] of cases) {
+        const { after } = yield* run(step, record({ effect }), progress)
+        const value = Option.getOrThrow(after) as AgentToolCall
+        assert.strictEqual(value.status, status, `${step} ${effect} ${progress}`)
+        assert.strictEqual(value.error, "worker gone")
+      }
+      // a question the tool asked means it ran: not_started does not apply
+      const asked = record({
+        effect: "idempotent_write",
+        inputAnswers: [{ interruptId: "t1-input-1", question: "q", answer: "a", resolution: "answered" }]
+      })
+      const { after } = yield* run("RecordToolFailure", asked, "not_started")
+      assert.strictEqual((Option.getOrThrow(after) as AgentToolCall).status, "outcome_unknown")
+    })
+  )
+
+  it.effect("a record that is already final is left alone and publishes nothing", () =>
+    Effect.gen(function* () {
+      const { decision, env, after } = yield* run(
+        "RecordToolFailure",
+        record({ status: "succeeded", output: "done" }),
+        "not_completed"
+      )
+      assert.strictEqual(decision._tag, "DeadEnd")
+      assert.strictEqual((Option.getOrThrow(after) as AgentToolCall).status, "succeeded")
+      assert.deepStrictEqual(env.published, [])
+      assert.deepStrictEqual(env.emitted, [])
+    })
+  )
+})
+
+describe("heartbeats", () => {
+  it.effect("RunModel and tool Steps heartbeat every interval while they work", () =>
+    Effect.gen(function* () {
+      const env = makeEnv({ stepExecutionId: "CallTool-1" })
+      const work = Effect.sleep("65 seconds").pipe(Effect.as("done"))
+      const fiber = yield* Effect.forkChild(withHeartbeats(env.ctx, Duration.seconds(20))(work))
+      yield* TestClock.adjust("65 seconds")
+      assert.strictEqual(yield* Fiber.join(fiber), "done")
+      assert.strictEqual(env.heartbeats(), 3)
+      yield* TestClock.adjust("60 seconds")
+      assert.strictEqual(env.heartbeats(), 3, "the beats stop with the work")
+    })
+  )
+})
+
+describe("the scripted model", () => {
+  it.effect("answers in script order: text, deltas, parallel tool calls, usage, failures, exhaustion", () =>
+    Effect.gen(function* () {
+      const deltas: Array<string> = []
+      const model = scripted([
+        { text: "Hello", textDeltas: ["He", "llo"], usage: { inputTokens: 3 } },
+        {
+          toolCalls: [
+            { id: "a", name: "x", arguments: { n: 1 } },
+            { id: "b", name: "y", arguments: "raw text" }
+          ]
+        },
+        { fail: "rate limited" },
+        (request) => ({ text: `saw ${request.messages.length}` })
+      ])
+      const request = {
+        instructions: "",
+        messages: [{ role: "user" as const, text: "hi" }],
+        tools: [],
+        onTextDelta: (t: string) => Effect.sync(() => void deltas.push(t))
+      }
+      const first = yield* model.generate(request)
+      assert.strictEqual(first.text, "Hello")
+      assert.deepStrictEqual(deltas, ["He", "llo"])
+      assert.deepStrictEqual(first.usage, { inputTokens: 3, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 })
+      const second = yield* model.generate(request)
+      assert.deepStrictEqual(second.toolCalls, [
+        { toolCallId: "a", toolName: "x", arguments: '{"n":1}' },
+        { toolCallId: "b", toolName: "y", arguments: "raw text" }
+      ])
+      const third = yield* Effect.flip(model.generate(request))
+      assert.instanceOf(third, ModelCallError)
+      assert.strictEqual(third.message, "rate limited")
+      assert.strictEqual((yield* model.generate(request)).text, "saw 1")
+      const exhausted = yield* Effect.flip(model.generate(request))
+      assert.include(exhausted.message, "script exhausted")
+    })
+  )
+})
+
+describe("Stepwise conversions", () => {
+  it("groups assistant text and tool calls into one model message and reads foreign messages by projection", () => {
+    const items: Array<Stepwise.StepwiseItem> = [
+      { type: "user", text: "hi" },
+      { type: "assistant_text", text: "Let me check." },
+      { type: "tool_call", tool_call_id: "c1", tool_name: "w", arguments: "{}" },
+      { type: "tool_call", tool_call_id: "c2", tool_name: "w", arguments: "{}" },
+      { type: "tool_result", tool_call_id: "c1", tool_name: "w", output: "1" },
+      { type: "tool_result", tool_call_id: "c2", tool_name: "w", output: OUTCOME_UNKNOWN_TEXT }
+    ]
+    assert.deepStrictEqual(
+      Stepwise.toModelMessages(items).map((m) =>
+        m.role === "assistant" ? [m.role, m.text, m.toolCalls.length] : [m.role]
+      ),
+      [["user"], ["assistant", "Let me check.", 2], ["tool"], ["tool"]]
+    )
+    const stored = items.map((item, i) => ({
+      ...Stepwise.toFrameworkMessage(item),
+      sequence: i + 1,
+      turnId: "turn-1",
+      createdAt: "2026-01-01T00:00:00.000Z"
+    }))
+    assert.deepStrictEqual(stored.map(Stepwise.fromStoredMessage), items)
+    // a message another runner stored, with a framework item Stepwise does not know
+    const foreign = { ...stored[2]!, frameworkItem: '{"kind":"function_call"}' }
+    assert.deepStrictEqual(Stepwise.fromStoredMessage(foreign), items[2])
+  })
+})
