@@ -39,6 +39,12 @@ export interface StartFlowOptions {
   readonly requestId?: string | undefined
   /** With the same `requestId`, a repeated start returns the existing run instead of FlowAlreadyStarted. */
   readonly ignoreAlreadyStarted?: boolean | undefined
+  /**
+   * The Flow's default Step durability (Dex `configOverride.stepDurability`). This engine commits every
+   * result synchronously, so `async` is recorded in the history and behaves as `sync`: no Step result is
+   * ever lost and replayed.
+   */
+  readonly stepDurability?: "sync" | "async" | undefined
 }
 
 /** How `stopFlow` ends a Flow. */
@@ -208,6 +214,7 @@ export const make = Effect.gen(function* () {
               input: text,
               requestId: options?.requestId ?? requestId(),
               ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
+              stepDurability: options?.stepDurability ?? "sync",
               initialAttributes: []
             })
           ) as Effect.Effect<string, any>

@@ -223,6 +223,7 @@ export class StartPayload extends Schema.Class<StartPayload>("@durable-agent/eng
   input: Schema.String,
   requestId: Schema.String,
   ignoreAlreadyStarted: Schema.Boolean,
+  stepDurability: Schema.Literals(["sync", "async"]),
   initialAttributes: Schema.Array(AttrWriteSchema)
 }) {
   [PrimaryKey.symbol]() {
@@ -891,6 +892,7 @@ const flowHandlers = Effect.gen(function* () {
     input: string
     requestId: string
     ignoreAlreadyStarted: boolean
+    stepDurability: "sync" | "async"
     initialAttributes: ReadonlyArray<AttrWrite>
   }) {
     const existing = yield* Effect.orDie(loadFlow(sql, p.flowId))
@@ -934,7 +936,9 @@ const flowHandlers = Effect.gen(function* () {
       flowClient,
       counters: {}
     })
-    yield* Effect.orDie(tx.history("FlowStarted", null, null, { flowType: p.flowType, runId }))
+    yield* Effect.orDie(
+      tx.history("FlowStarted", null, null, { flowType: p.flowType, runId, stepDurability: p.stepDurability })
+    )
     yield* tx.applyWrites(p.initialAttributes, [], [])
     yield* tx.scheduleStep(
       {
