@@ -28,7 +28,15 @@ import {
   type ToolEffect,
   ToolExecutionError
 } from "@durable-agent/session"
-import { asSchema, type FlexibleSchema, type LanguageModel, type ModelMessage, type ToolSet, tool } from "ai"
+import {
+  asSchema,
+  type FlexibleSchema,
+  jsonSchema,
+  type LanguageModel,
+  type ModelMessage,
+  type ToolSet,
+  tool
+} from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { callModel } from "./internal/call.ts"
@@ -108,7 +116,7 @@ const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
     set[name] = tool({
       ...(t.description !== undefined ? { description: t.description } : {}),
       inputSchema: t.inputSchema,
-      outputSchema: asSchema({ type: "object" } as any) as FlexibleSchema<unknown>
+      outputSchema: jsonSchema({})
     } as any)
   }
   return set

@@ -12,8 +12,14 @@ import * as Duration from "effect/Duration"
 /** The call options a scripted step can look at (the prompt the SDK built). */
 export type CallOptions = MockLanguageModelV4["doStreamCalls"][number]
 
+/**
+ * A scripted response; `providerMetadata` is attached to its text and tool-call parts, as real providers
+ * do (the SDK turns it into `providerOptions` on the stored message parts).
+ */
+export type Response = ScriptedResponse & { readonly providerMetadata?: Record<string, Record<string, unknown>> }
+
 /** One scripted model call: a response, or a function of the call options and the call index. */
-export type Step = ScriptedResponse | ((options: CallOptions, index: number) => ScriptedResponse)
+export type Step = Response | ((options: CallOptions, index: number) => Response)
 
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
   new Promise<void>((resolve, reject) => {
@@ -42,6 +48,7 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?:
         await sleep(Duration.toMillis(Duration.fromInputUnsafe(response.delay)), call.abortSignal)
       }
       if (response.fail !== undefined) throw Object.assign(new Error(response.fail), { isRetryable: true })
+      const meta = response.providerMetadata ? { providerMetadata: response.providerMetadata } : {}
       const parts: Array<any> = [{ type: "stream-start", warnings: [] }]
       parts.push({ type: "response-metadata", id: `scripted-${index}`, modelId: model.modelId })
       if (response.reasoning !== undefined) {
@@ -52,14 +59,15 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?:
       if (response.text !== undefined) {
         parts.push({ type: "text-start", id: "t" })
         for (const delta of response.textDeltas ?? [response.text]) parts.push({ type: "text-delta", id: "t", delta })
-        parts.push({ type: "text-end", id: "t" })
+        parts.push({ type: "text-end", id: "t", ...meta })
       }
       for (const c of response.toolCalls ?? []) {
         parts.push({
           type: "tool-call",
           toolCallId: c.id,
           toolName: c.name,
-          input: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {})
+          input: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}),
+          ...meta
         })
       }
       const usage = response.usage ?? {}

@@ -1,0 +1,154 @@
+// Test support: a session worker whose runner is the AI SDK runner with a scripted MockLanguageModelV4,
+// on a fresh embedded engine; tools count their side effects.
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Client, Engine } from "@durable-agent/engine"
+import { AgentSessionClient, AgentSessionFlow, type AgentSnapshot } from "@durable-agent/session"
+import type { ModelMessage } from "ai"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import { z } from "zod"
+import { AiSdkRunner, type AiSdkTool, aiSdkTool, ScriptedModel } from "../src/index.ts"
+
+export const FLOW_TYPE = "AiSdkTestAgent"
+
+const dir = mkdtempSync(join(tmpdir(), "das-aisdk-"))
+process.on("exit", () => rmSync(dir, { recursive: true, force: true }))
+let n = 0
+
+export interface Kit {
+  readonly model: ReturnType<typeof ScriptedModel.make>
+  readonly sideEffects: Map<string, number>
+  readonly idempotencyKeys: Array<string>
+  readonly count: (name: string) => number
+}
+
+const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
+
+/** The demo tools: a read, an idempotent write, and a write that runs at most once (approval by default). */
+export const tools = (kit: Kit): Record<string, AiSdkTool> => ({
+  get_weather: aiSdkTool({
+    description: "The weather of a city.",
+    inputSchema: z.object({ city: z.string() }),
+    effect: "read",
+    execute: ({ city }) => {
+      bump(kit, "get_weather")
+      return { city, temperature: 21 }
+    }
+  }),
+  save_note: aiSdkTool({
+    description: "Saves a note (idempotent by key).",
+    inputSchema: z.object({ text: z.string() }),
+    effect: "idempotent_write",
+    execute: ({ text }, { idempotencyKey }) => {
+      bump(kit, "save_note")
+      kit.idempotencyKeys.push(idempotencyKey)
+      return `saved ${text}`
+    }
+  }),
+  send_email: aiSdkTool({
+    description: "Sends an email.",
+    inputSchema: z.object({ to: z.string() }),
+    effect: "non_idempotent_write",
+    execute: ({ to }) => {
+      bump(kit, "send_email")
+      return `sent to ${to}`
+    }
+  }),
+  flaky_write: aiSdkTool({
+    description: "A write that fails after it took effect.",
+    inputSchema: z.object({}),
+    effect: "non_idempotent_write",
+    execute: () => {
+      bump(kit, "flaky_write")
+      throw new Error("the mail server hung up")
+    }
+  })
+})
+
+/** Runs `body` with a worker (AI SDK runner + scripted model) and an AgentSessionClient on a fresh engine. */
+export const withAiSdkSession = <A, E>(
+  script: ReadonlyArray<ScriptedModel.Step>,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>,
+  options?: {
+    readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
+    readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
+  }
+) => {
+  const kit: Kit = {
+    model: ScriptedModel.make(script),
+    sideEffects: new Map(),
+    idempotencyKeys: [],
+    count: (name) => kit.sideEffects.get(name) ?? 0
+  }
+  const flow = AgentSessionFlow.make({
+    flowType: FLOW_TYPE,
+    retryInitialInterval: "100 millis",
+    ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
+    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
+  })
+  const engine = Engine.layerEmbedded({
+    filename: join(dir, `aisdk-${process.pid}-${++n}.db`),
+    pollInterval: "50 millis"
+  })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(
+      AiSdkRunner.layer({
+        name: "ai-sdk-test",
+        model: kit.model,
+        instructions: "You are a test agent.",
+        tools: tools(kit)
+      })
+    )
+  )
+  return body(kit).pipe(
+    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))),
+    Effect.scoped
+  ) as Effect.Effect<A, unknown>
+}
+
+/** Polls until `predicate` holds (20 s at most). */
+export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient
+    return yield* client
+      .getSnapshot(sessionId)
+      .pipe(
+        Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
+        Effect.timeoutOrElse({
+          duration: "20 seconds",
+          orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
+        })
+      )
+  })
+
+export const awaitTurns = (sessionId: string, turns: number) =>
+  awaitSnapshot(
+    sessionId,
+    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
+    `${turns} finished turns`
+  )
+
+export const stepShape = (sessionId: string) =>
+  Effect.gen(function* () {
+    const client = yield* Client.Client
+    return (yield* client.stepExecutions(sessionId)).map((s) => s.stepType)
+  })
+
+/** The AI SDK prompt of the model call at `index` (what the SDK sent to the provider). */
+export const prompt = (kit: Kit, index: number): ReadonlyArray<ModelMessage> =>
+  (kit.model.doStreamCalls[index]?.prompt ?? []) as unknown as ReadonlyArray<ModelMessage>
+
+/** Tool results in a prompt, by tool call ID, as text. */
+export const toolResultsIn = (messages: ReadonlyArray<ModelMessage>) =>
+  Object.fromEntries(
+    messages.flatMap((m) =>
+      m.role === "tool"
+        ? (m.content as Array<any>)
+            .filter((p) => p.type === "tool-result")
+            .map((p) => [p.toolCallId, p.output?.type === "text" ? p.output.value : JSON.stringify(p.output?.value)])
+        : []
+    )
+  )
