@@ -113,15 +113,12 @@ export const withAiSdkSession = <A, E>(
 export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
   Effect.gen(function* () {
     const client = yield* AgentSessionClient
-    return yield* client
-      .getSnapshot(sessionId)
-      .pipe(
-        Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
-        Effect.timeoutOrElse({
-          duration: "20 seconds",
-          orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
-        })
-      )
+    const snapshot = client.getSnapshot(sessionId)
+    const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
+    return yield* snapshot.pipe(
+      Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
+      Effect.timeoutOrElse({ duration: "20 seconds", orElse: () => timeout })
+    )
   })
 
 export const awaitTurns = (sessionId: string, turns: number) =>
