@@ -1,0 +1,170 @@
+// Kill tests for the AI SDK runner: the worker runs as a child process in its own process group and is
+// killed with SIGKILL; side effects are counted in a file outside the worker.
+import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { OUTCOME_UNKNOWN_TEXT } from "@durable-agent/session"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+
+const dir = mkdtempSync(join(tmpdir(), "das-aisdk-kill-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+const worker = fileURLToPath(new URL("./fixtures/aisdk-worker.ts", import.meta.url))
+let n = 0
+
+const lines = (file: string) =>
+  existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => l !== "")
+    : []
+
+/** Starts the worker; the scope kills it if it still runs. `waitFor(prefix)` returns the rest of the first matching line. */
+const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child: ChildProcess = spawn(process.execPath, [worker, ...args], {
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, ...env }
+      })
+      let out = ""
+      let err = ""
+      child.stdout!.on("data", (c: Buffer) => {
+        out += c.toString("utf8")
+      })
+      child.stderr!.on("data", (c: Buffer) => {
+        err += c.toString("utf8")
+      })
+      const waitFor = (prefix: string) =>
+        Effect.callback<string, Error>((resume) => {
+          const started = Date.now()
+          const timer = setInterval(() => {
+            const line = out.split("\n").find((l) => l.startsWith(prefix))
+            if (line !== undefined) {
+              clearInterval(timer)
+              resume(Effect.succeed(line.slice(prefix.length).trim()))
+            } else if (Date.now() - started > 30_000 || child.exitCode !== null) {
+              clearInterval(timer)
+              resume(Effect.fail(new Error(`no "${prefix}" from the worker:\n${out}\n${err}`)))
+            }
+          }, 20)
+        })
+      const kill = () =>
+        Effect.promise(
+          () =>
+            new Promise<void>((resolve) => {
+              if (child.exitCode !== null || child.signalCode !== null) return resolve()
+              child.once("exit", () => resolve())
+              process.kill(-child.pid!, "SIGKILL")
+            })
+        )
+      return { waitFor, kill }
+    }),
+    (c) => c.kill()
+  )
+
+const files = () => {
+  n++
+  return { db: join(dir, `w-${n}.db`), side: join(dir, `side-${n}.log`) }
+}
+
+interface Result {
+  readonly snapshot: { readonly messages: ReadonlyArray<{ readonly role: string; readonly text: string | null }> }
+  readonly steps: ReadonlyArray<{
+    readonly stepType: string
+    readonly attempts: ReadonlyArray<{ readonly errorType: string | null }>
+  }>
+}
+
+describe("AI SDK runner: SIGKILL of the worker", () => {
+  it.live(
+    "5. killed during CallSingleAttemptTool: outcome_unknown, the tool does not run again, the model sees it",
+    () =>
+      Effect.gen(function* () {
+        const { db, side } = files()
+        const first = yield* start([db, side, "start", "s", "call charge"], { SLOW_TOOL_MS: "60000" })
+        yield* first.waitFor("TOOL_STARTED charge")
+        yield* first.kill()
+        const second = yield* start([db, side, "await", "s", "1"])
+        const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+        assert.deepStrictEqual(
+          lines(side).filter((l) => l === "charge"),
+          ["charge"],
+          "the tool ran once"
+        )
+        const answer = result.snapshot.messages[result.snapshot.messages.length - 1]!
+        assert.strictEqual(answer.text, `done: charge=${OUTCOME_UNKNOWN_TEXT}`)
+        const shape = result.steps.map((s) => s.stepType)
+        assert.deepStrictEqual(shape, [
+          "StartAgentSession",
+          "RunModel",
+          "CallSingleAttemptTool",
+          "ResumeTurn",
+          "RecordToolOutcomeUnknown",
+          "RunModel",
+          "AwaitUserMessage"
+        ])
+        const call = result.steps.find((s) => s.stepType === "CallSingleAttemptTool")!
+        assert.deepStrictEqual(
+          call.attempts.map((a) => a.errorType),
+          ["WorkerLost"],
+          "one attempt, lost with its worker"
+        )
+      })
+  )
+
+  it.live("6. killed during RunModel: only that model call runs again", () =>
+    Effect.gen(function* () {
+      const { db, side } = files()
+      const first = yield* start([db, side, "start", "s", "call read_file"], { SLOW_MODEL_MS: "60000" })
+      yield* first.waitFor("TOOL_STARTED read_file")
+      // the second model call (after the tool result) hangs: kill it there
+      yield* Effect.sleep("300 millis")
+      assert.deepStrictEqual(lines(side), ["model", "read_file", "model"])
+      yield* first.kill()
+      const second = yield* start([db, side, "await", "s", "1"])
+      const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+      assert.deepStrictEqual(
+        lines(side),
+        ["model", "read_file", "model", "model"],
+        "one more model call, no tool rerun"
+      )
+      assert.deepStrictEqual(
+        result.steps.map((s) => s.stepType),
+        ["StartAgentSession", "RunModel", "CallTool", "ResumeTurn", "RunModel", "AwaitUserMessage"]
+      )
+      assert.strictEqual(
+        result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
+        "done: read_file=read_file ran"
+      )
+    })
+  )
+
+  it.live("3. an approval waiting beside a READ tool survives a restart and the write runs once after approval", () =>
+    Effect.gen(function* () {
+      const { db, side } = files()
+      const first = yield* start([db, side, "start", "s", "call send_email read_file"])
+      yield* first.waitFor("TOOL_STARTED read_file")
+      yield* Effect.sleep("300 millis")
+      yield* first.kill()
+      assert.deepStrictEqual(lines(side), ["model", "read_file"])
+      const approver = yield* start([db, side, "approve", "s", "send_email-1"])
+      yield* approver.waitFor("TOOL_STARTED send_email")
+      yield* approver.kill()
+      const last = yield* start([db, side, "await", "s", "1"])
+      const result: Result = JSON.parse(yield* last.waitFor("RESULT"))
+      assert.deepStrictEqual(
+        lines(side).filter((l) => l !== "model"),
+        ["read_file", "send_email"],
+        "each tool ran once"
+      )
+      assert.strictEqual(
+        result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
+        "done: send_email=send_email ran | read_file=read_file ran"
+      )
+    })
+  )
+})
