@@ -66,6 +66,13 @@ const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
     (c) => c.kill()
   )
 
+/** Waits until the side-effect file has `count` lines. */
+const awaitLines = (file: string, count: number) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 600 && lines(file).length < count; i++) yield* Effect.sleep("50 millis")
+    return lines(file)
+  })
+
 const files = () => {
   n++
   return { db: join(dir, `w-${n}.db`), side: join(dir, `side-${n}.log`) }
@@ -122,8 +129,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       const first = yield* start([db, side, "start", "s", "call read_file"], { SLOW_MODEL_MS: "60000" })
       yield* first.waitFor("TOOL_STARTED read_file")
       // the second model call (after the tool result) hangs: kill it there
-      yield* Effect.sleep("300 millis")
-      assert.deepStrictEqual(lines(side), ["model", "read_file", "model"])
+      assert.deepStrictEqual(yield* awaitLines(side, 3), ["model", "read_file", "model"])
       yield* first.kill()
       const second = yield* start([db, side, "await", "s", "1"])
       const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
@@ -148,14 +154,12 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       const { db, side } = files()
       const first = yield* start([db, side, "start", "s", "call send_email read_file"])
       yield* first.waitFor("TOOL_STARTED read_file")
-      yield* Effect.sleep("300 millis")
+      yield* Effect.sleep("500 millis")
       yield* first.kill()
       assert.deepStrictEqual(lines(side), ["model", "read_file"])
-      const approver = yield* start([db, side, "approve", "s", "send_email-1"])
-      yield* approver.waitFor("TOOL_STARTED send_email")
-      yield* approver.kill()
-      const last = yield* start([db, side, "await", "s", "1"])
-      const result: Result = JSON.parse(yield* last.waitFor("RESULT"))
+      const approver = yield* start([db, side, "approve", "s", "send_email-1", "1"])
+      assert.strictEqual(yield* approver.waitFor("APPROVED"), "true")
+      const result: Result = JSON.parse(yield* approver.waitFor("RESULT"))
       assert.deepStrictEqual(
         lines(side).filter((l) => l !== "model"),
         ["read_file", "send_email"],
