@@ -156,15 +156,18 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       yield* first.waitFor("TOOL_STARTED read_file")
       yield* Effect.sleep("500 millis")
       yield* first.kill()
-      assert.deepStrictEqual(lines(side), ["model", "read_file"])
+      assert.notInclude(lines(side), "send_email", "nothing ran the write while it waited")
       const approver = yield* start([db, side, "approve", "s", "send_email-1", "1"])
       assert.strictEqual(yield* approver.waitFor("APPROVED"), "true")
       const result: Result = JSON.parse(yield* approver.waitFor("RESULT"))
+      const runs = lines(side).filter((l) => l !== "model")
       assert.deepStrictEqual(
-        lines(side).filter((l) => l !== "model"),
-        ["read_file", "send_email"],
-        "each tool ran once"
+        runs.filter((l) => l === "send_email"),
+        ["send_email"],
+        "the write ran once, after the approval"
       )
+      // a READ call may run again when a kill lands before its result commits
+      assert.isAtLeast(runs.filter((l) => l === "read_file").length, 1)
       assert.strictEqual(
         result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
         "done: send_email=send_email ran | read_file=read_file ran"
