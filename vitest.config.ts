@@ -12,6 +12,8 @@ export default defineConfig({
         hookTimeout: 60_000
       }
     })),
-    passWithNoTests: true
+    passWithNoTests: true,
+    // the JSON report lets .ci/run print a plain "N passed, N failed" line
+    reporters: ["default", ["json", { outputFile: ".vitest/report.json" }]]
   }
 })
