@@ -1,0 +1,155 @@
+/**
+ * A terminal chat over a durable agent session on the embedded engine (one SQLite file, no server).
+ *
+ *   npm start                               (from the repository root)
+ *   OPENAI_API_KEY=sk-... npm start         (a real model; CHAT_MODEL picks it, default gpt-4.1-mini)
+ *   CHAT_DB=/tmp/chat.db CHAT_WORKSPACE=/tmp/ws npm start
+ *
+ * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
+ * embedded engine locks its file, so `/history` reads it through this process too. Kill the process
+ * at any time and start it again: the session, and a turn that was running, continue from the file.
+ */
+import { mkdir } from "node:fs/promises"
+import { dirname } from "node:path"
+import { Engine } from "@durable-agent/engine"
+import { AiSdkRunner } from "@durable-agent/runner-ai-sdk"
+import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import type { LanguageModel } from "ai"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { FLOW_TYPE, flow, makeAgent, selectModel } from "./agent.ts"
+import { type ChatConfig, loadConfig } from "./config.ts"
+import { Chat } from "./session.ts"
+import { chatLine, errorLine, Screen } from "./ui.ts"
+
+const HELP = [
+  "commands:",
+  "  /sessions        list the sessions with their status",
+  "  /resume <id>     switch to a session",
+  "  /new             start a new session",
+  "  /history [full]  the current session's Steps (full: the engine's whole history of it)",
+  "  /help            this list",
+  "  /quit            leave (Ctrl-C and Ctrl-D too); the sessions stay in the database",
+  "any other line is a message to the agent."
+].join("\n")
+
+/** The engine on the file, the session worker with the AI SDK runner, the clients, the screen and the chat. */
+const appLayer = (config: ChatConfig, model: LanguageModel) => {
+  const engine = Engine.layerEmbedded({ filename: config.database, pollInterval: "100 millis" })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(AiSdkRunner.layer(makeAgent(config, model))))
+  const services = Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))
+  const chat = Chat.layer({ currentFile: `${config.database}.session` })
+  return chat.pipe(Layer.provideMerge(services), Layer.provideMerge(Screen.layer))
+}
+
+/** Runs one command; `true` means quit. */
+const command = (line: string) =>
+  Effect.gen(function* () {
+    const chat = yield* Chat
+    const screen = yield* Screen
+    const [name, ...args] = line.split(/\s+/)
+    switch (name) {
+      case "/quit":
+      case "/exit":
+        return true
+      case "/help":
+        yield* screen.print(chatLine(HELP))
+        return false
+      case "/new":
+        yield* chat.create
+        return false
+      case "/resume": {
+        const id = args[0]
+        if (id === undefined) yield* screen.print(errorLine("usage: /resume <id> (see /sessions)"))
+        else yield* chat.resume(id)
+        return false
+      }
+      case "/sessions": {
+        const sessions = yield* chat.list
+        const width = Math.max(8, ...sessions.map((s) => s.sessionId.length))
+        const lines = sessions.map((s) => {
+          const turns = s.turns === null ? "" : `${s.turns} turn${s.turns === 1 ? "" : "s"}`
+          const started = new Date(s.startedAt).toLocaleString("sv-SE")
+          return `${s.current ? "*" : " "} ${s.sessionId.padEnd(width)}  ${s.status.padEnd(24)}  ${turns.padEnd(9)}  started ${started}`
+        })
+        yield* screen.print(chatLine(`sessions (* current):\n${lines.join("\n")}`))
+        return false
+      }
+      case "/history": {
+        yield* screen.print(yield* chat.history(args[0] === "full"))
+        return false
+      }
+      default:
+        yield* screen.print(errorLine(`unknown command ${name}; /help lists them`))
+        return false
+    }
+  })
+
+const describeCause = (cause: Cause.Cause<unknown>) => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** Reads lines until /quit: commands, answers to an approval, or messages. */
+const loop = Effect.gen(function* () {
+  const chat = yield* Chat
+  const screen = yield* Screen
+  while (true) {
+    const input = yield* screen.input
+    if (input._tag === "Quit") return
+    const text = input.text.trim()
+    const quit = yield* Effect.gen(function* () {
+      if (text.startsWith("/")) return yield* command(text)
+      const asking = yield* chat.asking
+      if (Option.isSome(asking)) {
+        if (/^(y|yes)$/i.test(text)) yield* chat.answer(true)
+        else if (/^(n|no)$/i.test(text)) yield* chat.answer(false)
+        else yield* screen.print(errorLine(`please answer y or n: run ${asking.value.toolName}?`))
+      } else if (text.length > 0) {
+        yield* chat.send(text)
+      }
+      return false
+    }).pipe(Effect.catchCause((cause) => Effect.as(screen.print(errorLine(describeCause(cause))), false)))
+    if (quit) return
+    yield* chat.refreshPrompt
+  }
+})
+
+const greeting = (config: ChatConfig, modelLabel: string) =>
+  [
+    "Durable chat: an agent session on the embedded engine (one SQLite file, no server).",
+    `  model:     ${modelLabel}`,
+    `  database:  ${config.database}`,
+    `  workspace: ${config.workspace}`,
+    "  /help lists the commands. Kill this process at any time, even mid-turn, and start it again:",
+    "  the session continues where it was."
+  ].join("\n")
+
+const main = Effect.gen(function* () {
+  const config = yield* loadConfig
+  const { model, label } = selectModel(config.model)
+  yield* Effect.promise(() => mkdir(dirname(config.database), { recursive: true }))
+  yield* Effect.gen(function* () {
+    const screen = yield* Screen
+    const chat = yield* Chat
+    yield* screen.print(greeting(config, label))
+    yield* chat.openInitial
+    yield* loop
+    yield* screen.setPrompt(null)
+    yield* screen.print(chatLine(`bye; the session ${yield* chat.current} stays in ${config.database}`))
+  }).pipe(Effect.provide(appLayer(config, model)))
+})
+
+main.pipe(
+  Effect.catchCause((cause) =>
+    Effect.sync(() => {
+      if (Cause.hasInterruptsOnly(cause)) return
+      process.stderr.write(`chat: ${describeCause(cause)}\n`)
+      process.exitCode = 1
+    })
+  ),
+  NodeRuntime.runMain
+)

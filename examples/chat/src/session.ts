@@ -1,0 +1,410 @@
+/**
+ * The chat's sessions: which one is current (remembered next to the database), attaching to one
+ * (resuming a running turn from the snapshot and the events, then following its events), sending
+ * messages, answering approvals, listing sessions and showing a session's Step history.
+ */
+import { readFile, writeFile } from "node:fs/promises"
+import { Client, type EngineError, type FlowNotFound, Inspect } from "@durable-agent/engine"
+import {
+  type AgentEvent,
+  type AgentInterrupt,
+  AgentSessionClient,
+  type AgentSnapshot,
+  type AgentToolCall,
+  type EventsError,
+  type RpcError,
+  type SessionAgentEvent,
+  type StartError
+} from "@durable-agent/session"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberHandle from "effect/FiberHandle"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import { SqlClient } from "effect/sql"
+import { FLOW_TYPE } from "./agent.ts"
+import {
+  approvalLines,
+  approvalPrompt,
+  approveLine,
+  chatLine,
+  describeCall,
+  errorLine,
+  finishedLine,
+  Screen,
+  showMessage,
+  stepLines,
+  toolLine,
+  YOU_PROMPT
+} from "./ui.ts"
+
+/** One session as `/sessions` lists it. */
+export interface SessionInfo {
+  readonly sessionId: string
+  readonly current: boolean
+  readonly status: string
+  readonly turns: number | null
+  readonly startedAt: number
+}
+
+/** What the chat's operations can fail with: the session client's and the engine's errors. */
+export type ChatError = RpcError | StartError | EventsError | EngineError | FlowNotFound
+
+export interface ChatShape {
+  /** The current session's ID. */
+  readonly current: Effect.Effect<string>
+  /** Opens the session of last time (or the newest, or a new one) and follows it. */
+  readonly openInitial: Effect.Effect<void, ChatError>
+  /** Switches to a session. */
+  readonly resume: (sessionId: string) => Effect.Effect<void, ChatError>
+  /** Starts a new session and switches to it. */
+  readonly create: Effect.Effect<string, ChatError>
+  readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, ChatError>
+  /** Sends a user message to the current session. */
+  readonly send: (text: string) => Effect.Effect<void, ChatError>
+  /** The approval the chat is asking for, if any. */
+  readonly asking: Effect.Effect<Option.Option<AgentInterrupt>>
+  /** Answers the approval the chat is asking for. */
+  readonly answer: (approved: boolean) => Effect.Effect<void, ChatError>
+  /** The current session's Steps (or, with `full`, the engine's whole history of it). */
+  readonly history: (full: boolean) => Effect.Effect<string, ChatError>
+  /** Shows the prompt that fits the state: an approval question, nothing while the agent works, or `you>`. */
+  readonly refreshPrompt: Effect.Effect<void>
+}
+
+/** What the screen shows of the current session. */
+interface View {
+  readonly sessionId: string
+  /** Opened when this process started: nothing of the session ran in this process before. */
+  readonly afterStart: boolean
+  /** A turn is running. */
+  busy: boolean
+  /** Pending approvals, the first one asked. */
+  pending: Array<AgentInterrupt>
+  /** Tool calls seen in snapshots, by ID (for their arguments and results). */
+  readonly calls: Map<string, AgentToolCall>
+  /** Tool names of approvals seen in events, by interrupt ID. */
+  readonly approvals: Map<string, string>
+  /** The Step attempt that streamed text last. */
+  lastText: { readonly stepExecutionId: string; readonly attempt: number } | null
+  /**
+   * Model Steps that streamed text before this process started: the process that ran them is gone, so
+   * text they stream now comes from a new run of the Step (possibly with the same attempt number).
+   */
+  readonly rerun: Set<string>
+}
+
+const makeView = (sessionId: string, afterStart = false): View => ({
+  sessionId,
+  afterStart,
+  busy: false,
+  pending: [],
+  calls: new Map(),
+  approvals: new Map(),
+  lastText: null,
+  rerun: new Set()
+})
+
+/** The session core's events; adapter-specific ones (`prefix.name`) are not shown. */
+const isSessionEvent = (event: AgentEvent): event is SessionAgentEvent => !event.type.includes(".")
+
+/** A session's status in words. */
+export const statusOf = (snapshot: AgentSnapshot): string => {
+  if (snapshot.pendingInterrupts.length > 0) return "waiting for an approval"
+  switch (snapshot.state?.status) {
+    case undefined:
+      return "starting"
+    case "waiting_for_user_message":
+      return "waiting for a message"
+    case "running_model":
+      return "running the model"
+    case "running_tools":
+      return "running tools"
+    case "compacting_context":
+      return "compacting its context"
+    case "failed":
+      return `failed: ${snapshot.state.lastTurnError ?? "unknown error"}`
+  }
+}
+
+/** The chat's session logic, over the session client, the engine client and the screen. */
+export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat") {
+  /** `currentFile` remembers the current session between runs. */
+  static readonly layer = (options: {
+    readonly currentFile: string
+  }): Layer.Layer<Chat, never, AgentSessionClient | Client.Client | SqlClient.SqlClient | Screen> =>
+    Layer.effect(
+      Chat,
+      Effect.gen(function* () {
+        const client = yield* AgentSessionClient
+        const engine = yield* Client.Client
+        const sql = yield* SqlClient.SqlClient
+        const screen = yield* Screen
+        const follower = yield* FiberHandle.make<void, never>()
+        let view = makeView("")
+
+        const print = (text: string) => screen.print(text)
+
+        const refreshPrompt = Effect.suspend(() => {
+          const asking = view.pending[0]
+          return screen.setPrompt(asking !== undefined ? approvalPrompt(asking) : view.busy ? null : YOU_PROMPT)
+        })
+
+        /** Reads the snapshot into the view's tool calls. */
+        const loadCalls = (v: View) =>
+          Effect.map(client.getSnapshot(v.sessionId), (snapshot) => {
+            for (const call of snapshot.toolCalls) v.calls.set(call.toolCallId, call)
+            return snapshot
+          })
+
+        const ask = (v: View, interrupt: AgentInterrupt) =>
+          Effect.gen(function* () {
+            if (interrupt.kind !== "tool_approval" || v.pending.some((p) => p.interruptId === interrupt.interruptId)) {
+              return
+            }
+            v.pending.push(interrupt)
+            v.approvals.set(interrupt.interruptId, interrupt.toolName)
+            yield* print(approvalLines(interrupt))
+          })
+
+        /** Shows one event. `replay` shows a resumed turn's earlier events without asking again. */
+        const show = (v: View, event: AgentEvent, replay: boolean): Effect.Effect<void, RpcError> =>
+          Effect.gen(function* () {
+            if (!isSessionEvent(event)) return
+            switch (event.type) {
+              case "turn_started":
+                v.busy = true
+                v.lastText = null
+                return
+              case "text_delta": {
+                const last = v.lastText
+                if (!replay && v.rerun.delete(event.stepExecutionId)) {
+                  yield* print(chatLine(`the model call ${event.stepExecutionId} runs again; its answer starts over`))
+                } else if (last?.stepExecutionId === event.stepExecutionId && last.attempt !== event.attempt) {
+                  yield* print(
+                    chatLine(`the model call ${event.stepExecutionId} started over (attempt ${event.attempt})`)
+                  )
+                }
+                if (replay && v.afterStart) v.rerun.add(event.stepExecutionId)
+                v.lastText = { stepExecutionId: event.stepExecutionId, attempt: event.attempt }
+                return yield* screen.agentText(event.payload.text)
+              }
+              case "tool_call_started": {
+                const { toolCallId, toolName } = event.payload
+                if (!v.calls.has(toolCallId)) yield* loadCalls(v)
+                return yield* print(toolLine(`… ${describeCall(toolName, v.calls.get(toolCallId)?.arguments)} started`))
+              }
+              case "tool_call_finished": {
+                const { toolCallId, toolName, status } = event.payload
+                yield* loadCalls(v)
+                return yield* print(finishedLine(toolName, status, v.calls.get(toolCallId)))
+              }
+              case "interrupt_raised": {
+                v.approvals.set(event.payload.interruptId, event.payload.toolName)
+                if (replay) return
+                const snapshot = yield* client.getSnapshot(v.sessionId)
+                const interrupt = snapshot.pendingInterrupts.find((i) => i.interruptId === event.payload.interruptId)
+                return yield* interrupt === undefined ? Effect.void : ask(v, interrupt)
+              }
+              case "interrupt_resolved": {
+                const { interruptId, approved } = event.payload
+                v.pending = v.pending.filter((p) => p.interruptId !== interruptId)
+                const name = v.approvals.get(interruptId) ?? interruptId
+                return yield* print(approveLine(`${name}: ${approved ? "approved" : "rejected"}`))
+              }
+              case "turn_completed":
+                v.busy = false
+                return yield* screen.endAgentText
+              case "turn_failed":
+                v.busy = false
+                return yield* print(errorLine(`the turn failed: ${event.payload.error}`))
+              case "turn_cancelled":
+                v.busy = false
+                return yield* print(chatLine("the turn was cancelled"))
+              case "turn_steered":
+                return yield* print(chatLine("the turn was steered by a newer message"))
+              default:
+                return
+            }
+          })
+
+        /** Follows the session's events after `token`, until the session closes or the chat switches. */
+        const follow = (v: View, token: string | undefined) =>
+          client
+            .events(v.sessionId, {
+              from: token === undefined ? "oldest" : { after: token },
+              follow: true,
+              pollInterval: "50 millis"
+            })
+            .pipe(
+              Stream.runForEach(({ event }) =>
+                show(v, event, false).pipe(
+                  Effect.catch((error) => print(errorLine(`cannot show ${event.type}: ${error.message}`))),
+                  Effect.andThen(refreshPrompt)
+                )
+              ),
+              Effect.andThen(print(chatLine(`session ${v.sessionId} is closed; /new starts another`))),
+              Effect.catch((error) => print(errorLine(`lost the session's events: ${error.message}`)))
+            )
+
+        const saveCurrent = (sessionId: string) =>
+          Effect.promise(() => writeFile(options.currentFile, `${sessionId}\n`, "utf8").catch(() => undefined))
+
+        /** Attaches the screen to a session: resumes a running turn, then follows new events. */
+        const attach = (sessionId: string, how: "opened" | "switched" | "new") =>
+          Effect.gen(function* () {
+            yield* FiberHandle.clear(follower)
+            yield* screen.endAgentText
+            const v = makeView(sessionId, how === "opened")
+            view = v
+            yield* saveCurrent(sessionId)
+            // the token first, then the snapshot: an event in between is followed, and asked only once
+            const past = Array.from(yield* Stream.runCollect(client.events(sessionId)))
+            const snapshot = yield* loadCalls(v)
+            const activeTurn = snapshot.state?.activeTurnId ?? null
+            const turns = snapshot.state?.turnCount ?? 0
+            if (activeTurn !== null) {
+              const waiting = snapshot.pendingInterrupts.length > 0 ? "; it waits for your approval" : ""
+              yield* print(
+                chatLine(`Resuming session ${sessionId}: the turn that was running continues where it was${waiting}.`)
+              )
+              v.busy = true
+              const user = snapshot.messages.findLast((m) => m.turnId === activeTurn && m.role === "user")
+              if (user !== undefined) yield* showMessage(screen, user)
+              for (const { event } of past) {
+                if (event.turnId === activeTurn) yield* show(v, event, true)
+              }
+              yield* screen.endAgentText
+              for (const interrupt of snapshot.pendingInterrupts) yield* ask(v, interrupt)
+            } else if (how === "new") {
+              yield* print(chatLine(`Session ${sessionId} (new). Try: summarize the notes`))
+            } else {
+              const turnsText = `${turns} turn${turns === 1 ? "" : "s"}`
+              yield* print(chatLine(`Session ${sessionId} (${turnsText}, ${statusOf(snapshot)}).`))
+              const said = snapshot.messages.filter((m) => m.role !== "tool" && m.text !== null && m.text !== "")
+              for (const message of said.slice(-4)) yield* showMessage(screen, message)
+            }
+            yield* refreshPrompt
+            yield* FiberHandle.run(follower, follow(v, past.at(-1)?.token))
+          })
+
+        const sessions = engine.listFlows({ flowType: FLOW_TYPE, limit: 100 })
+
+        const nextId = Effect.map(sessions, (flows) => {
+          const numbers = flows.map((f) => Number(/^chat-(\d+)$/.exec(f.flowId)?.[1] ?? 0))
+          return `chat-${Math.max(0, ...numbers) + 1}`
+        })
+
+        const create = Effect.gen(function* () {
+          const sessionId = yield* nextId
+          yield* client.startSession(sessionId)
+          yield* attach(sessionId, "new")
+          return sessionId
+        })
+
+        const isOpen = (sessionId: string) =>
+          engine.describeFlow(sessionId).pipe(
+            Effect.map((d) => d.flowType === FLOW_TYPE && d.status === "running"),
+            Effect.orElseSucceed(() => false)
+          )
+
+        const openInitial = Effect.gen(function* () {
+          const saved = yield* Effect.promise(() =>
+            readFile(options.currentFile, "utf8").then(
+              (text) => text.trim(),
+              () => ""
+            )
+          )
+          if (saved !== "" && (yield* isOpen(saved))) return yield* attach(saved, "opened")
+          const newest = (yield* sessions).find((f) => f.status === "running")
+          if (newest !== undefined) return yield* attach(newest.flowId, "opened")
+          yield* create
+        })
+
+        const list = Effect.gen(function* () {
+          const flows = yield* sessions
+          return yield* Effect.forEach(flows, (f) =>
+            f.status !== "running"
+              ? Effect.succeed<SessionInfo>({
+                  sessionId: f.flowId,
+                  current: f.flowId === view.sessionId,
+                  status: f.status,
+                  turns: null,
+                  startedAt: f.startedAt
+                })
+              : Effect.map(
+                  client.getSnapshot(f.flowId),
+                  (snapshot): SessionInfo => ({
+                    sessionId: f.flowId,
+                    current: f.flowId === view.sessionId,
+                    status: statusOf(snapshot),
+                    turns: snapshot.state?.turnCount ?? 0,
+                    startedAt: f.startedAt
+                  })
+                )
+          )
+        })
+
+        const resume = (sessionId: string) =>
+          Effect.gen(function* () {
+            const found = yield* engine.describeFlow(sessionId).pipe(Effect.option)
+            if (Option.isNone(found) || found.value.flowType !== FLOW_TYPE) {
+              return yield* print(errorLine(`no session ${sessionId}; /sessions lists them`))
+            }
+            yield* attach(sessionId, "switched")
+          })
+
+        const send = (text: string) =>
+          Effect.gen(function* () {
+            view.busy = true
+            yield* refreshPrompt
+            const accepted = yield* client.sendUserMessage(view.sessionId, text)
+            if (!accepted) {
+              view.busy = false
+              yield* print(errorLine("the session did not take that message"))
+            }
+          })
+
+        const answer = (approved: boolean) =>
+          Effect.gen(function* () {
+            const v = view
+            const interrupt = v.pending.shift()
+            if (interrupt === undefined) return
+            const resolved = yield* client
+              .resolveInterrupt(v.sessionId, {
+                interruptId: interrupt.interruptId,
+                approved,
+                rejectionMessage: approved ? null : `The user rejected this ${interrupt.toolName} call.`
+              })
+              // still pending: ask again
+              .pipe(Effect.onError(() => Effect.sync(() => v.pending.unshift(interrupt))))
+            if (!resolved) yield* print(errorLine(`the approval of ${interrupt.toolName} is no longer pending`))
+          })
+
+        const history = (full: boolean) =>
+          Effect.gen(function* () {
+            const sessionId = view.sessionId
+            if (full) return yield* Effect.provideService(Inspect.renderHistory(sessionId), SqlClient.SqlClient, sql)
+            const steps = yield* engine.stepExecutions(sessionId)
+            return [
+              `Steps of session ${sessionId} (${steps.length}; /history full shows the engine's whole history):`,
+              stepLines(steps)
+            ].join("\n")
+          })
+
+        return {
+          current: Effect.sync(() => view.sessionId),
+          openInitial,
+          resume,
+          create,
+          list,
+          send,
+          asking: Effect.sync(() => Option.fromUndefinedOr(view.pending[0])),
+          answer,
+          history,
+          refreshPrompt
+        } satisfies ChatShape
+      })
+    )
+}

@@ -1,0 +1,260 @@
+// Drives the chat the way a person does: in a pseudo-terminal (tmux), typing lines and reading the screen.
+// Each test runs `node examples/chat/src/main.ts` with its own database (CHAT_DB) and a copy of the workspace
+// (CHAT_WORKSPACE) in a temp folder, without OPENAI_API_KEY (the scripted demo model), on its own tmux server
+// (`tmux -S <temp folder>/tmux.sock`).
+import { execFileSync } from "node:child_process"
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Engine } from "@durable-agent/engine"
+import { AgentSessionClient } from "@durable-agent/session"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import { FLOW_TYPE } from "../src/agent.ts"
+
+const TMUX = "/usr/bin/tmux"
+const REPO = fileURLToPath(new URL("../../..", import.meta.url))
+const SEED = fileURLToPath(new URL("../workspace", import.meta.url))
+
+let counter = 0
+
+/** One chat under test: its tmux server (socket) and session, database and workspace. */
+interface Chat {
+  readonly socket: string
+  readonly name: string
+  readonly db: string
+  readonly workspace: string
+}
+
+const tmux = (chat: Chat, ...args: ReadonlyArray<string>) =>
+  execFileSync(TMUX, ["-S", chat.socket, ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+
+const quote = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`
+
+/** A fresh database and workspace, removed (with the tmux server) when the test ends. */
+const makeChat = Effect.acquireRelease(
+  Effect.sync((): Chat => {
+    const dir = mkdtempSync(join(tmpdir(), "chat-example-"))
+    const workspace = join(dir, "workspace")
+    cpSync(SEED, workspace, { recursive: true })
+    // the tmux server's socket lives in the temp folder too, so nothing is left behind
+    return { socket: join(dir, "tmux.sock"), name: `chat-${++counter}`, db: join(dir, "chat.db"), workspace }
+  }),
+  (chat) =>
+    Effect.sync(() => {
+      try {
+        tmux(chat, "kill-server")
+      } catch {
+        // the server is gone already
+      }
+      rmSync(join(chat.db, ".."), { recursive: true, force: true })
+    })
+)
+
+/** Starts `node examples/chat/src/main.ts` in a 160x50 tmux pane. */
+const start = (chat: Chat) =>
+  Effect.sync(() => {
+    const command = [
+      "exec env -u OPENAI_API_KEY",
+      `CHAT_DB=${quote(chat.db)}`,
+      `CHAT_WORKSPACE=${quote(chat.workspace)}`,
+      quote(process.execPath),
+      "examples/chat/src/main.ts"
+    ].join(" ")
+    tmux(chat, "new-session", "-d", "-s", chat.name, "-x", "160", "-y", "50", "-c", REPO, command)
+  })
+
+/**
+ * The whole pane, scrollback included, wrapped lines joined: the terminal's (`-J`) and the chat's own, which
+ * wraps an answer under its `agent> ` indentation (7 spaces).
+ */
+const screen = (chat: Chat) =>
+  Effect.sync(() => tmux(chat, "capture-pane", "-p", "-J", "-S", "-", "-t", chat.name).replace(/ *\n {7}(?=\S)/g, " "))
+
+const lastLine = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => l.trimEnd())
+    .filter((l) => l.length > 0)
+    .at(-1) ?? ""
+
+/** Polls the screen until `predicate` holds (20 s at most); fails with the screen. */
+const waitFor = (chat: Chat, what: string, predicate: (screen: string) => boolean = (s) => s.includes(what)) =>
+  screen(chat).pipe(
+    Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: predicate }),
+    Effect.timeoutOrElse({
+      duration: "20 seconds",
+      orElse: () =>
+        Effect.flatMap(screen(chat), (s) => Effect.die(new Error(`timed out waiting for ${what}; the screen:\n${s}`)))
+    })
+  )
+
+/** Waits for a prompt (`you>` or an approval question) on the last line. */
+const waitForPrompt = (chat: Chat, prompt: string) =>
+  waitFor(chat, `the prompt ${prompt}`, (s) => lastLine(s) === prompt.trimEnd())
+
+/** Types a line and presses Enter. */
+const type = (chat: Chat, line: string) =>
+  Effect.sync(() => {
+    tmux(chat, "send-keys", "-t", chat.name, "-l", line)
+    tmux(chat, "send-keys", "-t", chat.name, "Enter")
+  })
+
+const isRunning = (chat: Chat) =>
+  Effect.sync(() => {
+    try {
+      tmux(chat, "has-session", "-t", chat.name)
+      return true
+    } catch {
+      return false
+    }
+  })
+
+/** Waits until the chat process is gone (its pane, session and tmux server close with it). */
+const waitForExit = (chat: Chat) =>
+  isRunning(chat).pipe(
+    Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: (running) => !running }),
+    Effect.timeoutOrElse({ duration: "10 seconds", orElse: () => Effect.die(new Error("the chat did not exit")) })
+  )
+
+/** SIGKILLs the process in the pane (`exec` makes it node itself). */
+const kill = (chat: Chat) =>
+  Effect.gen(function* () {
+    const pid = Number(tmux(chat, "display-message", "-p", "-t", chat.name, "#{pane_pid}").trim())
+    assert.match(readFileSync(`/proc/${pid}/cmdline`, "utf8"), /examples\/chat\/src\/main\.ts/)
+    process.kill(pid, "SIGKILL")
+    yield* waitForExit(chat)
+  })
+
+const summary = (chat: Chat) => join(chat.workspace, "summary.md")
+
+const APPROVAL = "approve> run write_file? [y/n]"
+const FINAL = "3 items are still open in todo.md."
+
+/** The chat's events of one Step, read from its database once the chat exited. */
+const textDeltasOf = (chat: Chat, sessionId: string, stepExecutionId: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient
+    const events = yield* Stream.runCollect(client.events(sessionId))
+    return Array.from(events).filter(
+      (e) => e.event.type === "text_delta" && e.event.stepExecutionId === stepExecutionId
+    ).length
+  }).pipe(
+    Effect.provide(AgentSessionClient.layer(FLOW_TYPE)),
+    Effect.provide(Engine.layerEmbedded({ filename: chat.db }))
+  )
+
+describe("the terminal chat", () => {
+  it.live(
+    "streams the answer, runs two reads in parallel, asks before the write, and shows the Step history",
+    () =>
+      Effect.gen(function* () {
+        const chat = yield* makeChat
+        yield* start(chat)
+        yield* waitFor(chat, "the greeting", (s) => s.includes("Durable chat") && s.includes("demo (scripted"))
+        yield* waitFor(chat, "chat> Session chat-1 (new). Try: summarize the notes")
+        yield* waitForPrompt(chat, "you>")
+
+        yield* type(chat, "summarize the notes")
+        yield* waitFor(chat, "you> summarize the notes")
+        yield* waitFor(chat, "agent> Let me read the notes and the to-do list first.")
+        yield* waitFor(chat, 'tool> … read_file(path: "notes.md") started')
+        yield* waitFor(chat, 'tool> … read_file(path: "todo.md") started')
+        yield* waitFor(chat, 'tool> ✓ read_file(path: "notes.md") succeeded: 6 lines')
+        yield* waitFor(chat, 'tool> ✓ read_file(path: "todo.md") succeeded: 6 lines')
+        yield* waitFor(chat, "agent> I've read both files. I'll save a summary to summary.md")
+        yield* waitFor(chat, 'approve> write_file(path: "summary.md") needs your approval')
+        const asking = yield* waitForPrompt(chat, APPROVAL)
+        assert.include(asking, "│ Still open in todo.md:", "the approval shows what would be written")
+        yield* waitFor(chat, "tool> ✓ list_files() succeeded")
+        assert.isFalse(existsSync(summary(chat)), "nothing is written before the approval")
+
+        yield* type(chat, "y")
+        yield* waitFor(chat, `${APPROVAL} y`)
+        yield* waitFor(chat, "approve> write_file: approved")
+        yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded: wrote')
+        yield* waitFor(chat, "agent> Done: I wrote")
+        yield* waitFor(chat, "The workspace now holds notes.md, summary.md, todo.md.")
+        yield* waitFor(chat, FINAL)
+        yield* waitForPrompt(chat, "you>")
+        const written = readFileSync(summary(chat), "utf8")
+        assert.include(written, "# Summary")
+        assert.include(written, "- Approve the write of summary.md")
+
+        yield* type(chat, "/history")
+        const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
+        assert.include(history, "Steps of session chat-1")
+        for (const step of [
+          "StartAgentSession-1",
+          "RunModel-1",
+          "CallTool-1",
+          "CallTool-2",
+          "ResumeTurn-1",
+          "RunModel-2",
+          "AwaitToolApproval-1",
+          "CallTool-3",
+          "CallSingleAttemptTool-1",
+          "ResumeTurn-2",
+          "RunModel-3"
+        ]) {
+          assert.match(history, new RegExp(`${step}\\s+completed\\s+#1 success`), step)
+        }
+
+        yield* type(chat, "/sessions")
+        yield* waitFor(chat, "the session list", (s) => /\* chat-1\s+waiting for a message\s+1 turn\b/.test(s))
+
+        yield* type(chat, "/quit")
+        yield* waitForExit(chat)
+        const deltas = yield* textDeltasOf(chat, "chat-1", "RunModel-3")
+        assert.isAtLeast(deltas, 3, "the final answer streamed in several text_delta events")
+      }),
+    90_000
+  )
+
+  it.live(
+    "killed while it asks for an approval, it resumes the turn on restart; the write runs after the approval",
+    () =>
+      Effect.gen(function* () {
+        const chat = yield* makeChat
+        yield* start(chat)
+        yield* waitForPrompt(chat, "you>")
+        yield* type(chat, "summarize the notes")
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* waitFor(chat, "tool> ✓ list_files() succeeded")
+
+        yield* kill(chat)
+        assert.isFalse(existsSync(summary(chat)))
+
+        yield* start(chat)
+        yield* waitFor(
+          chat,
+          "chat> Resuming session chat-1: the turn that was running continues where it was; it waits for your approval."
+        )
+        const resumed = yield* waitForPrompt(chat, APPROVAL)
+        assert.include(resumed, "you> summarize the notes", "the turn's user message is shown again")
+        assert.include(resumed, 'tool> ✓ read_file(path: "notes.md") succeeded', "and what the turn did so far")
+        assert.include(resumed, 'approve> write_file(path: "summary.md") needs your approval')
+        assert.isFalse(existsSync(summary(chat)))
+
+        yield* type(chat, "y")
+        yield* waitFor(chat, "approve> write_file: approved")
+        yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded')
+        yield* waitFor(chat, FINAL)
+        yield* waitForPrompt(chat, "you>")
+        assert.include(readFileSync(summary(chat), "utf8"), "# Summary")
+
+        yield* type(chat, "/history")
+        const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
+        assert.match(history, /AwaitToolApproval-1\s+completed/)
+        assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
+        assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
+
+        yield* type(chat, "/quit")
+        yield* waitForExit(chat)
+      }),
+    90_000
+  )
+})
