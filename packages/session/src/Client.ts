@@ -77,6 +77,11 @@ export interface StartSessionOptions {
   readonly sessionSettings?: Wire.SessionSettings | null | undefined
   /** Makes a repeated start with the same ID return the existing run. */
   readonly requestId?: string | undefined
+  /**
+   * The session Flow's default Step durability (Dex `configOverride.stepDurability`). Every session Step sets
+   * SYNC explicitly, so an `async` default changes none of them; the engine records it in the history.
+   */
+  readonly stepDurability?: "sync" | "async" | undefined
 }
 
 /**
@@ -187,7 +192,10 @@ export const makeAgentSessionClient = (flowType: string) =>
             initialMessage: options?.initialMessage ?? null,
             sessionSettings: options?.sessionSettings ?? null
           },
-          options?.requestId === undefined ? undefined : { requestId: options.requestId, ignoreAlreadyStarted: true }
+          {
+            ...(options?.requestId === undefined ? {} : { requestId: options.requestId, ignoreAlreadyStarted: true }),
+            ...(options?.stepDurability === undefined ? {} : { stepDurability: options.stepDurability })
+          }
         ),
       stopSession: (sessionId, options) =>
         engine.stopFlow(sessionId, { mode: options?.mode ?? "cancel", reason: options?.reason }),

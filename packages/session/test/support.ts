@@ -1,4 +1,5 @@
-// Test support: a session worker and client on a fresh embedded engine (its own SQLite file), a scripted
+// Test support: a session worker and client on a fresh engine (by default embedded, on its own SQLite file; a
+// fresh Postgres database and runner with `engine: clusterEngine` or SESSION_TEST_ENGINE=cluster), a scripted
 // model whose requests are recorded, tools that count their side effects, and polling helpers.
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -23,10 +24,6 @@ import {
 
 export const FLOW_TYPE = "TestAgent"
 
-const dir = mkdtempSync(join(tmpdir(), "das-session-"))
-process.on("exit", () => rmSync(dir, { recursive: true, force: true }))
-let n = 0
-
 /** What a test can inspect: the model's requests and the tools' side effects. */
 export interface Kit {
   readonly requests: Array<ModelRequest>
@@ -36,15 +33,61 @@ export interface Kit {
   readonly count: (name: string) => number
 }
 
+/** Options every test engine takes. */
+export interface EngineOptions {
+  readonly maxValueBytes?: number | undefined
+}
+
+/** Builds a fresh engine (its own storage) for one test; the layer's scope removes what it created. */
+export type EngineFactory = (options: EngineOptions) => Layer.Layer<Engine.EngineServices, unknown>
+
+/**
+ * The embedded engine on a new SQLite file in its own temporary directory, removed when the layer's scope closes
+ * (after the engine closed the file).
+ */
+export const embeddedEngine: EngineFactory = (options) =>
+  Layer.unwrap(
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "das-session-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      ),
+      (dir) =>
+        Engine.layerEmbedded({
+          filename: join(dir, "session.db"),
+          pollInterval: "50 millis",
+          ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
+        })
+    )
+  )
+
+/**
+ * The cluster engine on a fresh Postgres database (dropped afterwards) with a runner on a free port. Loaded
+ * lazily, so embedded runs do not load the Postgres support.
+ */
+export const clusterEngine: EngineFactory = (options) =>
+  Layer.unwrap(
+    Effect.map(
+      Effect.promise(() => import("./support/cluster.ts")),
+      (m) => m.clusterEngine(options)
+    )
+  )
+
+/** The engine of tests that do not choose one: SESSION_TEST_ENGINE=cluster selects the cluster engine. */
+export const defaultEngine: EngineFactory =
+  process.env.SESSION_TEST_ENGINE === "cluster" ? clusterEngine : embeddedEngine
+
 export interface Setup {
   readonly script: ReadonlyArray<ScriptedStep>
   readonly tools?: (kit: Kit) => ReadonlyArray<Tool>
   readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions>
   readonly agent?: Partial<Stepwise.AgentDefinition>
   readonly maxValueBytes?: number
+  /** The engine; {@link defaultEngine} when omitted. */
+  readonly engine?: EngineFactory | undefined
 }
 
-/** Runs `body` with a worker and an AgentSessionClient on a fresh embedded engine. */
+/** Runs `body` with a worker and an AgentSessionClient on a fresh engine. */
 export const withSession = <A, E>(
   setup: Setup,
   body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
@@ -63,11 +106,7 @@ export const withSession = <A, E>(
     flow,
     count: (name) => sideEffects.get(name) ?? 0
   }
-  const engine = Engine.layerEmbedded({
-    filename: join(dir, `session-${process.pid}-${++n}.db`),
-    pollInterval: "50 millis",
-    ...(setup.maxValueBytes === undefined ? {} : { maxValueBytes: setup.maxValueBytes })
-  })
+  const engine = (setup.engine ?? defaultEngine)({ maxValueBytes: setup.maxValueBytes })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(Stepwise.layer({ name: "test-agent", instructions: "You are a test agent.", ...setup.agent })),
     Layer.provide(

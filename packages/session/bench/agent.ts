@@ -1,0 +1,210 @@
+/**
+ * The benchmark agent: a session Flow, three read tools, and a zero-latency model that answers from the request,
+ * so any number of sessions share it. A user message gets three parallel tool calls; a request that ends with
+ * tool results gets a text answer. One turn is RunModel -> 3 x CallTool -> ResumeTurn -> RunModel.
+ *
+ * The model records when each turn's first model call starts (per session, from the session ID in the user
+ * text): consecutive starts of one session give the length of one whole turn cycle, with no polling. The same
+ * Stepwise runner also runs the turns in memory, without the engine ({@link runInMemory}).
+ */
+import { Engine, type EngineError } from "@durable-agent/engine"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { freePort } from "../../engine/test/support/ports.ts"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  type AgentToolCall,
+  type AgentTurnContext,
+  EventWriter,
+  Heartbeat,
+  ModelClient,
+  type ModelRequest,
+  type ModelResponse,
+  resolveToolPolicy,
+  Stepwise,
+  ToolSource,
+  tool
+} from "../src/index.ts"
+import type * as Wire from "../src/wire/index.ts"
+
+export type Mode = "embedded" | "cluster"
+
+export const FLOW_TYPE = "BenchAgent"
+
+export const flow = AgentSessionFlow.make({ flowType: FLOW_TYPE })
+
+export const agentDefinition: Stepwise.AgentDefinition = {
+  name: "bench-agent",
+  instructions: "Look the three things up, then answer in one sentence."
+}
+
+export const TOOL_NAMES = ["get_weather", "get_time", "get_news"] as const
+
+export const tools = TOOL_NAMES.map((name) =>
+  tool({
+    name,
+    description: `${name} of a city`,
+    effect: "read",
+    handler: (args) => Effect.succeed({ tool: name, city: args.city ?? null, value: 21 })
+  })
+)
+
+/** The user text of turn `turn` of `sessionId`; the model reads the session ID back from it. */
+export const userText = (sessionId: string, turn: number) => `${sessionId} turn ${turn}: weather, time and news?`
+
+const usage = { inputTokens: 120, outputTokens: 12, cachedInputTokens: 0, reasoningTokens: 0 }
+
+/** When each turn's first model call started, per session (ms, `performance.now()`). */
+export type TurnStarts = Map<string, Array<number>>
+
+/** The zero-latency model; `starts` collects the first model call of every turn. */
+export const makeModel = (starts: TurnStarts) =>
+  ModelClient.make((request: ModelRequest) =>
+    Effect.gen(function* () {
+      const last = request.messages[request.messages.length - 1]
+      if (last?.role === "user") {
+        const at = performance.now()
+        const sessionId = last.text.slice(0, last.text.indexOf(" "))
+        const list = starts.get(sessionId)
+        if (list === undefined) starts.set(sessionId, [at])
+        else list.push(at)
+        const turn = request.messages.filter((m) => m.role === "user").length
+        return {
+          text: null,
+          reasoning: null,
+          toolCalls: TOOL_NAMES.map((name) => ({
+            toolCallId: `${name}-${turn}`,
+            toolName: name,
+            arguments: JSON.stringify({ city: "Paris" })
+          })),
+          usage
+        } satisfies ModelResponse
+      }
+      const text = "Sunny, 21 degrees, noon, nothing new."
+      if (request.onTextDelta) yield* request.onTextDelta(text)
+      return { text, reasoning: null, toolCalls: [], usage } satisfies ModelResponse
+    })
+  )
+
+/** Turn cycles (ms): consecutive turn starts of each session, skipping the first `skip` cycles of each. */
+export const cycles = (starts: TurnStarts, skip: number): Array<number> =>
+  [...starts.values()].flatMap((list) =>
+    list
+      .slice(1)
+      .map((at, i) => at - list[i]!)
+      .slice(skip)
+  )
+
+/** The engine layer of a mode: a SQLite file (WAL, synchronous=FULL) or a Postgres URL (a runner on a free port). */
+export const engineFor = async (
+  mode: Mode,
+  location: string
+): Promise<Layer.Layer<Engine.EngineServices, EngineError>> =>
+  mode === "embedded"
+    ? Engine.layerEmbedded({ filename: location, synchronous: "FULL" })
+    : Engine.layerCluster({ url: location, runnerPort: await freePort() })
+
+/** A session worker and `AgentSessionClient` on `engine`, with the benchmark model and tools. */
+export const workerLayer = (starts: TurnStarts, engine: Layer.Layer<Engine.EngineServices, EngineError>) =>
+  Layer.mergeAll(
+    AgentSessionFlow.layerWorker(flow).pipe(
+      Layer.provide(Stepwise.layer(agentDefinition)),
+      Layer.provide(Layer.mergeAll(ModelClient.layer(makeModel(starts).generate), ToolSource.layer(tools)))
+    ),
+    AgentSessionClient.layer(FLOW_TYPE)
+  ).pipe(Layer.provideMerge(engine))
+
+/**
+ * The same Stepwise loop without the engine: for each turn the runner's `runModelStep`, the three deferred
+ * tool calls in parallel through `executeDeferredToolCall`, and `runModelStep` again, with the history and the
+ * tool call records kept in memory. Each session runs `turns` turns; `starts` records the turn starts as in
+ * the durable run.
+ */
+export const runInMemory = (sessions: number, turns: number, starts: TurnStarts) =>
+  Effect.gen(function* () {
+    const runner = yield* Stepwise.make(agentDefinition)
+    const services = Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)
+    for (let s = 0; s < sessions; s++) {
+      const flowId = `mem-${s}`
+      const messages: Array<Wire.AgentMessage> = []
+      const append = (turnId: string, framework: ReadonlyArray<ReturnType<typeof runner.buildUserMessage>>) => {
+        const createdAt = new Date().toISOString()
+        for (const m of framework) messages.push({ ...m, sequence: messages.length + 1, turnId, createdAt })
+      }
+      for (let t = 1; t <= turns; t++) {
+        const turnId = `turn-${t}`
+        append(turnId, [runner.buildUserMessage(userText(flowId, t))])
+        let runState: string | null = null
+        let records: Array<AgentToolCall> = []
+        for (let step = 1; ; step++) {
+          const context: AgentTurnContext = {
+            flowId,
+            turnId,
+            stepExecutionId: `RunModel-${step}`,
+            attempt: 1,
+            messages,
+            frameworkRunState: runState,
+            toolCalls: records,
+            sessionSettings: {},
+            interactionMode: "chat",
+            toolPolicies: {},
+            defaultToolEffect: "unclassified",
+            resolveToolPolicy: (toolName, frameworkEffect) => resolveToolPolicy(toolName, { frameworkEffect })
+          }
+          const outcome = yield* runner.runModelStep(context).pipe(Effect.provide(services))
+          if (outcome._tag !== "ToolCallsRequested") {
+            append(turnId, outcome.newMessages)
+            break
+          }
+          runState = outcome.frameworkRunState
+          records = outcome.toolCalls.map(
+            (call, i): AgentToolCall => ({
+              toolCallId: call.toolCallId,
+              turnId,
+              toolName: call.toolName,
+              arguments: call.arguments,
+              effect: call.policy.effect,
+              requiresApproval: call.policy.requiresApproval,
+              status: "approved",
+              output: null,
+              error: null,
+              rejectionMessage: null,
+              deferralOrder: i,
+              toolSourceReference: null,
+              traceContext: null,
+              waitUntil: null,
+              inputContinuation: null,
+              inputAnswers: [],
+              inputQuestion: null,
+              inputChoices: [],
+              inputAllowsFreeText: true,
+              cancellationReason: null,
+              taskId: null,
+              taskPollIntervalSeconds: null,
+              taskAnswerPending: false
+            })
+          )
+          records = yield* Effect.forEach(
+            records,
+            (record) =>
+              runner
+                .executeDeferredToolCall({
+                  flowId,
+                  turnId,
+                  toolCall: record,
+                  idempotencyKey: `${flowId}/${turnId}/${record.toolCallId}`,
+                  attempt: 1,
+                  heartbeatCheckpoint: Option.none()
+                })
+                .pipe(
+                  Effect.map((result): AgentToolCall => ({ ...record, status: "succeeded", output: result.output })),
+                  Effect.provide(services)
+                ),
+            { concurrency: "unbounded" }
+          )
+        }
+      }
+    }
+  }).pipe(Effect.provide(Layer.mergeAll(ModelClient.layer(makeModel(starts).generate), ToolSource.layer(tools))))

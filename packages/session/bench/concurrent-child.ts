@@ -1,0 +1,115 @@
+/**
+ * Many sessions running turns at once, in a clean worker process:
+ *
+ *   node --expose-gc concurrent-child.ts <embedded|cluster> <sqlite file | postgres url> <sessions> <turns>
+ *
+ * Starts an engine with the benchmark session worker, then `<sessions>` sessions at once, each with `<turns>`
+ * user messages (the first as the initial message, the rest queued at once), and polls until every session
+ * ended its turns. It samples the process RSS every 50 ms and prints `RESULT <json>`: turns per second, the turn
+ * cycles under load, and RSS before, at peak and after (with garbage collected when `gc` is exposed).
+ */
+import { setTimeout as sleep } from "node:timers/promises"
+import { Client } from "@durable-agent/engine"
+import * as Effect from "effect/Effect"
+import * as References from "effect/References"
+import { AgentSessionClient, Persistence } from "../src/index.ts"
+import { cycles, engineFor, type Mode, type TurnStarts, userText, workerLayer } from "./agent.ts"
+
+export interface ConcurrentResult {
+  readonly sessions: number
+  readonly turnsPerSession: number
+  readonly turns: number
+  /** From the first start to the poll that saw the last session done (ms). */
+  readonly wallMs: number
+  readonly turnsPerSecond: number
+  /** Turn cycles of all sessions under load (ms), the first of each session skipped. */
+  readonly cycles: ReadonlyArray<number>
+  readonly rssBefore: number
+  readonly rssPeak: number
+  readonly rssAfter: number
+  readonly heapAfter: number
+  readonly gcExposed: boolean
+}
+
+const [mode, location, sessionsText, turnsText] = process.argv.slice(2)
+if ((mode !== "embedded" && mode !== "cluster") || location === undefined) {
+  process.stdout.write("ERROR usage: concurrent-child.ts <embedded|cluster> <location> <sessions> <turns>\n")
+  process.exit(1)
+}
+const sessions = Number(sessionsText ?? 100)
+const turns = Number(turnsText ?? 5)
+
+const collect = async () => {
+  for (let i = 0; i < 3; i++) {
+    globalThis.gc?.()
+    await sleep(50)
+  }
+  return process.memoryUsage()
+}
+
+const starts: TurnStarts = new Map()
+
+const program = Effect.gen(function* () {
+  const client = yield* AgentSessionClient
+  const engine = yield* Client.Client
+  const before = yield* Effect.promise(collect)
+  let peak = before.rss
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage.rss())
+  }, 50)
+  const ids = Array.from({ length: sessions }, (_, i) => `c-${i}`)
+  const t0 = performance.now()
+  yield* Effect.forEach(
+    ids,
+    (id) =>
+      Effect.gen(function* () {
+        yield* client.startSession(id, { initialMessage: userText(id, 1) })
+        for (let t = 2; t <= turns; t++) yield* client.sendUserMessage(id, userText(id, t))
+      }),
+    { concurrency: "unbounded", discard: true }
+  )
+  const pending = new Set(ids)
+  while (pending.size > 0) {
+    for (const id of [...pending]) {
+      const state = yield* engine.getAttribute(id, Persistence.AgentState)
+      if (state._tag === "Some" && state.value.turnCount >= turns && state.value.activeTurnId === null) {
+        pending.delete(id)
+      }
+    }
+    if (pending.size > 0) yield* Effect.sleep("50 millis")
+    if (performance.now() - t0 > 240_000) return yield* Effect.die(new Error(`${pending.size} sessions unfinished`))
+  }
+  const wallMs = performance.now() - t0
+  clearInterval(sampler)
+  peak = Math.max(peak, process.memoryUsage.rss())
+  const after = yield* Effect.promise(collect)
+  return {
+    sessions,
+    turnsPerSession: turns,
+    turns: sessions * turns,
+    wallMs,
+    turnsPerSecond: (sessions * turns) / (wallMs / 1000),
+    cycles: cycles(starts, 1),
+    rssBefore: before.rss,
+    rssPeak: peak,
+    rssAfter: after.rss,
+    heapAfter: after.heapUsed,
+    gcExposed: typeof globalThis.gc === "function"
+  } satisfies ConcurrentResult
+})
+
+try {
+  const engine = await engineFor(mode as Mode, location)
+  const result = await Effect.runPromise(
+    program.pipe(
+      Effect.provide(workerLayer(starts, engine)),
+      Effect.scoped,
+      Effect.provideService(References.MinimumLogLevel, "Warn")
+    ) as Effect.Effect<ConcurrentResult, unknown>
+  )
+  process.stdout.write(`RESULT ${JSON.stringify(result)}\n`)
+  process.exit(0)
+} catch (error) {
+  process.stdout.write(`ERROR ${String(error).split("\n").join(" | ")}\n`)
+  process.exit(1)
+}

@@ -1,0 +1,291 @@
+/**
+ * The session benchmark (`npm run bench`, after the engine benchmark): the overhead of durability per agent turn.
+ *
+ * One turn is RunModel -> 3 parallel read tools (3 x CallTool) -> ResumeTurn -> RunModel, with a zero-latency
+ * model and tools (bench/agent.ts). It measures
+ *
+ * 1. the same Stepwise loop in memory, without the engine (the runner's `runModelStep` and
+ *    `executeDeferredToolCall` called directly),
+ * 2. per mode, the durable session, one session at a time, and the ratio to (1),
+ * 3. per mode, 100 sessions running turns at once in a clean worker process: turns per second, turn cycles
+ *    under load, and the worker's RSS.
+ *
+ * A turn's time is a turn cycle: from one turn's first model call to the next turn's first model call of the
+ * same session, with the next user message already queued (so it includes starting the next turn from the
+ * queue, and no polling). The first cycles of each session, which overlap the client queueing the messages,
+ * are skipped. The target (p50 <= 25 ms on the embedded engine) is reported as PASS or MISS; it does not fail
+ * the run. Progress goes to stderr, the report to stdout; temporary files and databases are removed.
+ *
+ * Environment: `BENCH_MODES` (default `embedded,cluster`), as the engine benchmark.
+ */
+import { spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { availableParallelism, loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Client } from "@durable-agent/engine"
+import * as Effect from "effect/Effect"
+import * as References from "effect/References"
+import { type Row, renderTable } from "../../engine/bench/report.ts"
+import { fmtBytes, fmtMs, fmtRate, fmtRatio, type Summary, summarize } from "../../engine/bench/stats.ts"
+import { createTestDatabase } from "../../engine/test/support/postgres.ts"
+import { AgentSessionClient, Persistence } from "../src/index.ts"
+import { cycles, engineFor, type Mode, runInMemory, type TurnStarts, userText, workerLayer } from "./agent.ts"
+import type { ConcurrentResult } from "./concurrent-child.ts"
+
+/** Sessions measured one at a time, after one warm-up session. */
+const SEQUENTIAL_SESSIONS = 10
+const TURNS_PER_SESSION = 10
+/** Cycles skipped at the start of each session (they overlap the client queueing the session's messages). */
+const SKIP_CYCLES = 2
+const CONCURRENT_SESSIONS = 100
+const CONCURRENT_TURNS = 3
+/** Step executions of one turn cycle that run one after another: AwaitUserMessage (the turn start), RunModel,
+ * the 3 parallel CallTools, ResumeTurn, RunModel. */
+const SERIAL_STEPS = 5
+/** Step executions of one turn cycle. */
+const STEPS_PER_TURN = 7
+/** p50 turn target on the embedded engine (ms). */
+const TURN_TARGET_MS = 25
+const MODES: ReadonlyArray<Mode> = (process.env.BENCH_MODES ?? "embedded,cluster")
+  .split(",")
+  .filter((m): m is Mode => m === "embedded" || m === "cluster")
+
+const startedAt = performance.now()
+const progress = (message: string) =>
+  process.stderr.write(`[session bench ${fmtMs(performance.now() - startedAt)}] ${message}\n`)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Storage
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Storage {
+  readonly location: string
+  readonly cleanup: () => Promise<void>
+}
+
+const pending = new Set<() => Promise<void>>()
+
+const makeStorage = async (mode: Mode): Promise<Storage> => {
+  let storage: Storage
+  if (mode === "embedded") {
+    const dir = mkdtempSync(join(tmpdir(), "das-session-bench-"))
+    storage = { location: join(dir, "session.db"), cleanup: async () => rmSync(dir, { recursive: true, force: true }) }
+  } else {
+    const database = await createTestDatabase()
+    storage = { location: database.url, cleanup: database.drop }
+  }
+  const cleanup = async () => {
+    pending.delete(cleanup)
+    await storage.cleanup()
+  }
+  pending.add(cleanup)
+  return { location: storage.location, cleanup }
+}
+
+const cleanupAll = () => Promise.allSettled([...pending].map((cleanup) => cleanup()))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Workloads
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Runs `sessions` sessions one after another, each with `turns` turns queued at once. */
+const durableSessions = (prefix: string, sessions: number, turns: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient
+    const engine = yield* Client.Client
+    for (let s = 0; s < sessions; s++) {
+      const id = `${prefix}-${s}`
+      yield* client.startSession(id, { initialMessage: userText(id, 1) })
+      for (let t = 2; t <= turns; t++) yield* client.sendUserMessage(id, userText(id, t))
+      const t0 = performance.now()
+      while (true) {
+        const state = yield* engine.getAttribute(id, Persistence.AgentState)
+        if (state._tag === "Some" && state.value.turnCount >= turns && state.value.activeTurnId === null) break
+        if (performance.now() - t0 > 120_000) return yield* Effect.die(new Error(`session ${id} did not finish`))
+        yield* Effect.sleep("10 millis")
+      }
+    }
+  })
+
+const inMemory = async (): Promise<Array<number>> => {
+  await Effect.runPromise(runInMemory(1, TURNS_PER_SESSION, new Map()))
+  const starts: TurnStarts = new Map()
+  await Effect.runPromise(runInMemory(SEQUENTIAL_SESSIONS, TURNS_PER_SESSION, starts))
+  return cycles(starts, SKIP_CYCLES)
+}
+
+const sequential = async (mode: Mode): Promise<Array<number>> => {
+  const storage = await makeStorage(mode)
+  try {
+    const starts: TurnStarts = new Map()
+    const engine = await engineFor(mode, storage.location)
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        yield* durableSessions("warmup", 1, TURNS_PER_SESSION)
+        starts.clear()
+        yield* durableSessions("seq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION)
+      }).pipe(
+        Effect.provide(workerLayer(starts, engine)),
+        Effect.scoped,
+        Effect.provideService(References.MinimumLogLevel, "Warn")
+      ) as Effect.Effect<void, unknown>
+    )
+    return cycles(starts, SKIP_CYCLES)
+  } finally {
+    await storage.cleanup()
+  }
+}
+
+const childPath = fileURLToPath(new URL("./concurrent-child.ts", import.meta.url))
+
+const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
+  const storage = await makeStorage(mode)
+  try {
+    const lines: Array<string> = []
+    let stderr = ""
+    const child = spawn(
+      process.execPath,
+      ["--expose-gc", childPath, mode, storage.location, String(CONCURRENT_SESSIONS), String(CONCURRENT_TURNS)],
+      { stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let buffer = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      buffer += chunk.toString("utf8")
+      const parts = buffer.split("\n")
+      buffer = parts.pop()!
+      lines.push(...parts)
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString("utf8")
+    })
+    const timeout = setTimeout(() => child.kill("SIGKILL"), 300_000)
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve))
+    clearTimeout(timeout)
+    const line = lines.find((l) => l.startsWith("RESULT "))
+    if (code !== 0 || line === undefined) {
+      const error = lines.find((l) => l.startsWith("ERROR")) ?? stderr.trim().split("\n").slice(-5).join(" | ")
+      throw new Error(`concurrent child (${mode}) exited with ${code}: ${error}`)
+    }
+    return JSON.parse(line.slice("RESULT ".length)) as ConcurrentResult
+  } finally {
+    await storage.cleanup()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------------------------
+
+const turnName = "turn: RunModel -> 3 parallel reads -> ResumeTurn -> RunModel"
+const p50p99 = (s: Summary) => `p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  (mean ${fmtMs(s.mean)}, n ${s.n})`
+
+interface ModeResult {
+  readonly mode: Mode
+  readonly turns: Summary
+  readonly concurrent: ConcurrentResult
+  readonly durationMs: number
+}
+
+const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> => [
+  {
+    mode: "in memory",
+    metric: `1. ${turnName}, Stepwise loop without the engine`,
+    result: p50p99(memory),
+    target: "-",
+    verdict: "-"
+  },
+  ...results.flatMap((r): Array<Row> => {
+    const load = summarize(r.concurrent.cycles)
+    const c = r.concurrent
+    return [
+      {
+        mode: r.mode,
+        metric: `2a. ${turnName}, durable session, one at a time`,
+        result: `${p50p99(r.turns)}; ${fmtMs(r.turns.p50 / SERIAL_STEPS)} per serial Step`,
+        target: r.mode === "embedded" ? `p50 <= ${TURN_TARGET_MS} ms` : "-",
+        verdict: r.mode === "embedded" ? (r.turns.p50 <= TURN_TARGET_MS ? "PASS" : "MISS") : "-"
+      },
+      {
+        mode: r.mode,
+        metric: "2b. Overhead of durability: durable / in-memory turn p50",
+        result: `${fmtRatio(r.turns.p50 / memory.p50)}  (+${fmtMs(r.turns.p50 - memory.p50)} per turn)`,
+        target: "-",
+        verdict: "-"
+      },
+      {
+        mode: r.mode,
+        metric: `3a. ${c.sessions} sessions x ${c.turnsPerSession} turns at once`,
+        result: `${fmtRate(c.turnsPerSecond)} turns (${fmtRate(c.turnsPerSecond * STEPS_PER_TURN)} Steps), wall ${fmtMs(c.wallMs)} for ${c.turns}`,
+        target: "-",
+        verdict: "-"
+      },
+      {
+        mode: r.mode,
+        metric: "3b. Turn under that load",
+        result: p50p99(load),
+        target: "-",
+        verdict: "-"
+      },
+      {
+        mode: r.mode,
+        metric: `3c. Worker RSS with ${c.sessions} sessions`,
+        result: `before ${fmtBytes(c.rssBefore)}  peak ${fmtBytes(c.rssPeak)}  after ${fmtBytes(c.rssAfter)} (heap ${fmtBytes(c.heapAfter)}${c.gcExposed ? "" : ", no gc"})`,
+        target: "-",
+        verdict: "-"
+      }
+    ]
+  })
+]
+
+const main = async () => {
+  const load = () =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")
+  const loadAtStart = load()
+  progress("in memory")
+  const memory = summarize(await inMemory())
+  const results: Array<ModeResult> = []
+  for (const mode of MODES) {
+    const t0 = performance.now()
+    progress(`${mode}: ${SEQUENTIAL_SESSIONS + 1} sessions x ${TURNS_PER_SESSION} turns, one at a time`)
+    const turns = summarize(await sequential(mode))
+    progress(`${mode}: ${CONCURRENT_SESSIONS} sessions x ${CONCURRENT_TURNS} turns at once (child process)`)
+    const concurrentResult = await concurrent(mode)
+    results.push({ mode, turns, concurrent: concurrentResult, durationMs: performance.now() - t0 })
+  }
+  const totalMs = performance.now() - startedAt
+  const out = [
+    "",
+    "Session benchmark",
+    `node ${process.version}, ${availableParallelism()} CPUs, load average (1/5/15 min) at start ${loadAtStart}, at end ${load()}`,
+    "A turn is a turn cycle: one turn's first model call to the next turn's, the next message already queued.",
+    "Zero-latency scripted model and tools; embedded: SQLite WAL, synchronous=FULL; cluster: one runner on Postgres.",
+    "",
+    renderTable(rows(memory, results)),
+    "",
+    `Phases: ${results.map((r) => `${r.mode} ${fmtMs(r.durationMs)}`).join(", ")}`,
+    `Total run time: ${fmtMs(totalMs)}`,
+    ""
+  ]
+  process.stdout.write(out.join("\n"))
+}
+
+const interrupted = (signal: NodeJS.Signals) => {
+  progress(`${signal}: cleaning up`)
+  void cleanupAll().finally(() => process.exit(130))
+}
+process.once("SIGINT", interrupted)
+process.once("SIGTERM", interrupted)
+
+main().then(
+  () => process.exit(0),
+  async (error) => {
+    process.stderr.write(
+      `session benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`
+    )
+    await cleanupAll()
+    process.exit(1)
+  }
+)
