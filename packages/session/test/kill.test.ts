@@ -235,6 +235,37 @@ describe("embedded engine: SIGKILL of the session worker", () => {
       })
   )
 
+  it.live(
+    "#6 killed during RunModel after it streamed text: the attempt fails, the retry has a new attempt number",
+    () =>
+      Effect.gen(function* () {
+        const { db, side, models } = files()
+        const first = yield* spawnSessionWorker(
+          { db, side, env: { MODEL_LOG: models, MODEL_HANG_CALL: "2", MODEL_HANG_DELTA: "partial answer" } },
+          "start",
+          "k6d",
+          "call read_file"
+        )
+        yield* first.waitFor("MODEL_STARTED 2")
+        yield* first.kill()
+        const second = yield* spawnSessionWorker({ db, side, env: { MODEL_LOG: models } }, "await", "k6d", "1")
+        const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+        // the streamed text was output: the lost attempt failed, and attempt 2 answered
+        assert.deepStrictEqual(attemptsOf(result, "RunModel-2"), [
+          [1, "failure", "WorkerLost"],
+          [2, "success", null]
+        ])
+        const partial = result.events.filter((e) => e.type === "text_delta" && e.stepExecutionId === "RunModel-2")
+        assert.deepStrictEqual(
+          partial.map((e) => [e.attempt, e.payload.text]),
+          [[1, "partial answer"]],
+          "the lost attempt's text is told apart by its attempt number"
+        )
+        assert.deepStrictEqual(fileLines(side), ["read_file"], "the READ tool did not run again")
+        assert.strictEqual(lastText(result), "done: read_file ran")
+      })
+  )
+
   it.live("#9 a session with an ASYNC Step durability default never reruns a single-attempt write", () =>
     Effect.gen(function* () {
       const { db, side, models } = files()

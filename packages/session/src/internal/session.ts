@@ -99,10 +99,19 @@ export const provideStepServices =
   (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) =>
   <A, E, R>(self: Effect.Effect<A, E, R>) => {
     const events = emitter(ctx, config, turnId)
+    // The attempt's first event waits for a durable heartbeat: an attempt that wrote events has produced
+    // output, so a crash fails it and the retry gets a new attempt number, which readers use to drop the
+    // lost attempt's events. Without it the same attempt number would run again over its own events.
+    let announced = false
+    const announce = Effect.suspend(() => {
+      if (announced) return Effect.void
+      announced = true
+      return ctx.heartbeat()
+    })
     return self.pipe(
       Effect.provideService(
         EventWriter,
-        EventWriter.make((event) => events.raw(event.type, event.payload))
+        EventWriter.make((event) => Effect.andThen(announce, events.raw(event.type, event.payload)))
       ),
       Effect.provideService(Heartbeat, {
         beat: (checkpoint) => ctx.heartbeat(checkpoint),
