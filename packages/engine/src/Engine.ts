@@ -94,6 +94,8 @@ export interface ClusterOptions extends CommonOptions {
   readonly runnerPort: number
   /** Shards per group; every runner must use the same number (default 300). */
   readonly shardsPerGroup?: number | undefined
+  /** How long a runner's shard lock outlives its last refresh (refreshed every 3 s); default 10 s. */
+  readonly shardLockExpiration?: Duration.Input | undefined
 }
 
 /** The distributed engine: a runner process of a cluster on Postgres. */
@@ -106,6 +108,10 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
     shardingConfig: {
       runnerAddress: Option.some(RunnerAddress.make(options.runnerHost ?? "127.0.0.1", options.runnerPort)),
       entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
+      // a dead runner's shards are normally freed at once (its Postgres session ends); when they are not,
+      // its lock expires after this long instead of effect/cluster's default 35 s
+      shardLockRefreshInterval: Duration.seconds(3),
+      shardLockExpiration: Duration.fromInputUnsafe(options.shardLockExpiration ?? Duration.seconds(10)),
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))

@@ -1,10 +1,10 @@
 // Kill tests for the AI SDK runner: the worker runs as a child process in its own process group and is
 // killed with SIGKILL; side effects are counted in a file outside the worker.
-import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { fileLines, spawnNode } from "@durable-agent/engine/testing/ChildProcess"
 import { OUTCOME_UNKNOWN_TEXT } from "@durable-agent/session"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -14,57 +14,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const worker = fileURLToPath(new URL("./fixtures/aisdk-worker.ts", import.meta.url))
 let n = 0
 
-const lines = (file: string) =>
-  existsSync(file)
-    ? readFileSync(file, "utf8")
-        .split("\n")
-        .filter((l) => l !== "")
-    : []
+const lines = fileLines
 
-/** Starts the worker; the scope kills it if it still runs. `waitFor(prefix)` returns the rest of the first matching line. */
-const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child: ChildProcess = spawn(process.execPath, [worker, ...args], {
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, ...env }
-      })
-      let out = ""
-      let err = ""
-      child.stdout!.on("data", (c: Buffer) => {
-        out += c.toString("utf8")
-      })
-      child.stderr!.on("data", (c: Buffer) => {
-        err += c.toString("utf8")
-      })
-      const waitFor = (prefix: string) =>
-        Effect.callback<string, Error>((resume) => {
-          const started = Date.now()
-          const timer = setInterval(() => {
-            const line = out.split("\n").find((l) => l.startsWith(prefix))
-            if (line !== undefined) {
-              clearInterval(timer)
-              resume(Effect.succeed(line.slice(prefix.length).trim()))
-            } else if (Date.now() - started > 30_000 || child.exitCode !== null) {
-              clearInterval(timer)
-              resume(Effect.fail(new Error(`no "${prefix}" from the worker:\n${out}\n${err}`)))
-            }
-          }, 20)
-        })
-      const kill = () =>
-        Effect.promise(
-          () =>
-            new Promise<void>((resolve) => {
-              if (child.exitCode !== null || child.signalCode !== null) return resolve()
-              child.once("exit", () => resolve())
-              process.kill(-child.pid!, "SIGKILL")
-            })
-        )
-      return { waitFor, kill }
-    }),
-    (c) => c.kill()
-  )
+/** Starts the worker in its own process group; the scope kills it if it still runs. */
+const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => spawnNode(worker, args, env)
 
 /** Waits until the side-effect file has `count` lines. */
 const awaitLines = (file: string, count: number) =>

@@ -16,9 +16,29 @@ export const orEngineError = <A, R>(effect: Effect.Effect<A, SqlError, R>, what:
     (e) => new EngineError({ reason: `${what}: ${e.message}${e.cause ? ` (${String(e.cause)})` : ""}` })
   )
 
-/** Creates the tables, or checks that an existing database belongs to this engine and version. */
+/**
+ * Creates the tables, or checks that an existing database belongs to this engine and version. On
+ * Postgres it runs in one transaction under an advisory lock, so runners that start together on a
+ * fresh database do not see each other's half-created tables.
+ */
 export const migrate = Effect.fnUntraced(function* () {
   const sql = yield* SqlClient.SqlClient
+  const locked = sql.onDialectOrElse({
+    pg: () => (effect: Effect.Effect<void, EngineError>) =>
+      sql.withTransaction(
+        Effect.andThen(
+          orEngineError(sql`SELECT pg_advisory_xact_lock(7264011377)`, "cannot lock the engine tables"),
+          effect
+        )
+      ),
+    orElse: () => (effect: Effect.Effect<void, EngineError>) => effect
+  })
+  yield* Effect.mapError(locked(createOrCheck(sql)), (e) =>
+    e._tag === "EngineError" ? e : new EngineError({ reason: `cannot prepare the engine tables: ${e.message}` })
+  )
+})
+
+const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
   const autoId = sql.onDialectOrElse({
     pg: () => "BIGSERIAL PRIMARY KEY",
     orElse: () => "INTEGER PRIMARY KEY AUTOINCREMENT"

@@ -1,81 +1,8 @@
-// Child worker processes for kill tests: each runs in its own process group and is killed with SIGKILL.
-import { type ChildProcess, spawn } from "node:child_process"
+// The engine's kill-test worker (fixtures/kill-worker.ts) as a child process.
 import { fileURLToPath } from "node:url"
-import * as Effect from "effect/Effect"
-
-export interface Child {
-  readonly process: ChildProcess
-  readonly pid: number
-  /** Waits for a stdout line starting with `prefix` and returns the rest of it. */
-  readonly waitFor: (prefix: string, timeoutMs?: number) => Effect.Effect<string, Error>
-  readonly kill: () => Effect.Effect<void>
-  readonly exited: Promise<number | null>
-  readonly stderr: () => string
-}
+import { spawnNode } from "../../src/testing/ChildProcess.ts"
 
 const workerPath = fileURLToPath(new URL("../fixtures/kill-worker.ts", import.meta.url))
 
-/** Starts `node kill-worker.ts ...args`; the scope kills it if it is still running. */
-export const spawnWorker = (...args: ReadonlyArray<string>) =>
-  Effect.acquireRelease(
-    Effect.sync((): Child => {
-      const child = spawn(process.execPath, [workerPath, ...args], {
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      const lines: Array<string> = []
-      const waiters = new Set<() => void>()
-      let buffer = ""
-      let err = ""
-      child.stdout!.on("data", (chunk: Buffer) => {
-        buffer += chunk.toString("utf8")
-        let i = buffer.indexOf("\n")
-        while (i >= 0) {
-          lines.push(buffer.slice(0, i))
-          buffer = buffer.slice(i + 1)
-          i = buffer.indexOf("\n")
-        }
-        for (const w of waiters) w()
-      })
-      child.stderr!.on("data", (chunk: Buffer) => {
-        err += chunk.toString("utf8")
-      })
-      const exited = new Promise<number | null>((resolve) =>
-        child.once("exit", (code) => {
-          for (const w of waiters) w()
-          resolve(code)
-        })
-      )
-      const waitFor = (prefix: string, timeoutMs = 30_000) =>
-        Effect.callback<string, Error>((resume) => {
-          const check = () => {
-            const line = lines.find((l) => l.startsWith(prefix))
-            if (line !== undefined) {
-              waiters.delete(check)
-              clearTimeout(timer)
-              resume(Effect.succeed(line.slice(prefix.length).trim()))
-            } else if (child.exitCode !== null || child.signalCode !== null) {
-              waiters.delete(check)
-              clearTimeout(timer)
-              resume(Effect.fail(new Error(`worker exited before "${prefix}": ${lines.join("\n")}\n${err}`)))
-            }
-          }
-          const timer = setTimeout(() => {
-            waiters.delete(check)
-            resume(
-              Effect.fail(new Error(`timed out waiting for "${prefix}"; stdout:\n${lines.join("\n")}\nstderr:\n${err}`))
-            )
-          }, timeoutMs)
-          waiters.add(check)
-          check()
-        })
-      const kill = () =>
-        Effect.promise(() => {
-          if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
-          process.kill(-child.pid!, "SIGKILL")
-          return exited.then(() => undefined)
-        })
-      return { process: child, pid: child.pid!, waitFor, kill, exited, stderr: () => err }
-    }),
-    (child) => child.kill()
-  )
+/** Starts `node kill-worker.ts ...args` in its own process group; the scope kills it. */
+export const spawnWorker = (...args: ReadonlyArray<string>) => spawnNode(workerPath, args)
