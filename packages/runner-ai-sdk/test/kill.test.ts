@@ -76,6 +76,29 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       })
   )
 
+  it.live("9. a session started with an ASYNC Step durability default never reruns a single-attempt write", () =>
+    Effect.gen(function* () {
+      const { db, side } = files()
+      const first = yield* start([db, side, "start", "s", "call charge"], {
+        SLOW_TOOL_MS: "60000",
+        STEP_DURABILITY: "async"
+      })
+      yield* first.waitFor("TOOL_STARTED charge")
+      yield* first.kill()
+      const second = yield* start([db, side, "await", "s", "1"])
+      const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+      assert.deepStrictEqual(
+        lines(side).filter((l) => l === "charge"),
+        ["charge"],
+        "the write ran once"
+      )
+      assert.strictEqual(
+        result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
+        `done: charge=${OUTCOME_UNKNOWN_TEXT}`
+      )
+    })
+  )
+
   it.live("6. killed during RunModel: only that model call runs again", () =>
     Effect.gen(function* () {
       const { db, side } = files()
