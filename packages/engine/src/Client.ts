@@ -5,7 +5,6 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
@@ -20,7 +19,7 @@ import {
   type DefinitionError,
   EngineError,
   type FlowAlreadyStarted,
-  FlowNotActive,
+  type FlowNotActive,
   type FlowNotFound,
   InvalidInput,
   InvalidResumeToken,
@@ -313,7 +312,6 @@ export const make = Effect.gen(function* () {
         })
       )
   }
-  void Clock
   return shape
 })
 
@@ -323,5 +321,3 @@ export class Client extends Context.Service<Client, ClientShape>()("@durable-age
   static readonly layer: Layer.Layer<Client, never, Sharding.Sharding | SqlClient.SqlClient | EngineConfig> =
     Layer.effect(Client, make)
 }
-
-export { FlowNotActive }

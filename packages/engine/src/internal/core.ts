@@ -758,7 +758,6 @@ interface StoredWaitResult {
 }
 
 export const encodeMovement = (
-  flowType: string,
   step: StepDef<any, any>,
   input: unknown,
   override: StepOptions | undefined,
@@ -768,21 +767,15 @@ export const encodeMovement = (
   if (byteLength(inputJson) > maxValueBytes) {
     throw new ValueTooLarge({ name: `${step.type} input`, bytes: byteLength(inputJson), limit: maxValueBytes })
   }
-  void flowType
   return { step: step.type, input: inputJson, options: JSON.stringify(resolveOptions(step.options, override)) }
 }
 
-export const encodeDecision = (
-  flowType: string,
-  decision: StepDecision,
-  maxValueBytes: number,
-  outputSchema?: (v: unknown) => string
-): EncodedDecision => {
+export const encodeDecision = (decision: StepDecision, maxValueBytes: number): EncodedDecision => {
   switch (decision._tag) {
     case "Next":
       return {
         _tag: "Next",
-        movements: decision.movements.map((m) => encodeMovement(flowType, m.step, m.input, m.options, maxValueBytes)),
+        movements: decision.movements.map((m) => encodeMovement(m.step, m.input, m.options, maxValueBytes)),
         cancel: decision.cancel
       }
     case "DeadEnd":
@@ -791,12 +784,7 @@ export const encodeDecision = (
     case "ForceComplete":
       return {
         _tag: decision._tag,
-        output:
-          decision.output === undefined
-            ? null
-            : outputSchema
-              ? outputSchema(decision.output)
-              : safeJson(decision.output),
+        output: decision.output === undefined ? null : safeJson(decision.output),
         cancel: decision.cancel
       }
     case "ForceFail":
@@ -986,9 +974,7 @@ const flowHandlers = Effect.gen(function* () {
     const encoded = yield* Effect.try({
       try: () => ({
         output: encodeJson(rpc.output, result.output),
-        movements: (result.nextSteps ?? []).map((m) =>
-          encodeMovement(tx.def.type, m.step, m.input, m.options, config.maxValueBytes)
-        )
+        movements: (result.nextSteps ?? []).map((m) => encodeMovement(m.step, m.input, m.options, config.maxValueBytes))
       }),
       catch: (e) =>
         e instanceof ValueTooLarge
@@ -1311,7 +1297,7 @@ const stepHandlers = Effect.gen(function* () {
     let outcome: Outcome
     if (Exit.isSuccess(exit)) {
       const encoded = Effect.try({
-        try: () => encodeDecision(flow.flow_type, exit.value, config.maxValueBytes),
+        try: () => encodeDecision(exit.value, config.maxValueBytes),
         catch: (e) => e
       })
       const decision = yield* Effect.exit(encoded)
