@@ -94,7 +94,7 @@ export interface ClusterOptions extends CommonOptions {
   readonly runnerPort: number
   /** Shards per group; every runner must use the same number (default 300). */
   readonly shardsPerGroup?: number | undefined
-  /** How long a runner's shard lock outlives its last refresh (refreshed every 3 s); default 10 s. */
+  /** How long a runner's shard lock outlives its last refresh (refreshed every 5 s); default 15 s. */
   readonly shardLockExpiration?: Duration.Input | undefined
 }
 
@@ -110,8 +110,8 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
       entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
       // a dead runner's shards are normally freed at once (its Postgres session ends); when they are not,
       // its lock expires after this long instead of effect/cluster's default 35 s
-      shardLockRefreshInterval: Duration.seconds(3),
-      shardLockExpiration: Duration.fromInputUnsafe(options.shardLockExpiration ?? Duration.seconds(10)),
+      shardLockRefreshInterval: Duration.seconds(5),
+      shardLockExpiration: Duration.fromInputUnsafe(options.shardLockExpiration ?? Duration.seconds(15)),
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
