@@ -103,17 +103,20 @@ const durable = (runnerLayer: Layer.Layer<any, any, any>, flowType: string) =>
     Effect.scoped
   )
 
-const aiSdkRunner = AiSdkRunner.layer({
+/** The agent every AI SDK measurement uses: the scripted model and one read tool. */
+const benchAgent = () => ({
   name: "bench",
   model: ScriptedModel.make(script()),
   tools: {
     read_file: aiSdkTool({
       inputSchema: z.object({ path: z.string() }),
-      effect: "read",
-      execute: ({ path }) => readFile(path)
+      effect: "read" as const,
+      execute: ({ path }: { path: string }) => readFile(path)
     })
   }
 })
+
+const aiSdkRunner = AiSdkRunner.layer(benchAgent())
 
 const stepwise = Stepwise.layer({ name: "bench", instructions: "" }).pipe(
   Layer.provide(
@@ -159,17 +162,7 @@ const stepwise = Stepwise.layer({ name: "bench", instructions: "" }).pipe(
  * runModelStep (answer), with the history growing turn by turn, as the session drives it.
  */
 const inMemoryRunner = Effect.gen(function* () {
-  const runner = AiSdkRunner.make({
-    name: "bench",
-    model: ScriptedModel.make(script()),
-    tools: {
-      read_file: aiSdkTool({
-        inputSchema: z.object({ path: z.string() }),
-        effect: "read",
-        execute: ({ path }) => readFile(path)
-      })
-    }
-  })
+  const runner = AiSdkRunner.make(benchAgent())
   const history: Array<any> = []
   const times: Array<number> = []
   const turnContext = (turnId: string, frameworkRunState: string | null, toolCalls: Array<any>): any => ({
@@ -217,17 +210,7 @@ const inMemoryRunner = Effect.gen(function* () {
 
 /** The run state the runner returns after one tool round (one user message, three parallel calls). */
 const runStateSize = Effect.gen(function* () {
-  const runner = AiSdkRunner.make({
-    name: "bench",
-    model: ScriptedModel.make(script()),
-    tools: {
-      read_file: aiSdkTool({
-        inputSchema: z.object({ path: z.string() }),
-        effect: "read",
-        execute: ({ path }) => readFile(path)
-      })
-    }
-  })
+  const runner = AiSdkRunner.make(benchAgent())
   const user = runner.buildUserMessage("read a, b and c")
   const outcome = yield* runner.runModelStep({
     flowId: "f",
