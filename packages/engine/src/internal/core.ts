@@ -1223,8 +1223,12 @@ const stepHandlers = Effect.gen(function* () {
           )
     )
     const options = JSON.parse(step.options) as ResolvedOptions
-    const checkpointRow = yield* sql<{ checkpoint: string | null }>`SELECT checkpoint FROM dex_attempts
-      WHERE flow_id = ${p.flowId} AND seid = ${p.seid} AND checkpoint IS NOT NULL ORDER BY attempt DESC LIMIT 1`
+    // only a retry or a redelivered attempt can find a checkpoint an earlier run saved
+    const checkpointRow =
+      p.attempt === 1 && previous === undefined
+        ? []
+        : yield* sql<{ checkpoint: string | null }>`SELECT checkpoint FROM dex_attempts
+            WHERE flow_id = ${p.flowId} AND seid = ${p.seid} AND checkpoint IS NOT NULL ORDER BY attempt DESC LIMIT 1`
     const state = fromSnapshot(step.snapshot ?? toSnapshot({ attrs: new Map(), channels: new Map() }))
     const waitResult =
       step.wait_result === null ? { timers: [], values: {} } : (JSON.parse(step.wait_result) as StoredWaitResult)
