@@ -1,0 +1,12 @@
+// The same behaviour tests on the cluster engine: a fresh Postgres database and a runner on a free port per test.
+
+import { approvalSuite } from "./suites/approval.ts"
+import { effectsSuite } from "./suites/effects.ts"
+import { inputSuite } from "./suites/input.ts"
+import { turnSuite } from "./suites/turn.ts"
+import { clusterEngine } from "./support.ts"
+
+turnSuite(clusterEngine)
+approvalSuite(clusterEngine)
+effectsSuite(clusterEngine)
+inputSuite(clusterEngine)

@@ -1,0 +1,13 @@
+// The session's behaviour tests on the embedded engine (a fresh SQLite file per test). They cover the spec's
+// matrix cases 1, 2, 3 (without a restart), 4, 7, 8, 10 and 11; kill.test.ts covers 3 (with SIGKILL), 5, 6, 9.
+
+import { approvalSuite } from "./suites/approval.ts"
+import { effectsSuite } from "./suites/effects.ts"
+import { inputSuite } from "./suites/input.ts"
+import { turnSuite } from "./suites/turn.ts"
+import { embeddedEngine } from "./support.ts"
+
+turnSuite(embeddedEngine)
+approvalSuite(embeddedEngine)
+effectsSuite(embeddedEngine)
+inputSuite(embeddedEngine)

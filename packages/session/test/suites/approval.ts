@@ -1,0 +1,228 @@
+import type { Client } from "@durable-agent/engine"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { AgentSessionClient, APPROVAL_DEADLINE_PASSED_MESSAGE, DEFAULT_REJECTION_TEXT, tool } from "../../src/index.ts"
+import {
+  allEvents,
+  awaitSnapshot,
+  awaitTurns,
+  bump,
+  type EngineFactory,
+  type Kit,
+  type Setup,
+  stepShape,
+  toolResults,
+  withSession as withSessionOn
+} from "../support.ts"
+
+const tools = (kit: Kit) => [
+  tool({
+    name: "get_weather",
+    description: "Read the weather.",
+    effect: "read",
+    handler: () =>
+      Effect.sync(() => {
+        bump(kit, "get_weather")
+        return "sunny"
+      })
+  }),
+  tool({
+    name: "send_email",
+    description: "Send an email.",
+    effect: "non_idempotent_write",
+    handler: (args) =>
+      Effect.sync(() => {
+        bump(kit, "send_email")
+        return `sent to ${String(args.to)}`
+      })
+  })
+]
+
+const writeAndRead = [
+  {
+    toolCalls: [
+      { id: "w1", name: "send_email", arguments: { to: "ann" } },
+      { id: "r1", name: "get_weather", arguments: {} }
+    ]
+  },
+  { text: "Done." }
+]
+
+/** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
+export const approvalSuite = (engine: EngineFactory) => {
+  const withSession = <A, E>(
+    setup: Omit<Setup, "engine">,
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+  ) => withSessionOn({ ...setup, engine }, body)
+
+  describe("approvals", () => {
+    it.live("a write that needs approval waits in parallel with a READ tool, runs once after approval", () =>
+      withSession({ script: writeAndRead, tools }, (kit) =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient
+          yield* client.startSession("s-ok", { initialMessage: "email ann" })
+          const waiting = yield* awaitSnapshot(
+            "s-ok",
+            (s) => s.toolCalls.some((c) => c.toolCallId === "r1" && c.status === "succeeded"),
+            "the read call"
+          )
+          assert.strictEqual(kit.count("get_weather"), 1, "the READ call ran while the write waited")
+          assert.strictEqual(kit.count("send_email"), 0)
+          assert.deepStrictEqual(
+            waiting.toolCalls.map((c) => [c.toolCallId, c.status, c.effect, c.requiresApproval, c.deferralOrder]),
+            [
+              ["w1", "awaiting_approval", "non_idempotent_write", true, 0],
+              ["r1", "succeeded", "read", false, 1]
+            ]
+          )
+          assert.deepStrictEqual(
+            waiting.pendingInterrupts.map((i) => [i.interruptId, i.kind, i.toolCallId, i.toolName, i.deadline]),
+            [["w1", "tool_approval", "w1", "send_email", null]]
+          )
+          assert.strictEqual(waiting.state?.status, "running_tools")
+          assert.isTrue(yield* client.resolveInterrupt("s-ok", { interruptId: "w1", approved: true }))
+          assert.isFalse(
+            yield* client.resolveInterrupt("s-ok", { interruptId: "w1", approved: true }),
+            "resolve_interrupt returns false the second time"
+          )
+          yield* awaitTurns("s-ok", 1)
+          assert.strictEqual(kit.count("send_email"), 1)
+          assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: "sent to ann", r1: "sunny" })
+          const shape = yield* stepShape("s-ok")
+          assert.deepStrictEqual(shape, [
+            "StartAgentSession",
+            "RunModel",
+            "AwaitToolApproval",
+            "CallTool",
+            "ResumeTurn",
+            "CallSingleAttemptTool",
+            "RunModel",
+            "AwaitUserMessage"
+          ])
+          const events = yield* allEvents("s-ok")
+          const raised = events.find((e) => e.event.type === "interrupt_raised")!.event
+          assert.strictEqual(raised.stepExecutionId, "RunModel-1")
+          assert.deepStrictEqual(raised.payload, {
+            interruptId: "w1",
+            toolCallId: "w1",
+            toolName: "send_email",
+            deadline: null,
+            kind: "tool_approval",
+            question: null,
+            choices: [],
+            allowsFreeText: true
+          })
+          const resolved = events.find((e) => e.event.type === "interrupt_resolved")!.event
+          assert.deepStrictEqual(resolved.payload, {
+            interruptId: "w1",
+            approved: true,
+            rejectionMessage: null,
+            kind: "tool_approval",
+            answered: false,
+            cancellationReason: null
+          })
+          assert.strictEqual(
+            events.filter((e) => e.event.type === "tool_call_finished").length,
+            2,
+            "one tool_call_finished per call"
+          )
+        })
+      )
+    )
+
+    it.live("a rejected write never runs, and the model sees the rejection message", () =>
+      withSession(
+        {
+          script: [
+            ...writeAndRead,
+            { toolCalls: [{ id: "w2", name: "send_email", arguments: { to: "bob" } }] },
+            { text: "Not sent." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-rej", { initialMessage: "email ann" })
+            yield* awaitSnapshot("s-rej", (s) => s.pendingInterrupts.length === 1, "the approval")
+            assert.isTrue(
+              yield* client.resolveInterrupt("s-rej", {
+                interruptId: "w1",
+                approved: false,
+                rejectionMessage: "not now"
+              })
+            )
+            const done = yield* awaitTurns("s-rej", 1)
+            assert.strictEqual(kit.count("send_email"), 0)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: "not now", r1: "sunny" })
+            assert.deepStrictEqual(done.pendingInterrupts, [])
+            assert.deepStrictEqual(yield* stepShape("s-rej"), [
+              "StartAgentSession",
+              "RunModel",
+              "AwaitToolApproval",
+              "CallTool",
+              "ResumeTurn",
+              "RunModel",
+              "AwaitUserMessage"
+            ])
+            // without a message the model sees the default rejection text
+            assert.isTrue(yield* client.sendUserMessage("s-rej", "email bob"))
+            yield* awaitSnapshot("s-rej", (s) => s.pendingInterrupts.some((i) => i.interruptId === "w2"), "w2")
+            assert.isTrue(yield* client.resolveInterrupt("s-rej", { interruptId: "w2", approved: false }))
+            yield* awaitTurns("s-rej", 2)
+            assert.deepStrictEqual(toolResults(kit.requests[3]!).w2, DEFAULT_REJECTION_TEXT)
+            assert.strictEqual(kit.count("send_email"), 0)
+          })
+      )
+    )
+
+    it.live("an approval deadline rejects the call, and resolve_interrupt after it returns false", () =>
+      withSession(
+        {
+          script: [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "ann" } }] }, { text: "Expired." }],
+          tools,
+          flow: { interruptDeadline: "1 second" }
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-dl", { initialMessage: "email ann" })
+            const waiting = yield* awaitSnapshot("s-dl", (s) => s.pendingInterrupts.length === 1, "the approval")
+            const interrupt = waiting.pendingInterrupts[0]!
+            assert.isNotNull(interrupt.deadline)
+            assert.strictEqual(Date.parse(interrupt.deadline!) - Date.parse(interrupt.createdAt), 1000)
+            const done = yield* awaitTurns("s-dl", 1)
+            assert.isAtLeast(Date.now(), Date.parse(interrupt.deadline!))
+            assert.isFalse(yield* client.resolveInterrupt("s-dl", { interruptId: "w1", approved: true }))
+            assert.strictEqual(kit.count("send_email"), 0)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: APPROVAL_DEADLINE_PASSED_MESSAGE })
+            assert.deepStrictEqual(done.pendingInterrupts, [])
+            const events = yield* allEvents("s-dl")
+            const resolved = events.find((e) => e.event.type === "interrupt_resolved")!.event
+            assert.deepStrictEqual(resolved.payload, {
+              interruptId: "w1",
+              approved: false,
+              rejectionMessage: APPROVAL_DEADLINE_PASSED_MESSAGE,
+              kind: "tool_approval",
+              answered: false,
+              cancellationReason: null
+            })
+            const finished = events.find((e) => e.event.type === "tool_call_finished")!.event
+            assert.deepStrictEqual(finished.payload, { toolCallId: "w1", toolName: "send_email", status: "rejected" })
+          })
+      )
+    )
+
+    it.live("resolve_interrupt for an unknown interrupt returns false", () =>
+      withSession({ script: [] }, () =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient
+          yield* client.startSession("s-none")
+          yield* awaitSnapshot("s-none", (s) => s.state !== null, "the session start")
+          assert.isFalse(yield* client.resolveInterrupt("s-none", { interruptId: "nope", approved: true }))
+          assert.isFalse(yield* client.resolveInterrupt("s-none", { interruptId: "nope", approved: false }))
+        })
+      )
+    )
+  })
+}
