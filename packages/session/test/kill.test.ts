@@ -91,6 +91,7 @@ const killSuite = (engineName: string, database: Database) =>
             "call charge"
           )
           yield* first.waitFor("TOOL_STARTED charge")
+          assert.include(fileLines(side), "charge", "recorded before the marker")
           yield* first.kill()
           assert.deepStrictEqual(fileLines(side), ["charge"], "the write took effect before the kill")
 
@@ -287,6 +288,7 @@ const killSuite = (engineName: string, database: Database) =>
           "call charge"
         )
         yield* first.waitFor("TOOL_STARTED charge")
+        assert.include(fileLines(side), "charge", "recorded before the marker")
         yield* first.kill()
         assert.deepStrictEqual(fileLines(side), ["charge"])
 
