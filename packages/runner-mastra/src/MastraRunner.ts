@@ -6,8 +6,10 @@
  * (format 2, plain JSON) and the calls that wait for results.
  *
  * The runner guards the places where Mastra would break a Step rule without a word:
- * - a second model call in one run (a processor retry, a fallback model) is refused before it reaches the
- *   provider, and the turn ends with `turnError`;
+ * - a second model call in one run is refused before it reaches the provider, and the turn ends with
+ *   `turnError` (`maxSteps: 1` already keeps Mastra to one call; the guard holds whatever Mastra changes);
+ * - a processor that rejects a response and asks for a retry makes Mastra end the run with finish reason
+ *   `retry` and no answer: the runner fails the attempt instead, so the RunModel Step retries;
  * - a tool call whose result Mastra would leave out of the prompt is refused the same way;
  * - Mastra mutates the messages it is given: every run gets a deep copy;
  * - sequential rounds are merged into one assistant step: a `step-start` part marks each new round;

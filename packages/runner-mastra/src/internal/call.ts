@@ -108,6 +108,12 @@ export const run = (options: RunOptions): Effect.Effect<RunOutcome, ModelCallErr
     // a violation can also surface only when the run settles
     const late = options.guard.violation()
     if (late !== undefined) return { _tag: "Refused", reason: late, usage } as const
+    if (full.finishReason === "retry") {
+      // with one step allowed, Mastra drops the rejected response and ends the run with nothing
+      return yield* new ModelCallError({
+        message: "a Mastra processor rejected the response and asked for another model call; the Step retries instead"
+      })
+    }
     const response = full.response as { modelId?: string; id?: string } | undefined
     return {
       _tag: "Completed",
