@@ -18,7 +18,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { noopLogger } from "@mastra/core/logger"
-import type { Processor } from "@mastra/core/processors"
+import type { OutputProcessor } from "@mastra/core/processors"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -31,7 +31,7 @@ const withoutTimes = (prompt: unknown) =>
   JSON.parse(JSON.stringify(prompt, (key, value) => (key === "createdAt" ? undefined : value)))
 
 /** An output processor that asks Mastra to retry the first response: Mastra's way to a second model call. */
-const retryOnce: Processor = {
+const retryOnce: OutputProcessor = {
   id: "retry-once",
   processOutputStep: ({ abort, retryCount, messages }) => {
     if (retryCount === 0) abort("try again", { retry: true })
@@ -40,7 +40,7 @@ const retryOnce: Processor = {
 }
 
 /** An output processor that blocks every response (a guardrail tripwire). */
-const blockAll: Processor = {
+const blockAll: OutputProcessor = {
   id: "block-all",
   processOutputStep: ({ abort }) => abort("blocked by policy")
 }
@@ -89,7 +89,7 @@ const runStep = (
 ): Effect.Effect<AgentTurnOutcome, unknown> =>
   r.runModelStep(turn).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerTest(events), Heartbeat.layerNoop)))
 
-const mastraAlone = (model: ReturnType<typeof ScriptedModel.make>, processors?: Array<Processor>) => {
+const mastraAlone = (model: ReturnType<typeof ScriptedModel.make>, processors?: Array<OutputProcessor>) => {
   const agent = new Agent({
     id: "alone",
     name: "alone",
@@ -137,7 +137,7 @@ describe("Mastra runner: the Step-rule guards", () => {
         assert.deepStrictEqual([full.finishReason, full.text], ["retry", ""], "the response was dropped silently")
 
         // through the session: a guardrail rejects the first response; the RunModel Step's second attempt answers
-        const rejectRude: Processor = {
+        const rejectRude: OutputProcessor = {
           id: "reject-rude",
           processOutputStep: ({ abort, text: answer, messages }) => {
             if (answer?.includes("rude")) abort("be polite", { retry: true })
