@@ -12,82 +12,83 @@ const CANONICAL = "2026-11-01T12:00:00.000Z"
 const reencode = <T, E>(schema: Schema.Codec<T, E>, json: unknown) =>
   Effect.flatMap(Schema.decodeUnknownEffect(schema)(json), (decoded) => Schema.encodeEffect(schema)(decoded))
 
-const cases: ReadonlyArray<readonly [string, Schema.Codec<any, any>, (time: string) => unknown, ReadonlyArray<string>]> =
+const cases: ReadonlyArray<
+  readonly [string, Schema.Codec<any, any>, (time: string) => unknown, ReadonlyArray<string>]
+> = [
   [
-    [
-      "AgentMessage.created_at",
-      Wire.AgentMessage,
-      (t) => ({
-        sequence: 1,
-        turn_id: "turn-1",
-        role: "user",
-        text: "hi",
-        tool_call_id: null,
-        tool_name: null,
-        tool_arguments: null,
-        tool_output: null,
-        framework_item: "{}",
-        created_at: t
-      }),
-      ["created_at"]
-    ],
-    [
-      "AgentInterrupt.created_at and deadline",
-      Wire.AgentInterrupt,
-      (t) => ({
-        interrupt_id: "call_1",
-        kind: "tool_approval",
-        tool_call_id: "call_1",
-        tool_name: "send_email",
-        arguments: "{}",
-        created_at: t,
-        deadline: t,
-        question: null,
-        choices: [],
-        allows_free_text: true
-      }),
-      ["created_at", "deadline"]
-    ],
-    [
-      "AgentPlan.updated_at",
-      Wire.AgentPlan,
-      (t) => ({ revision: 1, status: "active", tasks: [], updated_at: t }),
-      ["updated_at"]
-    ],
-    [
-      "TurnCancellationRequest.requested_at",
-      Wire.TurnCancellationRequest,
-      (t) => ({ turn_id: "turn-1", requested_at: t }),
-      ["requested_at"]
-    ],
-    [
-      "ContextSummary.created_at",
-      Wire.ContextSummary,
-      (t) => ({ generation: 1, first_sequence: 1, last_sequence: 2, text: "s", created_at: t }),
-      ["created_at"]
-    ],
-    [
-      "interrupt_raised deadline",
-      Wire.InterruptRaisedPayload,
-      (t) => ({
-        interrupt_id: "call_1",
-        tool_call_id: "call_1",
-        tool_name: "send_email",
-        deadline: t,
-        kind: "tool_approval",
-        question: null,
-        choices: [],
-        allows_free_text: true
-      }),
-      ["deadline"]
-    ],
-    [
-      "timer_started wait_until",
-      Wire.TimerStartedPayload,
-      (t) => ({ tool_call_id: "call_1", wait_until: t, reason: "wait" }),
-      ["wait_until"]
-    ]
+    "AgentMessage.created_at",
+    Wire.AgentMessage,
+    (t) => ({
+      sequence: 1,
+      turn_id: "turn-1",
+      role: "user",
+      text: "hi",
+      tool_call_id: null,
+      tool_name: null,
+      tool_arguments: null,
+      tool_output: null,
+      framework_item: "{}",
+      created_at: t
+    }),
+    ["created_at"]
+  ],
+  [
+    "AgentInterrupt.created_at and deadline",
+    Wire.AgentInterrupt,
+    (t) => ({
+      interrupt_id: "call_1",
+      kind: "tool_approval",
+      tool_call_id: "call_1",
+      tool_name: "send_email",
+      arguments: "{}",
+      created_at: t,
+      deadline: t,
+      question: null,
+      choices: [],
+      allows_free_text: true
+    }),
+    ["created_at", "deadline"]
+  ],
+  [
+    "AgentPlan.updated_at",
+    Wire.AgentPlan,
+    (t) => ({ revision: 1, status: "active", tasks: [], updated_at: t }),
+    ["updated_at"]
+  ],
+  [
+    "TurnCancellationRequest.requested_at",
+    Wire.TurnCancellationRequest,
+    (t) => ({ turn_id: "turn-1", requested_at: t }),
+    ["requested_at"]
+  ],
+  [
+    "ContextSummary.created_at",
+    Wire.ContextSummary,
+    (t) => ({ generation: 1, first_sequence: 1, last_sequence: 2, text: "s", created_at: t }),
+    ["created_at"]
+  ],
+  [
+    "interrupt_raised deadline",
+    Wire.InterruptRaisedPayload,
+    (t) => ({
+      interrupt_id: "call_1",
+      tool_call_id: "call_1",
+      tool_name: "send_email",
+      deadline: t,
+      kind: "tool_approval",
+      question: null,
+      choices: [],
+      allows_free_text: true
+    }),
+    ["deadline"]
+  ],
+  [
+    "timer_started wait_until",
+    Wire.TimerStartedPayload,
+    (t) => ({ tool_call_id: "call_1", wait_until: t, reason: "wait" }),
+    ["wait_until"]
   ]
+]
 
 describe("wire: times", () => {
   for (const [name, schema, json, fields] of cases) {
