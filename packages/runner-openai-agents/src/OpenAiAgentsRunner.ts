@@ -194,7 +194,6 @@ const functionCalls = (response: Json | undefined): Array<Json> =>
 interface RunEnd {
   readonly state: RunState<any, any>
   readonly guarded: boolean
-  readonly finalOutput: unknown
 }
 
 /** Builds the runner. */
@@ -287,11 +286,11 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       )
       yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
       if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
-      return { state: raw.state, guarded: false, finalOutput: raw.finalOutput } satisfies RunEnd
+      return { state: raw.state, guarded: false } satisfies RunEnd
     }).pipe(
       Effect.catch((error: unknown) =>
         error instanceof MaxTurnsExceededError && error.state !== undefined
-          ? Effect.succeed({ state: error.state as RunState<any, any>, guarded: true, finalOutput: undefined })
+          ? Effect.succeed({ state: error.state as RunState<any, any>, guarded: true })
           : Effect.fail(new ModelCallError({ message: errorMessage(error) }))
       )
     )
