@@ -263,6 +263,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     .filter((t) => offered === undefined || offered.has(t.name))
     .map(({ name, description, parameters }) => ({ name, description, parameters }))
   const frameworkEffects = new Map(source.tools.map((t) => [t.name, t.effect]))
+  const references = new Map(source.tools.map((t) => [t.name, t.toolSourceReference]))
 
   const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
@@ -322,7 +323,8 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
         toolCallId: c.toolCallId,
         toolName: c.toolName,
         arguments: c.arguments,
-        policy: turn.resolveToolPolicy(c.toolName, frameworkEffects.get(c.toolName))
+        policy: turn.resolveToolPolicy(c.toolName, frameworkEffects.get(c.toolName)),
+        toolSourceReference: references.get(c.toolName) ?? null
       })),
       usage,
       modelCallMetadata: response.metadata
