@@ -255,8 +255,6 @@ const build = Effect.gen(function* () {
             })
           }
           loaded = { _tag: "Loaded", cache: tx.result(versions) }
-        } else if (cache !== undefined) {
-          loaded = { _tag: "Loaded", cache: tx.result(cache.attrVersions) }
         }
         yield* afterCommit(tx)
       })
