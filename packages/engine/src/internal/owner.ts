@@ -249,6 +249,7 @@ const build = Effect.gen(function* () {
               })
             )
           if (!written) {
+            yield* Effect.logWarning(`Flow ${flowId}: commit refused, another owner changed it; dropping this owner`)
             yield* supersede
             return yield* new EngineError({
               reason: `Flow ${flowId} was changed by another owner; this runner no longer owns it`
