@@ -26,6 +26,10 @@ const awaitLines = (file: string, count: number) =>
     return lines(file)
   })
 
+/** A worker records a side effect before it prints the marker the parent kills on: at the marker, the line is there. */
+const recordedBeforeMarker = (file: string, line: string) =>
+  assert.include(lines(file), line, `the worker printed the marker before it recorded ${line}`)
+
 const files = () => {
   n++
   return { db: join(dir, `w-${n}.db`), side: join(dir, `side-${n}.log`) }
@@ -47,6 +51,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
         const { db, side } = files()
         const first = yield* start([db, side, "start", "s", "call charge"], { SLOW_TOOL_MS: "60000" })
         yield* first.waitFor("TOOL_STARTED charge")
+        recordedBeforeMarker(side, "charge")
         yield* first.kill()
         const second = yield* start([db, side, "await", "s", "1"])
         const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
@@ -84,6 +89,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
         STEP_DURABILITY: "async"
       })
       yield* first.waitFor("TOOL_STARTED charge")
+      recordedBeforeMarker(side, "charge")
       yield* first.kill()
       const second = yield* start([db, side, "await", "s", "1"])
       const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
@@ -104,6 +110,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       const { db, side } = files()
       const first = yield* start([db, side, "start", "s", "call read_file"], { SLOW_MODEL_MS: "60000" })
       yield* first.waitFor("TOOL_STARTED read_file")
+      recordedBeforeMarker(side, "read_file")
       // the second model call (after the tool result) hangs: kill it there
       assert.deepStrictEqual(yield* awaitLines(side, 3), ["model", "read_file", "model"])
       yield* first.kill()
@@ -130,6 +137,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       const { db, side } = files()
       const first = yield* start([db, side, "start", "s", "call send_email read_file"])
       yield* first.waitFor("TOOL_STARTED read_file")
+      recordedBeforeMarker(side, "read_file")
       yield* Effect.sleep("500 millis")
       yield* first.kill()
       assert.notInclude(lines(side), "send_email", "nothing ran the write while it waited")

@@ -4,7 +4,9 @@
  * tool call to the session.
  *
  * Its framework items are JSON objects with a `type` (`user`, `assistant_text`, `tool_call`,
- * `tool_result`); its run state holds the turn's items after the user message and the pending tool call IDs.
+ * `tool_result`); a stored item leaves out what the message's projection fields already hold (text,
+ * arguments, output), so a message stores its content once. Its run state holds the turn's items after the
+ * user message, without arguments and outputs (the turn's records hold them), and the pending tool call IDs.
  * Messages stored by another runner are read from their projection fields.
  *
  * @since 0.1.0
@@ -72,9 +74,44 @@ export type StepwiseItem =
 
 interface RunState {
   readonly version: 1
-  readonly items: ReadonlyArray<StepwiseItem>
+  /** The turn's items; tool calls without `arguments` and results without `output` (the records hold them). */
+  readonly items: ReadonlyArray<StepwiseItem | RunStateReference>
   readonly pending: ReadonlyArray<string>
 }
+
+/** A tool call or result in the run state, by reference to its record. */
+type RunStateReference =
+  | { readonly type: "tool_call"; readonly tool_call_id: string; readonly tool_name: string }
+  | { readonly type: "tool_result"; readonly tool_call_id: string; readonly tool_name: string }
+
+const toRunStateItem = (item: StepwiseItem): StepwiseItem | RunStateReference => {
+  switch (item.type) {
+    case "tool_call":
+      return { type: "tool_call", tool_call_id: item.tool_call_id, tool_name: item.tool_name }
+    case "tool_result":
+      return { type: "tool_result", tool_call_id: item.tool_call_id, tool_name: item.tool_name }
+    default:
+      return item
+  }
+}
+
+/** A run state item with its arguments or output read back from the turn's records. */
+const fromRunStateItem = (
+  item: StepwiseItem | RunStateReference,
+  records: ReadonlyArray<Wire.AgentToolCall>
+): StepwiseItem => {
+  if (item.type === "user" || item.type === "assistant_text") return item
+  if ("arguments" in item || "output" in item) return item as StepwiseItem
+  const record = records.find((r) => r.toolCallId === item.tool_call_id)
+  if (item.type === "tool_call") return { ...item, arguments: record?.arguments ?? "{}" }
+  return { ...item, output: toolResultText(record) }
+}
+
+/** What the model sees of a call: its final record's result, else the unknown outcome. */
+const toolResultText = (record: Wire.AgentToolCall | undefined): string =>
+  record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
+    ? Wire.modelVisibleResult({ ...record, status: record.status })
+    : Wire.OUTCOME_UNKNOWN_TEXT
 
 /**
  * The stored form of a Stepwise item.
@@ -83,29 +120,34 @@ interface RunState {
  * @since 0.1.0
  */
 export const toFrameworkMessage = (item: StepwiseItem): FrameworkMessage => {
-  const base = {
-    text: null,
-    toolCallId: null,
-    toolName: null,
-    toolArguments: null,
-    toolOutput: null,
-    frameworkItem: JSON.stringify(item)
-  }
+  const base = { text: null, toolCallId: null, toolName: null, toolArguments: null, toolOutput: null }
   switch (item.type) {
     case "user":
-      return { ...base, role: "user", text: item.text }
+      return { ...base, role: "user", text: item.text, frameworkItem: JSON.stringify({ type: "user" }) }
     case "assistant_text":
-      return { ...base, role: "assistant", text: item.text }
+      return { ...base, role: "assistant", text: item.text, frameworkItem: JSON.stringify({ type: "assistant_text" }) }
     case "tool_call":
       return {
         ...base,
         role: "assistant",
         toolCallId: item.tool_call_id,
         toolName: item.tool_name,
-        toolArguments: item.arguments
+        toolArguments: item.arguments,
+        frameworkItem: JSON.stringify({ type: "tool_call", tool_call_id: item.tool_call_id, tool_name: item.tool_name })
       }
     case "tool_result":
-      return { ...base, role: "tool", toolCallId: item.tool_call_id, toolName: item.tool_name, toolOutput: item.output }
+      return {
+        ...base,
+        role: "tool",
+        toolCallId: item.tool_call_id,
+        toolName: item.tool_name,
+        toolOutput: item.output,
+        frameworkItem: JSON.stringify({
+          type: "tool_result",
+          tool_call_id: item.tool_call_id,
+          tool_name: item.tool_name
+        })
+      }
   }
 }
 
@@ -120,7 +162,28 @@ const itemTypes = new Set(["user", "assistant_text", "tool_call", "tool_result"]
 export const fromStoredMessage = (message: Wire.AgentMessage): StepwiseItem => {
   const parsed = parseToolArguments(message.frameworkItem)
   if (Option.isSome(parsed) && typeof parsed.value.type === "string" && itemTypes.has(parsed.value.type)) {
-    return parsed.value as unknown as StepwiseItem
+    // The item's own fields, else the projection's (items stored before 0.1.1 carry both)
+    const item = parsed.value
+    switch (item.type) {
+      case "user":
+        return { type: "user", text: typeof item.text === "string" ? item.text : (message.text ?? "") }
+      case "assistant_text":
+        return { type: "assistant_text", text: typeof item.text === "string" ? item.text : (message.text ?? "") }
+      case "tool_call":
+        return {
+          type: "tool_call",
+          tool_call_id: String(item.tool_call_id ?? message.toolCallId ?? ""),
+          tool_name: String(item.tool_name ?? message.toolName ?? ""),
+          arguments: typeof item.arguments === "string" ? item.arguments : (message.toolArguments ?? "{}")
+        }
+      default:
+        return {
+          type: "tool_result",
+          tool_call_id: String(item.tool_call_id ?? message.toolCallId ?? ""),
+          tool_name: String(item.tool_name ?? message.toolName ?? ""),
+          output: typeof item.output === "string" ? item.output : (message.toolOutput ?? "")
+        }
+    }
   }
   if (message.role === "user") return { type: "user", text: message.text ?? "" }
   if (message.role === "tool") {
@@ -205,14 +268,15 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     const events = yield* EventWriter
     const history = turn.messages.map(fromStoredMessage)
     const runState = parseRunState(turn.frameworkRunState)
-    const turnItems: Array<StepwiseItem> = [...(runState?.items ?? [])]
+    const turnItems: Array<StepwiseItem> = (runState?.items ?? []).map((item) => fromRunStateItem(item, turn.toolCalls))
     for (const id of runState?.pending ?? []) {
       const record = turn.toolCalls.find((r) => r.toolCallId === id)
-      const output =
-        record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
-          ? Wire.modelVisibleResult({ ...record, status: record.status })
-          : Wire.OUTCOME_UNKNOWN_TEXT
-      turnItems.push({ type: "tool_result", tool_call_id: id, tool_name: record?.toolName ?? "", output })
+      turnItems.push({
+        type: "tool_result",
+        tool_call_id: id,
+        tool_name: record?.toolName ?? "",
+        output: toolResultText(record)
+      })
     }
     const model = agent.resolveModel?.(turn.sessionSettings) ?? defaultModel
     const instructions =
@@ -251,7 +315,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     return AgentTurnOutcome.toolCallsRequested({
       frameworkRunState: JSON.stringify({
         version: 1,
-        items,
+        items: items.map(toRunStateItem),
         pending: response.toolCalls.map((c) => c.toolCallId)
       } satisfies RunState),
       toolCalls: response.toolCalls.map((c) => ({

@@ -23,6 +23,12 @@ import type { ToolEffect } from "./wire/index.ts"
  */
 export interface ToolDefinition extends ModelToolDefinition {
   readonly effect?: ToolEffect | undefined
+  /**
+   * Where the source finds the tool again (for MCP, the server and the tool's own name), stored on the call's
+   * record as `tool_source_reference` and handed back in {@link ToolCallRequest}, so a tool Step needs no
+   * listing.
+   */
+  readonly toolSourceReference?: string | undefined
 }
 
 /**

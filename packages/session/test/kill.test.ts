@@ -11,7 +11,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
-import { type AgentSnapshot, OUTCOME_UNKNOWN_TEXT } from "../src/index.ts"
+import { type AgentSnapshot, OUTCOME_UNKNOWN_TEXT, settleEvents } from "../src/index.ts"
 import { flow } from "./fixtures/session-worker.ts"
 import { fileLines, spawnSessionWorker } from "./support/child.ts"
 
@@ -91,6 +91,7 @@ const killSuite = (engineName: string, database: Database) =>
             "call charge"
           )
           yield* first.waitFor("TOOL_STARTED charge")
+          assert.include(fileLines(side), "charge", "recorded before the marker")
           yield* first.kill()
           assert.deepStrictEqual(fileLines(side), ["charge"], "the write took effect before the kill")
 
@@ -287,6 +288,7 @@ const killSuite = (engineName: string, database: Database) =>
           "call charge"
         )
         yield* first.waitFor("TOOL_STARTED charge")
+        assert.include(fileLines(side), "charge", "recorded before the marker")
         yield* first.kill()
         assert.deepStrictEqual(fileLines(side), ["charge"])
 
@@ -326,6 +328,46 @@ const killSuite = (engineName: string, database: Database) =>
           [`done: ${OUTCOME_UNKNOWN_TEXT}`, "done: charge ran"]
         )
       })
+    )
+
+    it.live(
+      "a worker killed inside RecordToolOutcomeUnknown after it wrote tool_call_finished: the copies differ by attempt, and the settled stream has one",
+      () =>
+        Effect.gen(function* () {
+          const { db, side, models } = yield* files()
+          const first = yield* spawnSessionWorker(
+            { db, side, env: { SLOW_TOOL_MS: HANG, MODEL_LOG: models } },
+            "start",
+            "k-rec",
+            "call charge"
+          )
+          yield* first.waitFor("TOOL_STARTED charge")
+          assert.include(fileLines(side), "charge", "recorded before the marker")
+          yield* first.kill()
+          // the second worker runs RecordToolOutcomeUnknown, which writes tool_call_finished, then hangs in execute
+          const second = yield* spawnSessionWorker({ db, side, env: { HANG_AFTER_RECORD: "1" } }, "serve")
+          yield* second.waitFor("RECORDED")
+          yield* second.kill()
+          const third = yield* spawnSessionWorker({ db, side, env: { MODEL_LOG: models } }, "await", "k-rec", "1")
+          const result: Result = JSON.parse(yield* third.waitFor("RESULT"))
+          const finished = result.events
+            .filter((e) => e.type === "tool_call_finished")
+            .map((e) => [e.payload.toolCallId, e.payload.status, e.stepExecutionId, e.attempt])
+          assert.deepStrictEqual(finished, [
+            ["charge-1", "outcome_unknown", "RecordToolOutcomeUnknown-1", 1],
+            ["charge-1", "outcome_unknown", "RecordToolOutcomeUnknown-1", 2]
+          ])
+          assert.deepStrictEqual(
+            settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
+              .filter((e) => e.type === "tool_call_finished")
+              .map((e) => [e.stepExecutionId, e.attempt]),
+            [["RecordToolOutcomeUnknown-1", 2]]
+          )
+          const record = result.snapshot.toolCalls.find((c) => c.toolCallId === "charge-1")
+          assert.strictEqual(record, undefined, "the turn ended, its records are cleared")
+          assert.strictEqual(lastText(result), `done: ${OUTCOME_UNKNOWN_TEXT}`)
+          assert.deepStrictEqual(fileLines(side), ["charge"])
+        })
     )
 
     it.live(

@@ -3,6 +3,7 @@
 import { approvalSuite } from "./suites/approval.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { sizesSuite } from "./suites/sizes.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { clusterEngine } from "./support.ts"
 
@@ -10,3 +11,4 @@ turnSuite(clusterEngine)
 approvalSuite(clusterEngine)
 effectsSuite(clusterEngine)
 inputSuite(clusterEngine)
+sizesSuite(clusterEngine)

@@ -4,6 +4,7 @@
 import { approvalSuite } from "./suites/approval.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { sizesSuite } from "./suites/sizes.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { embeddedEngine } from "./support.ts"
 
@@ -11,3 +12,4 @@ turnSuite(embeddedEngine)
 approvalSuite(embeddedEngine)
 effectsSuite(embeddedEngine)
 inputSuite(embeddedEngine)
+sizesSuite(embeddedEngine)

@@ -245,9 +245,9 @@ describe("wire: AgentState and session values", () => {
     Effect.gen(function* () {
       const value = yield* roundTrip(Wire.TurnCancellationRequest, {
         turn_id: "turn-4",
-        requested_at: "2026-11-01T12:00:00+00:00"
+        requested_at: "2026-11-01T12:00:00.000Z"
       })
-      assert.deepStrictEqual(value, { turnId: "turn-4", requestedAt: "2026-11-01T12:00:00+00:00" })
+      assert.deepStrictEqual(value, { turnId: "turn-4", requestedAt: "2026-11-01T12:00:00.000Z" })
       yield* decodeFails(Wire.TurnCancellationRequest, { turn_id: "turn-4", requested_at: 5 }, "requested_at")
     })
   )

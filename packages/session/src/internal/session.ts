@@ -13,6 +13,7 @@ import type { ToolPolicy } from "../Policy.ts"
 import type { AgentFrameworkRunnerShape, FrameworkMessage } from "../Runner.ts"
 import { EventWriter, Heartbeat } from "../Services.ts"
 import * as Wire from "../wire/index.ts"
+import { maxValueBytes, oversize, truncateText } from "./sizes.ts"
 
 /** What the Steps of one session Flow need to know besides state. */
 export interface SessionConfig {
@@ -65,16 +66,34 @@ export const settingsProblem = (settings: unknown): string | undefined => {
 // Events
 // ---------------------------------------------------------------------------------------------------------
 
+const announced = new WeakSet<ExecuteContext>()
+
+/**
+ * A durable heartbeat before an attempt's first event. An attempt that wrote events has produced output, so a
+ * crash fails it and the retry runs under a higher attempt number: readers keep only the highest attempt of a
+ * Step execution (docs/session-contract.md, "Events"). Without it a crashed attempt would run again under the
+ * same number over its own events, and the copies could not be told apart.
+ */
+export const announce = (ctx: ExecuteContext): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (announced.has(ctx)) return Effect.void
+    announced.add(ctx)
+    return ctx.heartbeat()
+  })
+
 /** Writes typed session events for one Step attempt; best effort, never fails. */
 export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
   const raw = (type: string, payload: unknown) =>
-    ctx.emit(config.events, {
-      type,
-      turnId,
-      attempt: ctx.attempt,
-      payload: JSON.stringify(payload),
-      stepExecutionId: ctx.stepExecutionId
-    })
+    Effect.andThen(
+      announce(ctx),
+      ctx.emit(config.events, {
+        type,
+        turnId,
+        attempt: ctx.attempt,
+        payload: JSON.stringify(payload),
+        stepExecutionId: ctx.stepExecutionId
+      })
+    )
   const typed =
     <A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>) =>
     (payload: A) =>
@@ -99,19 +118,10 @@ export const provideStepServices =
   (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) =>
   <A, E, R>(self: Effect.Effect<A, E, R>) => {
     const events = emitter(ctx, config, turnId)
-    // The attempt's first event waits for a durable heartbeat: an attempt that wrote events has produced
-    // output, so a crash fails it and the retry gets a new attempt number, which readers use to drop the
-    // lost attempt's events. Without it the same attempt number would run again over its own events.
-    let announced = false
-    const announce = Effect.suspend(() => {
-      if (announced) return Effect.void
-      announced = true
-      return ctx.heartbeat()
-    })
     return self.pipe(
       Effect.provideService(
         EventWriter,
-        EventWriter.make((event) => Effect.andThen(announce, events.raw(event.type, event.payload)))
+        EventWriter.make((event) => events.raw(event.type, event.payload))
       ),
       Effect.provideService(Heartbeat, {
         beat: (checkpoint) => ctx.heartbeat(checkpoint),
@@ -178,6 +188,41 @@ export const turnSettings = (ctx: TxView, turnId: string): Wire.SessionSettings 
 // Writes
 // ---------------------------------------------------------------------------------------------------------
 
+/** The stored form of messages at the next sequences of the turn. */
+export const buildMessages = (
+  state: Wire.AgentState,
+  turnId: string,
+  messages: ReadonlyArray<FrameworkMessage>,
+  createdAt: string
+): Array<Wire.AgentMessage> =>
+  messages.map((m, i) => ({
+    sequence: state.nextMessageSequence + i,
+    turnId,
+    role: m.role,
+    text: m.text,
+    toolCallId: m.toolCallId,
+    toolName: m.toolName,
+    toolArguments: m.toolArguments,
+    toolOutput: m.toolOutput,
+    frameworkItem: m.frameworkItem,
+    createdAt
+  }))
+
+/** The `ValueTooLarge` detail of the first message that would not fit in one stored value, if any. */
+export const messagesOversize = (
+  state: Wire.AgentState,
+  turnId: string,
+  messages: ReadonlyArray<FrameworkMessage>,
+  createdAt: string,
+  limit: number
+): string | undefined => {
+  for (const m of buildMessages(state, turnId, messages, createdAt)) {
+    const problem = oversize(`AgentMessages[${Wire.messageSequenceKey(m.sequence)}]`, Wire.AgentMessage, m, limit)
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
 /** Stores messages at the next sequences of the turn; returns the state with the counter advanced. */
 export const appendMessages = (
   ctx: TxView,
@@ -186,23 +231,9 @@ export const appendMessages = (
   messages: ReadonlyArray<FrameworkMessage>,
   createdAt: string
 ): Wire.AgentState => {
-  let sequence = state.nextMessageSequence
-  for (const m of messages) {
-    ctx.setAt(P.AgentMessages, Wire.messageSequenceKey(sequence), {
-      sequence,
-      turnId,
-      role: m.role,
-      text: m.text,
-      toolCallId: m.toolCallId,
-      toolName: m.toolName,
-      toolArguments: m.toolArguments,
-      toolOutput: m.toolOutput,
-      frameworkItem: m.frameworkItem,
-      createdAt
-    })
-    sequence++
-  }
-  return { ...state, nextMessageSequence: sequence }
+  const built = buildMessages(state, turnId, messages, createdAt)
+  for (const m of built) ctx.setAt(P.AgentMessages, Wire.messageSequenceKey(m.sequence), m)
+  return { ...state, nextMessageSequence: state.nextMessageSequence + built.length }
 }
 
 /** Adds one model call's usage to the session total and writes `usage_recorded`. */
@@ -249,13 +280,16 @@ export const beginTurn = Effect.fnUntraced(function* (
   const turnId = Wire.formatTurnId(state.turnCount + 1)
   const now = yield* nowIso
   const first = state.nextMessageSequence
-  const appended = appendMessages(
-    ctx,
-    state,
-    turnId,
-    texts.map((t) => runner.buildUserMessage(t)),
-    now
-  )
+  const userMessages = texts.map((t) => runner.buildUserMessage(t))
+  const problem = messagesOversize(state, turnId, userMessages, now, yield* maxValueBytes)
+  if (problem !== undefined) {
+    // The message fitted the channel but not a stored message: the turn starts and fails at once, unstored.
+    ctx.set(P.AgentState, { ...state, status: "running_model", activeTurnId: turnId })
+    yield* emitter(ctx, config, turnId).turnStarted({ sequence: first })
+    yield* endTurn(ctx, config, state, turnId, `ValueTooLarge: ${problem}`)
+    return null
+  }
+  const appended = appendMessages(ctx, state, turnId, userMessages, now)
   ctx.set(P.TurnReplySequence, { turnId, sequence: appended.nextMessageSequence })
   ctx.set(P.TurnSessionSettings, {
     turnId,
@@ -322,11 +356,54 @@ export const failTurn = Effect.fnUntraced(function* (
   unfinished: ReadonlyArray<FrameworkMessage> = []
 ) {
   const now = yield* nowIso
-  let next = appendMessages(ctx, state, turnId, unfinished, now)
+  const limit = yield* maxValueBytes
+  // A failure route must not fail on size: unfinished messages that do not fit are left out, and the note
+  // shortens what it quotes of the calls until it fits.
+  const fitting: Array<FrameworkMessage> = []
+  for (const message of unfinished) {
+    const problem = messagesOversize(
+      { ...state, nextMessageSequence: state.nextMessageSequence + fitting.length },
+      turnId,
+      [message],
+      now,
+      limit
+    )
+    if (problem === undefined) fitting.push(message)
+    else yield* Effect.logWarning(`an unfinished turn message is left out: ${problem}`)
+  }
+  let next = appendMessages(ctx, state, turnId, fitting, now)
   const finals = turnRecords(ctx, turnId).filter(isFinal)
   if (finals.length > 0) {
-    const note = Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, finals)
-    next = appendMessages(ctx, next, turnId, [runner.buildUserMessage(note)], now)
+    const note = fittingNote(runner, next, turnId, finals, now, limit)
+    next = appendMessages(ctx, next, turnId, [note], now)
   }
-  yield* endTurn(ctx, config, next, turnId, error)
+  yield* endTurn(ctx, config, next, turnId, truncateText(error, Math.floor(limit / 4)))
 })
+
+/**
+ * The turn-failure note as a user message that fits one stored value: the full note when it fits, else the
+ * same note with each call's arguments and result cut to an equal share of the room.
+ */
+const fittingNote = (
+  runner: AgentFrameworkRunnerShape,
+  state: Wire.AgentState,
+  turnId: string,
+  finals: ReadonlyArray<Wire.AgentToolCall & { readonly status: Wire.AgentToolCallFinalStatus }>,
+  createdAt: string,
+  limit: number
+): FrameworkMessage => {
+  const full = runner.buildUserMessage(Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, finals))
+  if (messagesOversize(state, turnId, [full], createdAt, limit) === undefined) return full
+  for (let share = Math.floor(limit / (4 * finals.length)); share >= 16; share = Math.floor(share / 2)) {
+    const cut = finals.map((r) => ({
+      ...r,
+      arguments: truncateText(r.arguments, share),
+      output: r.output === null ? null : truncateText(r.output, share),
+      error: r.error === null ? null : truncateText(r.error, share),
+      rejectionMessage: r.rejectionMessage === null ? null : truncateText(r.rejectionMessage, share)
+    }))
+    const message = runner.buildUserMessage(Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, cut))
+    if (messagesOversize(state, turnId, [message], createdAt, limit) === undefined) return message
+  }
+  return runner.buildUserMessage(Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, []))
+}

@@ -5,9 +5,10 @@ import { type ExecuteContext, Step, StepDecision, type StepDef, StepMovement, Ti
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
-import type { AgentTurnContext, FrameworkMessage } from "../Runner.ts"
+import type { AgentTurnContext, DeferredToolCall, FrameworkMessage } from "../Runner.ts"
 import * as Wire from "../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput, ToolCallIdInput } from "./schemas.ts"
 import {
@@ -20,6 +21,7 @@ import {
   initialState,
   isBlank,
   isFinal,
+  messagesOversize,
   provideStepServices,
   recordUsage,
   requireState,
@@ -32,6 +34,7 @@ import {
   withHeartbeats,
   ZERO_USAGE
 } from "./session.ts"
+import { maxValueBytes, oversize, storedBytes, truncateText } from "./sizes.ts"
 
 /** Both methods SYNC, as every Step of the session sets explicitly ("Session Flow contract", Rules). */
 const sync = { execute: { durability: "sync" }, waitFor: { durability: "sync" } } as const
@@ -54,6 +57,89 @@ export interface SessionSteps {
   readonly RecordToolOutcomeUnknown: StepDef<string, any>
   readonly ResumeTurn: StepDef<number, any>
 }
+
+/** The status a call gets when its Step ran out of attempts: by its effect class. */
+const exhaustedStatus = (record: Wire.AgentToolCall): "failed" | "outcome_unknown" =>
+  EFFECT_TABLE[record.effect].exhausted
+
+/** A new record for a requested call, before approval or its tool Step. */
+const newRecord = (call: DeferredToolCall, turnId: string, deferralOrder: number): Wire.AgentToolCall => ({
+  toolCallId: call.toolCallId,
+  turnId,
+  toolName: call.toolName,
+  arguments: call.arguments,
+  effect: call.policy.effect,
+  requiresApproval: call.policy.requiresApproval,
+  status: call.policy.requiresApproval ? "awaiting_approval" : "approved",
+  output: null,
+  error: null,
+  rejectionMessage: null,
+  deferralOrder,
+  toolSourceReference: call.toolSourceReference ?? null,
+  traceContext: null,
+  waitUntil: null,
+  inputContinuation: null,
+  inputAnswers: [],
+  inputQuestion: null,
+  inputChoices: [],
+  inputAllowsFreeText: true,
+  cancellationReason: null,
+  taskId: null,
+  taskPollIntervalSeconds: null,
+  taskAnswerPending: false
+})
+
+/** The `ValueTooLarge` detail of the first requested call whose record would not fit, if any. */
+const recordsOversize = (calls: ReadonlyArray<DeferredToolCall>, turnId: string, limit: number): string | undefined => {
+  for (const call of calls) {
+    const problem = oversize(
+      `AgentToolCalls[${call.toolCallId}]`,
+      Wire.AgentToolCall,
+      newRecord(call, turnId, 0),
+      limit
+    )
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
+/** The reason to end the session when the failing Step's commit did not fit the framework run state. */
+const runStateTooLargeDetail = (ctx: ExecuteContext): string | undefined =>
+  Option.match(ctx.recoveryError, {
+    onNone: () => undefined,
+    onSome: (e) =>
+      e.errorType === "ValueTooLarge" &&
+      (e.detail.includes("run state of") || e.detail.startsWith(`Value ${P.FrameworkRunState.name} `))
+        ? e.detail.includes("run state of")
+          ? e.detail
+          : `ValueTooLarge: ${e.detail}`
+        : undefined
+  })
+
+/**
+ * Ends the session on a framework run state that cannot be stored: status `failed`, `last_turn_error` the
+ * detail, the turn cleared with its run state and pending interrupts (its records stay), `turn_failed`, and a
+ * force-fail with the detail. It stores no turn message, because this commit would meet the same limit.
+ */
+const endSession = Effect.fnUntraced(function* (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  state: Wire.AgentState,
+  turnId: string,
+  detail: string
+) {
+  ctx.delete(P.FrameworkRunState)
+  ctx.set(P.PendingInterrupts, [])
+  ctx.set(P.AgentState, {
+    ...state,
+    status: "failed",
+    turnCount: state.turnCount + 1,
+    activeTurnId: null,
+    lastTurnError: detail
+  })
+  yield* emitter(ctx, config, turnId).turnFailed({ error: detail })
+  return StepDecision.forceFail(detail)
+})
 
 export const makeSteps = (config: SessionConfig): SessionSteps => {
   const toolStep = (effect: Wire.ToolEffect): StepDef<string, any> =>
@@ -108,8 +194,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         ctx.set(P.SessionSettings, settings as Wire.SessionSettings)
       }
       if (input.initialMessage !== null && !isBlank(input.initialMessage)) {
-        yield* beginTurn(ctx, config, runner, initialState, [input.initialMessage])
-        return StepDecision.goTo(RunModel, null)
+        const turnId = yield* beginTurn(ctx, config, runner, initialState, [input.initialMessage])
+        return turnId === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
       }
       return StepDecision.goTo(AwaitUserMessage, null)
     })
@@ -132,8 +218,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         .map((m) => m.text)
         .filter((t) => !isBlank(t))
       if (texts.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
-      yield* beginTurn(ctx, config, runner, state, texts)
-      return StepDecision.goTo(RunModel, null)
+      const turnId = yield* beginTurn(ctx, config, runner, state, texts)
+      return turnId === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
     })
   })
 
@@ -156,6 +242,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
       if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
+      const runStateTooLarge = runStateTooLargeDetail(ctx)
+      if (runStateTooLarge !== undefined) return yield* endSession(ctx, config, state, turnId, runStateTooLarge)
       const error = Option.match(ctx.recoveryError, {
         onNone: () => "the turn failed",
         onSome: (e) => `${e.errorType}: ${e.detail}`
@@ -214,7 +302,23 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const events = emitter(ctx, config, turnId)
       const nowMs = yield* Clock.currentTimeMillis
       const now = new Date(nowMs).toISOString()
+      const limit = yield* maxValueBytes
       yield* recordUsage(ctx, events, outcome.usage)
+      // Size rules: a message or record that cannot be stored fails the turn, and a run state that cannot be
+      // stored ends the session, decided here so that no event claims what the commit would not keep.
+      const tooLarge =
+        messagesOversize(state, turnId, outcome.newMessages ?? [], now, limit) ??
+        (outcome._tag === "ToolCallsRequested" ? recordsOversize(outcome.toolCalls, turnId, limit) : undefined)
+      if (tooLarge !== undefined) {
+        yield* failTurn(ctx, config, runner, state, turnId, `ValueTooLarge: ${tooLarge}`)
+        return StepDecision.goTo(AwaitUserMessage, null)
+      }
+      if (outcome._tag !== "TurnCompleted") {
+        const runStateBytes = storedBytes(Schema.String, outcome.frameworkRunState)
+        if (runStateBytes > limit) {
+          return yield* endSession(ctx, config, state, turnId, Wire.runStateTooLargeDetail(runStateBytes, limit))
+        }
+      }
       const unfinishedWithoutBuilder =
         outcome._tag !== "TurnCompleted" &&
         (outcome.newMessages?.length ?? 0) > 0 &&
@@ -257,31 +361,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
           const deadline =
             config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
           for (const [i, call] of outcome.toolCalls.entries()) {
-            const record: Wire.AgentToolCall = {
-              toolCallId: call.toolCallId,
-              turnId,
-              toolName: call.toolName,
-              arguments: call.arguments,
-              effect: call.policy.effect,
-              requiresApproval: call.policy.requiresApproval,
-              status: call.policy.requiresApproval ? "awaiting_approval" : "approved",
-              output: null,
-              error: null,
-              rejectionMessage: null,
-              deferralOrder: existing.length + i,
-              toolSourceReference: call.toolSourceReference ?? null,
-              traceContext: null,
-              waitUntil: null,
-              inputContinuation: null,
-              inputAnswers: [],
-              inputQuestion: null,
-              inputChoices: [],
-              inputAllowsFreeText: true,
-              cancellationReason: null,
-              taskId: null,
-              taskPollIntervalSeconds: null,
-              taskAnswerPending: false
-            }
+            const record = newRecord(call, turnId, existing.length + i)
             yield* events.toolCallDeferred({
               toolCallId: record.toolCallId,
               toolName: record.toolName,
@@ -354,9 +434,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         "dex.step.attempt": ctx.attempt,
         "dex.agent.turn.id": record.turnId
       })
+      // The event's heartbeat (see `announce`) comes first: a started tool is never handed out again as never-run.
       yield* events.toolCallStarted({ toolCallId: record.toolCallId, toolName: record.toolName })
-      // A started tool is never handed out again as never-run: the heartbeat marks the attempt as having output.
-      yield* ctx.heartbeat()
       const result = yield* runner
         .executeDeferredToolCall({
           flowId: ctx.flowId,
@@ -374,6 +453,22 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
           withHeartbeats(ctx, config.heartbeatInterval),
           provideStepServices(ctx, config, record.turnId)
         )
+      const limit = yield* maxValueBytes
+      const problem = oversize(
+        `AgentToolCalls[${record.toolCallId}]`,
+        Wire.AgentToolCall,
+        { ...record, ...result },
+        limit
+      )
+      if (problem !== undefined) {
+        // The output does not fit in the record: recorded as the failure route would record a ValueTooLarge
+        // commit (by effect, without the output), in this commit, so tool_call_finished tells the truth.
+        yield* finalizeRecord(ctx, events, record, {
+          status: exhaustedStatus(record),
+          error: truncateText(`ValueTooLarge: ${problem}`, Math.floor(limit / 4))
+        })
+        return StepDecision.deadEnd()
+      }
       yield* finalizeRecord(ctx, events, record, result)
       return StepDecision.deadEnd()
     })
@@ -384,7 +479,14 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
       const record = found.value
+      const runStateTooLarge = runStateTooLargeDetail(ctx)
+      if (runStateTooLarge !== undefined) {
+        const state = yield* requireState(ctx)
+        if (state.activeTurnId !== null)
+          return yield* endSession(ctx, config, state, state.activeTurnId, runStateTooLarge)
+      }
       const events = emitter(ctx, config, record.turnId)
+      const limit = yield* maxValueBytes
       const recovery = Option.getOrElse(ctx.recoveryError, () => ({
         errorType: "Unknown",
         detail: "the tool Step failed",
@@ -397,8 +499,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         events,
         record,
         neverRan
-          ? { status: "failed", error: Wire.toolCallNotRunError(recovery.detail) }
-          : { status: exhausted(record), error: recovery.detail }
+          ? { status: "failed", error: truncateText(Wire.toolCallNotRunError(recovery.detail), Math.floor(limit / 4)) }
+          : { status: exhausted(record), error: truncateText(recovery.detail, Math.floor(limit / 4)) }
       )
       return StepDecision.deadEnd()
     })

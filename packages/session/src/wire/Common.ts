@@ -7,15 +7,37 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as SchemaTransformation from "effect/SchemaTransformation"
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
 
 /**
- * An RFC 3339 timestamp, kept as text so it round-trips unchanged ("Persistence schema"; "Session Flow
- * contract" rules: writers emit UTC with milliseconds and `Z`, readers also accept the `+00:00` form).
+ * The session's form of an RFC 3339 time: UTC with milliseconds and `Z` (`2026-11-01T12:00:00.000Z`).
+ * Text that is not an RFC 3339 time is returned unchanged.
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const canonicalTimestamp = (text: string): string => {
+  if (!RFC3339.test(text)) return text
+  const ms = Date.parse(text)
+  return Number.isNaN(ms) ? text : new Date(ms).toISOString()
+}
+
+/**
+ * An RFC 3339 timestamp as text (docs/session-contract.md, "Wire format"): readers accept any offset
+ * (`+00:00` as well as `Z`), and both decoding and encoding give the writers' form, UTC with milliseconds
+ * and `Z`, so a decoded `2026-11-01T12:00:00+00:00` encodes as `2026-11-01T12:00:00.000Z`.
  *
  * @category schemas
  * @since 0.1.0
  */
-export const Timestamp = Schema.String.annotate({
+export const Timestamp = Schema.String.pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform({ decode: canonicalTimestamp, encode: canonicalTimestamp })
+  )
+).annotate({
   description: "RFC 3339 timestamp, such as 2026-11-01T12:00:00.123Z"
 })
 /** @since 0.1.0 */

@@ -171,6 +171,17 @@ export const TOOL_TASK_CANCELLED_ERROR =
   "the turn was cancelled while the tool's task was running; the task may have taken effect"
 
 /**
+ * The `last_turn_error` and force-fail reason of a session that ended because its framework run state does
+ * not fit in one stored value (docs/session-contract.md, "Size rules"). It contains `run state of`, the words
+ * by which the failure routes recognise it.
+ *
+ * @category texts
+ * @since 0.1.0
+ */
+export const runStateTooLargeDetail = (bytes: number, limit: number): string =>
+  `ValueTooLarge: framework run state of ${bytes} bytes is over the limit of ${limit} bytes`
+
+/**
  * The `last_turn_error` of a turn whose runner set `ToolCallsRequested.new_messages` without
  * `build_unfinished_turn_messages` ("Session Flow contract", `RunModel`).
  *

@@ -1,0 +1,125 @@
+// Test support: a session worker whose tools come from McpToolSource, on the embedded engine (a fresh SQLite
+// file per test), with the session's scripted model (the only stand-in: everything MCP is real), and helpers
+// to wait for a snapshot.
+import { mkdtempSync, rmSync } from "node:fs"
+import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { Engine } from "@durable-agent/engine"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  type AgentSnapshot,
+  ModelClient,
+  type ModelRequest,
+  type ScriptedStep,
+  Stepwise,
+  type ToolPolicy,
+  ToolSource
+} from "@durable-agent/session"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import { McpToolSource } from "../src/index.ts"
+
+const require = createRequire(import.meta.url)
+
+/** The entry script of an installed MCP server package. */
+const serverScript = (pkg: string) => join(dirname(require.resolve(`${pkg}/package.json`)), "dist", "index.js")
+
+export const EVERYTHING_SERVER = serverScript("@modelcontextprotocol/server-everything")
+export const FILESYSTEM_SERVER = serverScript("@modelcontextprotocol/server-filesystem")
+
+/** A temporary directory removed when the scope closes. */
+export const tempDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => mkdtempSync(join(tmpdir(), prefix))),
+    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  )
+
+export interface McpSetup {
+  /** The source's options, or a source built earlier (listed before the test changed its servers). */
+  readonly source: McpToolSource.McpToolSourceOptions | McpToolSource.McpToolSourceShape
+  readonly script: ReadonlyArray<ScriptedStep>
+  readonly toolPolicies?: Readonly<Record<string, ToolPolicy>>
+}
+
+export interface McpKit {
+  readonly requests: Array<ModelRequest>
+  readonly source: McpToolSource.McpToolSourceShape
+}
+
+export const FLOW_TYPE = "McpAgent"
+
+/** Runs `body` with a session worker over `setup.source` and a client, on a fresh embedded engine. */
+export const withMcpSession = <A, E>(setup: McpSetup, body: (kit: McpKit) => Effect.Effect<A, E, AgentSessionClient>) =>
+  Effect.gen(function* () {
+    const dir = yield* tempDir("das-mcp-session-")
+    const source = "call" in setup.source ? setup.source : yield* McpToolSource.make(setup.source)
+    const requests: Array<ModelRequest> = []
+    const flow = AgentSessionFlow.make({
+      flowType: FLOW_TYPE,
+      retryInitialInterval: "100 millis",
+      ...(setup.toolPolicies === undefined ? {} : { toolPolicies: setup.toolPolicies })
+    })
+    const worker = AgentSessionFlow.layerWorker(flow).pipe(
+      Layer.provide(Stepwise.layer({ name: "mcp-agent", instructions: "You are a test agent." })),
+      Layer.provide(
+        Layer.mergeAll(
+          ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
+          Layer.succeed(ToolSource, source)
+        )
+      )
+    )
+    const engine = Engine.layerEmbedded({ filename: join(dir, "session.db"), pollInterval: "50 millis" })
+    return yield* body({ requests, source }).pipe(
+      Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine)))
+    )
+  }).pipe(Effect.scoped)
+
+/** The snapshot once `predicate` holds (60 s at most). */
+export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
+  Effect.flatMap(AgentSessionClient, (client) =>
+    client.getSnapshot(sessionId).pipe(
+      Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: predicate }),
+      Effect.timeoutOrElse({
+        duration: "60 seconds",
+        orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
+      })
+    )
+  )
+
+/** The snapshot once `turns` turns ended. */
+export const awaitTurns = (sessionId: string, turns: number) =>
+  awaitSnapshot(
+    sessionId,
+    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
+    `${turns} finished turns`
+  )
+
+/** The tool results a model request carries, by tool call ID. */
+export const toolResults = (request: ModelRequest) =>
+  Object.fromEntries(request.messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.output] as const] : [])))
+
+/** Every event written so far, as type and payload. */
+export const sessionEvents = (sessionId: string) =>
+  Effect.flatMap(AgentSessionClient, (client) =>
+    Effect.map(Stream.runCollect(client.events(sessionId)), (events) =>
+      Array.from(events, ({ event }) => ({ type: event.type, payload: event.payload as Record<string, unknown> }))
+    )
+  )
+
+/** The `tool_call_deferred` and `tool_call_finished` payloads of a session, by tool call ID. */
+export const toolCallOutcomes = (sessionId: string) =>
+  Effect.map(sessionEvents(sessionId), (events) => {
+    const out: Record<string, { effect?: unknown; requiresApproval?: unknown; status?: unknown }> = {}
+    for (const e of events) {
+      const id = String(e.payload.toolCallId)
+      if (e.type === "tool_call_deferred") {
+        out[id] = { ...out[id], effect: e.payload.effect, requiresApproval: e.payload.requiresApproval }
+      }
+      if (e.type === "tool_call_finished") out[id] = { ...out[id], status: e.payload.status }
+    }
+    return out
+  })

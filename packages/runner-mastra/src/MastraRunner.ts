@@ -1,0 +1,371 @@
+/**
+ * The Mastra framework runner, in Step mode. Each RunModel runs a Mastra `Agent` once with the agent's
+ * tools offered as client tools (no `execute`) and `maxSteps: 1`, so Mastra stops after one model call
+ * and hands back the tool calls; the session runs each call in its own Step, and the next RunModel feeds
+ * the final results back as `tool-result` parts. The framework run state is the turn's Mastra messages
+ * (format 2, plain JSON) and the calls that wait for results.
+ *
+ * The runner guards the places where Mastra would break a Step rule without a word:
+ * - a second model call in one run is refused before it reaches the provider, and the turn ends with
+ *   `turnError` (`maxSteps: 1` already keeps Mastra to one call; the guard holds whatever Mastra changes);
+ * - a processor that rejects a response and asks for a retry makes Mastra end the run with finish reason
+ *   `retry` and no answer: the runner fails the attempt instead, so the RunModel Step retries;
+ * - a tool call whose result Mastra would leave out of the prompt is refused the same way;
+ * - Mastra mutates the messages it is given: every run gets a deep copy;
+ * - sequential rounds are merged into one assistant step: a `step-start` part marks each new round;
+ * - a tool name the agent does not have comes back as a call: it is deferred as a call that fails with
+ *   `unknown tool <name>` (read, no approval, since nothing runs);
+ * - argument text that is not a JSON object becomes `{}` in Mastra: the runner passes the model's own
+ *   text on, and the session records the call `failed` with `arguments must be a JSON object`.
+ *
+ * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once:
+ * none. The agent's tools are the runner's `tools`, and every one of them is deferred.
+ *
+ * @since 0.1.0
+ */
+import { ToolRetryableError } from "@durable-agent/runner-ai-sdk"
+import {
+  AgentFrameworkRunner,
+  type AgentFrameworkRunnerShape,
+  type AgentTurnContext,
+  AgentTurnOutcome,
+  type AgentUsage,
+  type DeferredToolExecution,
+  EventWriter,
+  type FrameworkMessage,
+  isAgentToolCallFinalStatus,
+  type ModelCallMetadata,
+  modelVisibleResult,
+  OUTCOME_UNKNOWN_TEXT,
+  parseToolArguments,
+  type SessionSettings,
+  ToolAttemptError,
+  type ToolEffect,
+  ToolExecutionError
+} from "@durable-agent/session"
+import { Agent, type ToolsInput } from "@mastra/core/agent"
+import type { MastraModelConfig } from "@mastra/core/llm"
+import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
+import type { InputProcessorOrWorkflow, OutputProcessorOrWorkflow } from "@mastra/core/processors"
+import { RequestContext } from "@mastra/core/request-context"
+import { createTool, type ToolAnnotations } from "@mastra/core/tools"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { type RunUsage, run } from "./internal/call.ts"
+import * as Guard from "./internal/guard.ts"
+import {
+  copy,
+  type DbMessage,
+  fromStoredMessages,
+  markNewRounds,
+  partCounts,
+  resultText,
+  toFrameworkMessages,
+  toolCallIds,
+  withResults
+} from "./internal/messages.ts"
+
+export { ToolRetryableError }
+
+/** A language model object as Mastra takes it: an AI SDK provider's model (specification v2, v3 or v4). */
+export type MastraModel = Guard.GuardedModel
+
+/**
+ * A Mastra tool with `execute`, as `createTool({ id, description, inputSchema, execute })` makes it. The
+ * runner offers the model its schema and runs `execute` in the tool Step. `mcp.annotations` give its
+ * effect class (`readOnlyHint`: read, `idempotentHint`: idempotent_write) unless `toolEffects` names one.
+ */
+export interface MastraTool {
+  readonly id: string
+  readonly description: string
+  readonly inputSchema?: unknown
+  readonly execute?: ((inputData: never, context: never) => Promise<unknown>) | undefined
+  readonly toModelOutput?: ((output: never) => unknown) | undefined
+  readonly mcp?: { readonly annotations?: ToolAnnotations | undefined } | undefined
+  readonly strict?: boolean | undefined
+  readonly providerOptions?: Record<string, Record<string, unknown>> | undefined
+}
+
+/** What a tool's `execute` finds under {@link TOOL_CALL_KEY} in its `requestContext`. */
+export interface DurableToolCall {
+  readonly toolCallId: string
+  /** `<flowId>/<turnId>/<toolCallId>`: the same on every attempt; pass it to the system you write to. */
+  readonly idempotencyKey: string
+  readonly attempt: number
+}
+
+/** The `requestContext` key of the {@link DurableToolCall} a tool Step passes to `execute`. */
+export const TOOL_CALL_KEY = "durable-agent/tool-call"
+
+/** The durable call a tool runs in, read from its execution context (`undefined` outside a tool Step). */
+export const durableToolCall = (context: {
+  readonly requestContext?: { get(key: string): unknown } | undefined
+}): DurableToolCall | undefined => context.requestContext?.get(TOOL_CALL_KEY) as DurableToolCall | undefined
+
+/** What `instructions` and `model` functions receive. */
+export interface MastraTurnInfo {
+  readonly flowId: string
+  readonly turnId: string
+  readonly sessionSettings: SessionSettings
+}
+
+/** An agent on Mastra: what `new Agent(...)` takes, less what Step mode decides (tools, steps, memory). */
+export interface MastraAgent {
+  readonly name: string
+  /** An AI SDK model object (not a model-router string: the runner wraps the object it calls). */
+  readonly model: MastraModel | ((turn: MastraTurnInfo) => MastraModel)
+  readonly instructions?: string | ((turn: MastraTurnInfo) => string) | undefined
+  readonly tools?: Readonly<Record<string, MastraTool>> | undefined
+  /** Effect classes by tool name; wins over `mcp.annotations`. */
+  readonly toolEffects?: Readonly<Record<string, ToolEffect>> | undefined
+  /** Mastra processors (guardrails and the like); a retry they ask for would be a second model call. */
+  readonly inputProcessors?: ReadonlyArray<InputProcessorOrWorkflow> | undefined
+  readonly outputProcessors?: ReadonlyArray<OutputProcessorOrWorkflow> | undefined
+  readonly maxProcessorRetries?: number | undefined
+  /** Model settings (temperature, maxOutputTokens, ...); `maxRetries` is always 0: the Step retries. */
+  readonly modelSettings?: Record<string, unknown> | undefined
+  readonly providerOptions?: Record<string, Record<string, unknown>> | undefined
+  /** Mastra's logger; silent by default (failures surface as Step errors). */
+  readonly logger?: IMastraLogger | undefined
+}
+
+/** The framework run state between RunModel Steps of one turn. */
+interface RunState {
+  readonly v: 1
+  /** The turn's Mastra messages after the stored history, with the calls of the last round in state `call`. */
+  readonly messages: ReadonlyArray<DbMessage>
+  readonly pending: ReadonlyArray<{ readonly toolCallId: string; readonly toolName: string }>
+}
+
+const parseRunState = (text: string | null): RunState | undefined => {
+  if (text === null) return undefined
+  try {
+    const parsed = JSON.parse(text) as RunState
+    return parsed?.v === 1 && Array.isArray(parsed.messages) && Array.isArray(parsed.pending) ? parsed : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const annotationEffect = (tool: MastraTool): ToolEffect | undefined => {
+  const hints = tool.mcp?.annotations
+  if (hints?.readOnlyHint === true) return "read"
+  if (hints?.idempotentHint === true) return "idempotent_write"
+  return undefined
+}
+
+const clientTools = (tools: Readonly<Record<string, MastraTool>>): ToolsInput => {
+  const set: ToolsInput = {}
+  for (const [name, t] of Object.entries(tools)) {
+    // no `execute`: Mastra stops with the call instead of running it
+    set[name] = createTool({
+      id: t.id,
+      description: t.description,
+      // the schema createTool already normalised; its type is generic over the tool's input
+      ...(t.inputSchema !== undefined ? { inputSchema: t.inputSchema as any } : {}),
+      ...(t.strict !== undefined ? { strict: t.strict } : {}),
+      ...(t.providerOptions !== undefined ? { providerOptions: t.providerOptions } : {})
+    })
+  }
+  return set
+}
+
+const toUsage = (usage: RunUsage, modelCalls: number): AgentUsage => ({
+  modelCalls,
+  inputTokens: usage.inputTokens ?? 0,
+  outputTokens: usage.outputTokens ?? 0,
+  cachedInputTokens: usage.cachedInputTokens ?? 0,
+  reasoningTokens: usage.reasoningTokens ?? 0
+})
+
+/** Mastra's answer to input that fails the tool's schema: `{ error: true, message, validationErrors }`. */
+const isValidationError = (value: unknown): value is { readonly message: string } =>
+  typeof value === "object" &&
+  value !== null &&
+  (value as { error?: unknown }).error === true &&
+  typeof (value as { message?: unknown }).message === "string" &&
+  "validationErrors" in value
+
+/** Builds the runner. */
+export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
+  const tools = agent.tools ?? {}
+  const offered = clientTools(tools)
+  const info = (turn: AgentTurnContext): MastraTurnInfo => ({
+    flowId: turn.flowId,
+    turnId: turn.turnId,
+    sessionSettings: turn.sessionSettings
+  })
+  const effectOf = (name: string): ToolEffect | undefined =>
+    agent.toolEffects?.[name] ?? (tools[name] !== undefined ? annotationEffect(tools[name]) : undefined)
+
+  const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: AgentTurnContext) {
+    const events = yield* EventWriter
+    const history = fromStoredMessages(turn.messages)
+    const historyParts = partCounts(history)
+    const state = parseRunState(turn.frameworkRunState)
+    const turnMessages = copy(state?.messages ?? [])
+    // every call of the last round gets a result: the record's, or "unknown" for a record that is not final
+    const results = new Map(
+      (state?.pending ?? []).map((p) => {
+        const record = turn.toolCalls.find((r) => r.toolCallId === p.toolCallId)
+        const value =
+          record !== undefined && isAgentToolCallFinalStatus(record.status)
+            ? modelVisibleResult({ ...record, status: record.status })
+            : OUTCOME_UNKNOWN_TEXT
+        return [p.toolCallId, value] as const
+      })
+    )
+    const resultMessage =
+      state !== undefined && state.pending.length > 0
+        ? [
+            {
+              role: "tool",
+              content: state.pending.map((p) => ({
+                type: "tool-result",
+                toolCallId: p.toolCallId,
+                toolName: p.toolName,
+                output: { type: "text", value: results.get(p.toolCallId)! }
+              }))
+            }
+          ]
+        : []
+    const model = typeof agent.model === "function" ? agent.model(info(turn)) : agent.model
+    // each call the input holds with a result must reach the model with it (Mastra drops calls without one)
+    const guard = Guard.make(model, [...toolCallIds(history, "result"), ...toolCallIds(turnMessages)])
+    const instructions = typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions
+    const mastra = new Agent({
+      id: agent.name,
+      name: agent.name,
+      instructions: instructions ?? "",
+      // Mastra's types pin other @ai-sdk/provider versions than the model's; the object is the same at runtime
+      model: guard.model as unknown as MastraModelConfig,
+      ...(agent.inputProcessors !== undefined ? { inputProcessors: [...agent.inputProcessors] } : {}),
+      ...(agent.outputProcessors !== undefined ? { outputProcessors: [...agent.outputProcessors] } : {}),
+      ...(agent.maxProcessorRetries !== undefined ? { maxProcessorRetries: agent.maxProcessorRetries } : {})
+    })
+    mastra.__setLogger(agent.logger ?? noopLogger)
+    const before = partCounts(turnMessages)
+    const outcome = yield* run({
+      agent: mastra,
+      guard,
+      // a deep copy: Mastra appends the response to the message objects it is given
+      messages: copy([...history, ...turnMessages, ...resultMessage]),
+      clientTools: offered,
+      streamOptions: {
+        ...(agent.modelSettings !== undefined ? { modelSettings: agent.modelSettings } : {}),
+        ...(agent.providerOptions !== undefined ? { providerOptions: agent.providerOptions } : {})
+      },
+      onTextDelta: events.textDelta,
+      onReasoningDelta: events.reasoningDelta
+    })
+    const metadata = (finishReason: string | undefined, responseModel?: string, responseId?: string) =>
+      ({
+        requestModel: model.modelId,
+        providerName: model.provider,
+        ...(responseModel !== undefined ? { responseModel } : {}),
+        ...(responseId !== undefined ? { responseId } : {}),
+        finishReasons: finishReason !== undefined ? [finishReason] : []
+      }) satisfies ModelCallMetadata
+    const endWithError = (reason: string, usage: RunUsage) =>
+      AgentTurnOutcome.turnCompleted({
+        // the turn's messages so far, with the last round's results, so the history keeps what ran
+        newMessages: toFrameworkMessages(withResults(turnMessages, results)),
+        usage: toUsage(usage, guard.calls()),
+        turnError: reason,
+        modelCallMetadata: metadata(undefined)
+      })
+    if (outcome._tag === "Refused") return endWithError(outcome.reason, outcome.usage)
+    const result = outcome.result
+    // Mastra must not have written into the stored history (it merges into the message it continues)
+    const touched = result.messages.filter(
+      (m) => historyParts.has(m.id) && historyParts.get(m.id) !== m.content.parts.length
+    )
+    if (touched.length > 0) {
+      return endWithError(`Mastra changed stored message ${touched[0]!.id}; the turn cannot be stored`, result.usage)
+    }
+    if (result.tripwire !== undefined) {
+      return endWithError(`a Mastra processor stopped the turn: ${result.tripwire}`, result.usage)
+    }
+    const newTurnMessages = copy(result.messages.filter((m) => !historyParts.has(m.id)))
+    markNewRounds(newTurnMessages, before)
+    const usage = toUsage(result.usage, guard.calls())
+    const modelCallMetadata = metadata(result.finishReason, result.responseModel, result.responseId)
+    if (result.toolCalls.length === 0) {
+      return AgentTurnOutcome.turnCompleted({
+        newMessages: toFrameworkMessages(newTurnMessages),
+        usage,
+        modelCallMetadata
+      })
+    }
+    return AgentTurnOutcome.toolCallsRequested({
+      frameworkRunState: JSON.stringify({
+        v: 1,
+        messages: newTurnMessages,
+        pending: result.toolCalls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName }))
+      } satisfies RunState),
+      toolCalls: result.toolCalls.map((c) => {
+        const known = Object.hasOwn(tools, c.toolName)
+        return {
+          toolCallId: c.toolCallId,
+          toolName: c.toolName,
+          // the model's own text: Mastra turns text that is not JSON into `{}`
+          arguments: guard.rawArguments.get(c.toolCallId) ?? JSON.stringify(c.args ?? {}),
+          // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
+          policy: known
+            ? turn.resolveToolPolicy(c.toolName, effectOf(c.toolName))
+            : { effect: "read" as const, requiresApproval: false }
+        }
+      }),
+      usage,
+      modelCallMetadata
+    })
+  })
+
+  const executeDeferredToolCall = Effect.fn("MastraRunner.executeDeferredToolCall")(function* (
+    call: DeferredToolExecution
+  ) {
+    const name = call.toolCall.toolName
+    const t = Object.hasOwn(tools, name) ? tools[name] : undefined
+    if (t?.execute === undefined) return yield* new ToolExecutionError({ message: `unknown tool ${name}` })
+    const input = parseToolArguments(call.toolCall.arguments)
+    if (Option.isNone(input)) return yield* new ToolExecutionError({ message: "arguments must be a JSON object" })
+    const durable: DurableToolCall = {
+      toolCallId: call.toolCall.toolCallId,
+      idempotencyKey: call.idempotencyKey,
+      attempt: call.attempt
+    }
+    // Mastra's execute types are generic over the tool's schema; the input was validated by Mastra's wrapper
+    const execute = t.execute as (input: unknown, context: unknown) => Promise<unknown>
+    const value = yield* Effect.tryPromise({
+      try: (abortSignal) =>
+        execute(input.value, { abortSignal, requestContext: new RequestContext([[TOOL_CALL_KEY, durable]]) }),
+      catch: (error) =>
+        error instanceof ToolRetryableError
+          ? new ToolAttemptError({ message: error.message })
+          : new ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+    })
+    if (isValidationError(value)) return yield* new ToolExecutionError({ message: value.message })
+    const visible = t.toModelOutput !== undefined ? (t.toModelOutput as (output: unknown) => unknown)(value) : value
+    return { output: resultText(visible ?? null) }
+  })
+
+  return {
+    name: agent.name,
+    buildUserMessage: (text: string): FrameworkMessage =>
+      toFrameworkMessages([
+        {
+          id: crypto.randomUUID(),
+          role: "user",
+          createdAt: new Date().toISOString(),
+          content: { format: 2, parts: [{ type: "text", text }] }
+        }
+      ])[0]!,
+    runModelStep,
+    executeDeferredToolCall
+  }
+}
+
+/** The runner as the session's `AgentFrameworkRunner` layer. */
+export const layer = (agent: MastraAgent): Layer.Layer<AgentFrameworkRunner> =>
+  Layer.succeed(AgentFrameworkRunner, make(agent))

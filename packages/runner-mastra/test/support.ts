@@ -1,0 +1,169 @@
+// Test support: a session worker whose runner is the Mastra runner with a scripted MockLanguageModelV4, on a
+// fresh engine (embedded SQLite or cluster Postgres, the session tests' factories); tools count their side
+// effects.
+import { Client } from "@durable-agent/engine"
+import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
+import { AgentSessionClient, AgentSessionFlow, type AgentSnapshot } from "@durable-agent/session"
+import { createTool } from "@mastra/core/tools"
+import type { ModelMessage } from "ai"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import { z } from "zod"
+import type { EngineFactory } from "../../session/test/support.ts"
+import { durableToolCall, MastraRunner, type MastraTool } from "../src/index.ts"
+
+export { clusterEngine, type EngineFactory, embeddedEngine } from "../../session/test/support.ts"
+
+export const FLOW_TYPE = "MastraTestAgent"
+
+export interface Kit {
+  readonly model: ReturnType<typeof ScriptedModel.make>
+  readonly sideEffects: Map<string, number>
+  readonly idempotencyKeys: Array<string>
+  readonly count: (name: string) => number
+}
+
+const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
+
+/** The test tools, as Mastra tools: a read, an idempotent write, and two writes that run at most once. */
+export const tools = (kit: Kit): Record<string, MastraTool> => ({
+  get_weather: createTool({
+    id: "get_weather",
+    description: "The weather of a city.",
+    inputSchema: z.object({ city: z.string() }),
+    mcp: { annotations: { readOnlyHint: true } },
+    execute: async ({ city }) => {
+      bump(kit, "get_weather")
+      return { city, temperature: 21 }
+    }
+  }),
+  save_note: createTool({
+    id: "save_note",
+    description: "Saves a note (idempotent by key).",
+    inputSchema: z.object({ text: z.string() }),
+    mcp: { annotations: { idempotentHint: true } },
+    execute: async ({ text }, context) => {
+      bump(kit, "save_note")
+      kit.idempotencyKeys.push(durableToolCall(context)?.idempotencyKey ?? "none")
+      return `saved ${text}`
+    }
+  }),
+  send_email: createTool({
+    id: "send_email",
+    description: "Sends an email.",
+    inputSchema: z.object({ to: z.string() }),
+    execute: async ({ to }) => {
+      bump(kit, "send_email")
+      return `sent to ${to}`
+    }
+  }),
+  flaky_write: createTool({
+    id: "flaky_write",
+    description: "A write that fails after it took effect.",
+    inputSchema: z.object({}),
+    execute: async () => {
+      bump(kit, "flaky_write")
+      throw new Error("the mail server hung up")
+    }
+  })
+})
+
+/** Options of {@link withMastraSession}. */
+export interface SessionOptions {
+  readonly engine: EngineFactory
+  readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
+  readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
+  readonly agent?: Partial<MastraRunner.MastraAgent>
+}
+
+/** Runs `body` with a worker (Mastra runner + scripted model) and an AgentSessionClient on a fresh engine. */
+export const withMastraSession = <A, E>(
+  script: ReadonlyArray<ScriptedModel.Step>,
+  options: SessionOptions,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+) => {
+  const kit: Kit = {
+    model: ScriptedModel.make(script),
+    sideEffects: new Map(),
+    idempotencyKeys: [],
+    count: (name) => kit.sideEffects.get(name) ?? 0
+  }
+  const flow = AgentSessionFlow.make({
+    flowType: FLOW_TYPE,
+    retryInitialInterval: "100 millis",
+    ...(options.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
+    ...(options.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
+  })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(
+      MastraRunner.layer({
+        name: "mastra-test",
+        model: kit.model,
+        instructions: "You are a test agent.",
+        tools: tools(kit),
+        ...options.agent
+      })
+    )
+  )
+  return body(kit).pipe(
+    Effect.provide(
+      Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(options.engine({})))
+    ),
+    Effect.scoped
+  ) as Effect.Effect<A, unknown>
+}
+
+/** Polls until `predicate` holds (20 s at most). */
+export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient
+    const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
+    return yield* client
+      .getSnapshot(sessionId)
+      .pipe(
+        Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
+        Effect.timeoutOrElse({ duration: "20 seconds", orElse: () => timeout })
+      )
+  })
+
+export const awaitTurns = (sessionId: string, turns: number) =>
+  awaitSnapshot(
+    sessionId,
+    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
+    `${turns} finished turns`
+  )
+
+export const stepShape = (sessionId: string) =>
+  Effect.gen(function* () {
+    const client = yield* Client.Client
+    return (yield* client.stepExecutions(sessionId)).map((s) => s.stepType)
+  })
+
+/** The prompt of the model call at `index` (what Mastra sent to the provider). */
+export const prompt = (kit: Kit, index: number): ReadonlyArray<ModelMessage> =>
+  (kit.model.doStreamCalls[index]?.prompt ?? []) as unknown as ReadonlyArray<ModelMessage>
+
+/** Tool results in a prompt, by tool call ID, as text. */
+export const toolResultsIn = (messages: ReadonlyArray<ModelMessage>) =>
+  Object.fromEntries(
+    messages.flatMap((m) =>
+      m.role === "tool"
+        ? (m.content as Array<any>)
+            .filter((p) => p.type === "tool-result")
+            .map((p) => [p.toolCallId, p.output?.type === "text" ? p.output.value : JSON.stringify(p.output?.value)])
+        : []
+    )
+  )
+
+/** The roles of a prompt, with the tool call IDs of assistant and tool messages: `assistant[a,b]`, `tool[a,b]`. */
+export const promptShape = (messages: ReadonlyArray<ModelMessage>) =>
+  messages.map((m) =>
+    typeof m.content === "string" || m.role === "user" || m.role === "system"
+      ? m.role
+      : `${m.role}[${(m.content as Array<any>)
+          .flatMap((p) =>
+            p.type === "tool-call" || p.type === "tool-result" ? [p.toolCallId] : p.type === "text" ? ["text"] : []
+          )
+          .join(",")}]`
+  )

@@ -1,0 +1,306 @@
+// Per-turn overhead of the OpenAI Agents runner in Step mode, measured in one run:
+//   (a) direct: the SDK's own loop (`Runner.run`, streamed) with the scripted model and tools that execute
+//       in-process: two model calls and three tool runs per turn, no durability;
+//   (b) durable: the same turn as a session on the embedded engine
+//       (RunModel -> 3 parallel CallTool -> ResumeTurn -> RunModel);
+//   (d) the runner alone in memory: the same turn driven the way the session drives it
+//       (runModelStep -> 3 x executeDeferredToolCall -> runModelStep).
+// Target: (d) <= 1.5 x (a). Also the framework run state after a round of 3 tool calls, beside the SDK's own
+// `RunState.toString()` of the same round, on the first turn and after TURNS turns of history.
+// The figures are merged into bench-results.json at the repository root.
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Engine } from "@durable-agent/engine"
+import {
+  type AgentMessage,
+  AgentSessionClient,
+  AgentSessionFlow,
+  type AgentToolCall,
+  type AgentTurnContext,
+  EventWriter,
+  Heartbeat,
+  resolveToolPolicy
+} from "@durable-agent/session"
+import { Agent, type AgentInputItem, Runner, tool } from "@openai/agents"
+import { assistantMessage, functionCall, modelResponder, ScriptedModel } from "@openai/agents/testing"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import { z } from "zod"
+import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
+import { fromStoredMessage } from "../src/internal/items.ts"
+import * as State from "../src/internal/state.ts"
+import { mergeResults } from "./results.ts"
+
+const TURNS = Number(process.env.BENCH_TURNS ?? "40")
+const dir = mkdtempSync(join(tmpdir(), "das-openai-bench-"))
+
+const percentile = (xs: ReadonlyArray<number>, p: number) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!
+}
+const fmt = (ms: number) => `${ms.toFixed(2)} ms`
+
+// The scripted model: after tool results it answers; otherwise it asks for three reads.
+const respond = (input: string | ReadonlyArray<AgentInputItem>) => {
+  const items = typeof input === "string" ? [] : input
+  if (items[items.length - 1]?.type === "function_call_result") return [assistantMessage("All three files read.")]
+  return ["a", "b", "c"].map((f) => functionCall("read_file", { path: f }, { callId: `read-${f}-${items.length}` }))
+}
+const scriptedModel = () =>
+  new ScriptedModel(Array.from({ length: TURNS * 2 + 10 }, () => modelResponder((call) => respond(call.request.input))))
+const readFile = (path: string) => `contents of ${path}`
+const parameters = z.object({ path: z.string() })
+
+/** The agent of every Step-mode measurement: the scripted model and one read tool. */
+const benchAgent = () =>
+  new Agent({
+    name: "bench",
+    instructions: "Read files.",
+    model: scriptedModel(),
+    tools: [
+      openAiAgentsTool({
+        name: "read_file",
+        description: "Reads a file.",
+        parameters,
+        effect: "read",
+        execute: ({ path }) => readFile(path)
+      })
+    ]
+  })
+
+/** (a) The SDK alone: its loop runs both model calls and the three tools in one streamed run per turn. */
+const direct = async () => {
+  const agent = new Agent({
+    name: "bench",
+    instructions: "Read files.",
+    model: scriptedModel(),
+    tools: [
+      tool({ name: "read_file", description: "Reads a file.", parameters, execute: ({ path }) => readFile(path) })
+    ]
+  })
+  const sdk = new Runner({ tracingDisabled: true })
+  const times: Array<number> = []
+  let history: Array<AgentInputItem> = []
+  for (let i = 0; i < TURNS; i++) {
+    const t0 = performance.now()
+    const result = await sdk.run(agent, [...history, { role: "user", content: `turn ${i}` }], { stream: true })
+    for await (const _ of result) void _
+    await result.completed
+    history = result.history
+    times.push(performance.now() - t0)
+  }
+  return times
+}
+
+/** (b) The same turns as a durable session on the embedded engine. */
+const durable = Effect.gen(function* () {
+  const client = yield* AgentSessionClient
+  const times: Array<number> = []
+  yield* client.startSession("bench")
+  for (let i = 0; i < TURNS; i++) {
+    const t0 = performance.now()
+    yield* client.sendUserMessage("bench", `turn ${i}`)
+    yield* client.getSnapshot("bench").pipe(
+      Effect.repeat({
+        schedule: Schedule.spaced("2 millis"),
+        until: (s) => s.state !== null && s.state.turnCount >= i + 1 && s.state.activeTurnId === null
+      })
+    )
+    times.push(performance.now() - t0)
+  }
+  return times
+}).pipe(
+  Effect.provide(
+    Layer.mergeAll(
+      AgentSessionFlow.layerWorker(AgentSessionFlow.make({ flowType: "BenchOpenAiAgents" })).pipe(
+        Layer.provide(OpenAiAgentsRunner.layer({ agent: benchAgent() }))
+      ),
+      AgentSessionClient.layer("BenchOpenAiAgents")
+    ).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis" })))
+  ),
+  Effect.scoped
+)
+
+/** What one turn of the in-memory drive returns besides its time. */
+interface DrivenTurn {
+  readonly runStateBytes: number
+  readonly sdkRunStateBytes: number
+}
+
+/**
+ * (d) The runner alone, in memory: per turn, runModelStep (tool calls) -> 3 x executeDeferredToolCall ->
+ * runModelStep (answer), with the history growing turn by turn, as the session drives it.
+ */
+const inMemory = Effect.gen(function* () {
+  const runner = OpenAiAgentsRunner.make({ agent: benchAgent() })
+  const history: Array<AgentMessage> = []
+  const times: Array<number> = []
+  const turns: Array<DrivenTurn> = []
+  const context = (
+    turnId: string,
+    frameworkRunState: string | null,
+    toolCalls: ReadonlyArray<AgentToolCall>
+  ): AgentTurnContext => ({
+    flowId: "f",
+    turnId,
+    stepExecutionId: "RunModel",
+    attempt: 1,
+    messages: [...history],
+    frameworkRunState,
+    toolCalls,
+    sessionSettings: {},
+    interactionMode: "chat",
+    toolPolicies: {},
+    defaultToolEffect: "unclassified",
+    resolveToolPolicy: (name, frameworkEffect) => resolveToolPolicy(name, { frameworkEffect })
+  })
+  const store = (messages: ReadonlyArray<Omit<AgentMessage, "sequence" | "turnId" | "createdAt">>, turnId: string) => {
+    for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
+  }
+  for (let i = 0; i < TURNS; i++) {
+    const t0 = performance.now()
+    const turnId = `t${i}`
+    store([runner.buildUserMessage(`turn ${i}`)], turnId)
+    const first = yield* runner.runModelStep(context(turnId, null, []))
+    if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
+    const round: DrivenTurn = {
+      runStateBytes: Buffer.byteLength(first.frameworkRunState),
+      // the SDK's own RunState of the round: its originalInput holds the whole conversation
+      sdkRunStateBytes: Buffer.byteLength(
+        State.restore(JSON.parse(first.frameworkRunState), history.map(fromStoredMessage))
+      )
+    }
+    const records: Array<AgentToolCall> = []
+    for (const [n, call] of first.toolCalls.entries()) {
+      const record = toolRecord(turnId, call, n)
+      const result = yield* runner.executeDeferredToolCall({
+        flowId: "f",
+        turnId,
+        toolCall: record,
+        idempotencyKey: `f/${turnId}/${call.toolCallId}`,
+        attempt: 1,
+        heartbeatCheckpoint: Option.none()
+      })
+      records.push({ ...record, status: "succeeded", output: result.output })
+    }
+    const second = yield* runner.runModelStep(context(turnId, first.frameworkRunState, records))
+    if (second._tag !== "TurnCompleted") throw new Error("expected the answer")
+    store(second.newMessages, turnId)
+    times.push(performance.now() - t0)
+    turns.push(round)
+  }
+  return { times, turns }
+}).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
+
+const toolRecord = (
+  turnId: string,
+  call: { readonly toolCallId: string; readonly toolName: string; readonly arguments: string },
+  deferralOrder: number
+): AgentToolCall => ({
+  toolCallId: call.toolCallId,
+  turnId,
+  toolName: call.toolName,
+  arguments: call.arguments,
+  effect: "read",
+  requiresApproval: false,
+  status: "approved",
+  output: null,
+  error: null,
+  rejectionMessage: null,
+  deferralOrder,
+  toolSourceReference: null,
+  traceContext: null,
+  waitUntil: null,
+  inputContinuation: null,
+  inputAnswers: [],
+  inputQuestion: null,
+  inputChoices: [],
+  inputAllowsFreeText: true,
+  cancellationReason: null,
+  taskId: null,
+  taskPollIntervalSeconds: null,
+  taskAnswerPending: false
+})
+
+const main = async () => {
+  const started = performance.now()
+  const a = await direct()
+  const b = await Effect.runPromise(durable as Effect.Effect<Array<number>>)
+  const d = await Effect.runPromise(inMemory)
+  const [pa, pb, pd] = [percentile(a, 50), percentile(b, 50), percentile(d.times, 50)]
+  const ratio = pd / pa
+  const firstRound = d.turns[0]!
+  const lastRound = d.turns[d.turns.length - 1]!
+  const rows = [
+    [
+      "(a) the SDK's own loop, tools in-process (2 model calls, 3 tools)",
+      `p50 ${fmt(pa)}  p99 ${fmt(percentile(a, 99))}`,
+      "-"
+    ],
+    [
+      "(b) durable session, OpenAI Agents runner, embedded engine",
+      `p50 ${fmt(pb)}  p99 ${fmt(percentile(b, 99))}`,
+      "-"
+    ],
+    [
+      "(d) the runner alone, in memory (2 x runModelStep, 3 x executeDeferredToolCall)",
+      `p50 ${fmt(pd)}  p99 ${fmt(percentile(d.times, 99))}`,
+      "-"
+    ],
+    ["runner overhead over the SDK: (d) / (a)", `${ratio.toFixed(2)}x`, `<= 1.5x: ${ratio <= 1.5 ? "PASS" : "MISS"}`],
+    ["the engine's Step cost per turn: (b) - (d)", fmt(pb - pd), "-"],
+    [
+      "framework run state after 3 tool calls, first turn",
+      `${firstRound.runStateBytes} bytes (SDK RunState.toString(): ${firstRound.sdkRunStateBytes})`,
+      "-"
+    ],
+    [
+      `framework run state after 3 tool calls, turn ${TURNS}`,
+      `${lastRound.runStateBytes} bytes (SDK RunState.toString(): ${lastRound.sdkRunStateBytes})`,
+      "-"
+    ]
+  ]
+  process.stdout.write(`\nOpenAI Agents runner benchmark (${TURNS} turns each; node ${process.version})\n\n`)
+  process.stdout.write("| Measurement | Result | Target |\n|---|---|---|\n")
+  for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`)
+  const file = mergeResults({
+    "runner-openai-agents.turn_in_memory_p50_ms": {
+      value: pd,
+      unit: "ms",
+      baseline: pa,
+      baseline_name: "the SDK's own loop, tools in-process, p50",
+      target: "value <= 1.5 x baseline",
+      pass: ratio <= 1.5
+    },
+    "runner-openai-agents.turn_durable_embedded_p50_ms": {
+      value: pb,
+      unit: "ms",
+      baseline: pa,
+      baseline_name: "the SDK's own loop, tools in-process, p50"
+    },
+    "runner-openai-agents.run_state_bytes_3_calls_first_turn": {
+      value: firstRound.runStateBytes,
+      unit: "bytes",
+      baseline: firstRound.sdkRunStateBytes,
+      baseline_name: "the SDK's RunState.toString() of the same round"
+    },
+    "runner-openai-agents.run_state_bytes_3_calls_last_turn": {
+      value: lastRound.runStateBytes,
+      unit: "bytes",
+      baseline: lastRound.sdkRunStateBytes,
+      baseline_name: "the SDK's RunState.toString() of the same round",
+      note: `turn ${TURNS} of the session`
+    }
+  })
+  process.stdout.write(`\nFigures merged into ${file}\nTotal: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+}
+
+main()
+  .catch((e) => {
+    process.stderr.write(`${String(e)}\n`)
+    process.exitCode = 1
+  })
+  .finally(() => rmSync(dir, { recursive: true, force: true }))

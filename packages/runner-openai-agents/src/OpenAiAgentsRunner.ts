@@ -1,0 +1,432 @@
+/**
+ * The OpenAI Agents SDK (@openai/agents 0.20) framework runner, in Step mode.
+ *
+ * Every function tool is built with {@link openAiAgentsTool}: it carries a `needsApproval` gate, so a
+ * run stops with `interruptions` right after the model call that asked for tools. The runner stores the
+ * SDK's `RunState` JSON as the framework run state, the session runs each call in its own Step, and the
+ * next RunModel restores the state, approves each interruption whose record is final (the gated tool's
+ * `execute` then returns the recorded result instead of running anything) or rejects it with the
+ * rejection message, and lets the SDK make the next model call. Every run gets `maxTurns` of its current
+ * turn plus one, so one RunModel makes at most one model call.
+ *
+ * What the SDK does on its own, and how the runner keeps one model call per RunModel:
+ * - A handoff is not a function tool: the SDK runs it and would call the next agent's model in the same
+ *   run. The `maxTurns` guard stops that second call, and the runner returns `TurnContinued` with the
+ *   turn's items and the new agent's name as run state (a `RunState` saved right after a handoff does not
+ *   restore in 0.20); the next RunModel runs the new agent on those items. An `openai_agents.handoff`
+ *   event marks it.
+ * - Argument text that is not JSON skips the approval gate: the SDK answers the call with its own error
+ *   and would call the model again. The guard stops that call; the runner defers the call like any other,
+ *   the session records it failed (`invalid <tool> arguments: arguments must be a JSON object`), and that
+ *   text replaces the SDK's answer in the run state before the next model call.
+ * - A run that makes more than one model call, or none, fails the RunModel attempt.
+ *
+ * Tool kinds this runner cannot defer, which therefore run inside RunModel and are at-least-once (a
+ * RunModel retry repeats them): hosted tools that the provider runs (web search, file search, code
+ * interpreter). Handoffs are not tools: they only switch the agent.
+ *
+ * @since 0.1.0
+ */
+import {
+  AgentFrameworkRunner,
+  type AgentFrameworkRunnerShape,
+  type AgentToolCall,
+  type AgentTurnContext,
+  AgentTurnOutcome,
+  type DeferredToolCall,
+  type DeferredToolExecution,
+  EventWriter,
+  type FrameworkMessage,
+  isAgentToolCallFinalStatus,
+  ModelCallError,
+  modelVisibleResult,
+  OUTCOME_UNKNOWN_TEXT,
+  ToolAttemptError,
+  type ToolEffect,
+  ToolExecutionError
+} from "@durable-agent/session"
+import {
+  type Agent,
+  type AgentInputItem,
+  type FunctionTool,
+  Handoff,
+  MaxTurnsExceededError,
+  type ModelProvider,
+  RunContext,
+  Runner,
+  RunState,
+  type RunStreamEvent,
+  type ToolExecuteArgument,
+  type ToolInputParameters,
+  tool
+} from "@openai/agents"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { fromStoredMessage, toFrameworkMessage, toUsage, userItem } from "./internal/items.ts"
+import * as State from "./internal/state.ts"
+
+/** What a tool's `execute` receives besides its input. */
+export interface OpenAiAgentsToolCallOptions {
+  readonly toolCallId: string
+  /** `<flowId>/<turnId>/<toolCallId>`: the same on every attempt; pass it to the system you write to. */
+  readonly idempotencyKey: string
+  readonly attempt: number
+  /** Aborted when the Step is cancelled or times out. */
+  readonly abortSignal: AbortSignal
+}
+
+/**
+ * A tool of the runner: a name, a description, parameters as a zod object or a JSON Schema (with
+ * `strict: false`), its effect class, and the function the tool Step runs. A thrown
+ * {@link ToolRetryableError} fails the attempt (the effect class then decides: retried, or
+ * `outcome_unknown`); any other thrown error records the call `failed` with its message, which the model
+ * sees.
+ */
+export interface OpenAiAgentsToolDefinition<TParameters extends ToolInputParameters> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: TParameters
+  /** The SDK's strict JSON-schema mode; set `false` for a plain JSON Schema. */
+  readonly strict?: boolean | undefined
+  readonly effect?: ToolEffect | undefined
+  readonly execute: (
+    input: ToolExecuteArgument<TParameters>,
+    options: OpenAiAgentsToolCallOptions
+  ) => PromiseLike<unknown> | unknown
+}
+
+/** Thrown by a tool when this attempt failed in a way worth another attempt (a timeout, a 503). */
+export class ToolRetryableError extends Error {
+  override readonly name = "ToolRetryableError"
+}
+
+/** The tool definition behind each gated SDK tool, and the recorded results of one resumed run. */
+const definitions = new WeakMap<object, OpenAiAgentsToolDefinition<any>>()
+const recordedResults = new WeakMap<object, ReadonlyMap<string, string>>()
+
+/**
+ * Declares a tool: an SDK function tool to put in an `Agent`'s `tools`, gated by `needsApproval`, whose
+ * SDK-side `execute` only returns the result the session recorded. The real `execute` runs in the tool
+ * Step.
+ */
+export const openAiAgentsTool = <TParameters extends ToolInputParameters>(
+  definition: OpenAiAgentsToolDefinition<TParameters>
+): FunctionTool<unknown, TParameters, string> => {
+  const gated = tool({
+    name: definition.name,
+    description: definition.description,
+    parameters: definition.parameters,
+    ...(definition.strict === undefined ? {} : { strict: definition.strict }),
+    needsApproval: true,
+    // a missing result must fail the run, not become a model-visible error string
+    errorFunction: null,
+    execute: (
+      _input: unknown,
+      runContext: RunContext<unknown> | undefined,
+      details?: { readonly toolCall?: { readonly callId?: string } }
+    ) => {
+      const callId = details?.toolCall?.callId
+      const result = runContext === undefined ? undefined : recordedResults.get(runContext)?.get(callId ?? "")
+      if (result === undefined) throw new Error(`no recorded result for tool call ${callId}`)
+      return result
+    }
+    // the SDK's option union (strict vs non-strict schemas) does not narrow on a generic parameter type
+  } as any) as FunctionTool<unknown, TParameters, string>
+  definitions.set(gated, definition)
+  return gated
+}
+
+/** The runner's configuration. */
+export interface OpenAiAgentsDefinition {
+  /** The agent each turn starts with; its handoffs (and theirs) make up the agent graph. */
+  readonly agent: Agent<any, any>
+  /** Resolves string model names (the SDK's OpenAI provider by default). */
+  readonly modelProvider?: ModelProvider | undefined
+}
+
+interface AgentGraph {
+  readonly agents: ReadonlyMap<string, Agent<any, any>>
+  readonly tools: ReadonlyMap<string, OpenAiAgentsToolDefinition<any>>
+}
+
+/** Walks the agent graph; refuses a function tool not made with `openAiAgentsTool` and clashing names. */
+const agentGraph = (entry: Agent<any, any>): AgentGraph => {
+  const agents = new Map<string, Agent<any, any>>()
+  const tools = new Map<string, OpenAiAgentsToolDefinition<any>>()
+  const visit = (agent: Agent<any, any>) => {
+    const seen = agents.get(agent.name)
+    if (seen === agent) return
+    if (seen !== undefined) throw new Error(`two agents are named ${agent.name}; restoring a run finds agents by name`)
+    agents.set(agent.name, agent)
+    for (const t of agent.tools) {
+      if (t.type !== "function") continue
+      const definition = definitions.get(t)
+      if (definition === undefined) {
+        throw new Error(`tool ${t.name} of agent ${agent.name} must be made with openAiAgentsTool to run in Step mode`)
+      }
+      const other = tools.get(t.name)
+      if (other !== undefined && other !== definition) throw new Error(`two different tools are named ${t.name}`)
+      tools.set(t.name, definition)
+    }
+    for (const h of agent.handoffs) visit(h instanceof Handoff ? h.agent : h)
+  }
+  visit(entry)
+  return { agents, tools }
+}
+
+const errorMessage = (error: unknown): string =>
+  error instanceof Error ? `${error.name}: ${error.message}` : typeof error === "string" ? error : JSON.stringify(error)
+
+/** The text of a raw model event that carries an answer delta. */
+const textDelta = (event: RunStreamEvent): string | undefined =>
+  event.type === "raw_model_stream_event" && event.data.type === "output_text_delta" ? event.data.delta : undefined
+
+type Json = { [key: string]: any }
+
+const count = (value: unknown): number => (Array.isArray(value) ? value.length : 0)
+
+/** The `function_call` items of a model response. */
+const functionCalls = (response: Json | undefined): Array<Json> =>
+  Array.isArray(response?.output) ? response.output.filter((item: Json) => item?.type === "function_call") : []
+
+/** What one run ended with: the SDK's state, and whether the `maxTurns` guard stopped it. */
+interface RunEnd {
+  readonly state: RunState<any, any>
+  readonly guarded: boolean
+}
+
+/** Builds the runner. */
+export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerShape => {
+  const entry = definition.agent
+  const graph = agentGraph(entry)
+  const sdk = new Runner({
+    tracingDisabled: true,
+    ...(definition.modelProvider === undefined ? {} : { modelProvider: definition.modelProvider })
+  })
+  const agentNamed = (name: string) =>
+    Effect.fromNullishOr(graph.agents.get(name)).pipe(
+      Effect.mapError(
+        () => new ModelCallError({ message: `the run state names agent ${name}, not in the agent graph` })
+      )
+    )
+
+  /** Restores an interrupted run, answering each interruption from the turn's records. */
+  const resume = (saved: State.InterruptedState, stored: ReadonlyArray<AgentInputItem>, turn: AgentTurnContext) =>
+    Effect.gen(function* () {
+      if (saved.stored !== stored.length) {
+        return yield* new ModelCallError({
+          message: `the run state was saved over ${saved.stored} stored messages, the session has ${stored.length}`
+        })
+      }
+      const agent = yield* agentNamed(saved.agent)
+      const json = JSON.parse(State.restore(saved, stored)) as Json
+      const records = new Map(turn.toolCalls.map((r) => [r.toolCallId, r]))
+      // calls the SDK answered itself (arguments that are not JSON): the model sees the session's record
+      for (const item of Array.isArray(json.generatedItems) ? json.generatedItems : []) {
+        const record = item?.type === "tool_call_output_item" ? records.get(item.rawItem?.callId) : undefined
+        if (record !== undefined && isAgentToolCallFinalStatus(record.status)) {
+          const text = modelVisibleResult({ ...record, status: record.status })
+          item.rawItem = { ...item.rawItem, output: { type: "text", text } }
+          if ("output" in item) item.output = text
+        }
+      }
+      const context = new RunContext<unknown>({})
+      const results = new Map<string, string>()
+      recordedResults.set(context, results)
+      const state = yield* Effect.tryPromise({
+        try: () => RunState.fromStringWithContext(agent, JSON.stringify(json), context),
+        catch: (e) => new ModelCallError({ message: `the run state does not restore: ${errorMessage(e)}` })
+      })
+      for (const interruption of state.getInterruptions()) {
+        const callId = (interruption.rawItem as Json).callId as string | undefined
+        const record: AgentToolCall | undefined = callId === undefined ? undefined : records.get(callId)
+        if (record === undefined || !isAgentToolCallFinalStatus(record.status)) {
+          // cannot happen while the session keeps its rule (RunModel runs once every record is final)
+          state.reject(interruption, { message: OUTCOME_UNKNOWN_TEXT })
+          continue
+        }
+        const text = modelVisibleResult({ ...record, status: record.status })
+        if (record.status === "rejected") {
+          state.reject(interruption, { message: text })
+        } else {
+          results.set(record.toolCallId, text)
+          state.approve(interruption)
+        }
+      }
+      return {
+        agent,
+        input: state,
+        maxTurns: Number(json.currentTurn ?? 0) + 1,
+        responsesBefore: count(json.modelResponses),
+        itemsBefore: count(json.generatedItems)
+      }
+    })
+
+  /** One SDK run, streamed: text deltas merged into `text_delta` events. */
+  const runOnce = (
+    agent: Agent<any, any>,
+    input: Array<AgentInputItem> | RunState<any, any>,
+    maxTurns: number,
+    events: typeof EventWriter.Service
+  ) =>
+    Effect.gen(function* () {
+      const controller = new AbortController()
+      const raw = yield* Effect.tryPromise({
+        try: () => sdk.run(agent, input, { stream: true, maxTurns, signal: controller.signal }),
+        catch: (e) => e
+      })
+      yield* Stream.fromAsyncIterable(raw, (e) => e).pipe(
+        Stream.map(textDelta),
+        Stream.filter((delta): delta is string => delta !== undefined && delta !== ""),
+        // a merged delta is written once it holds 64 pieces or its first piece is 100 ms old
+        Stream.groupedWithin(64, "100 millis"),
+        Stream.runForEach((pieces) => events.textDelta(pieces.join(""))),
+        Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
+      )
+      yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
+      if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
+      return { state: raw.state, guarded: false } satisfies RunEnd
+    }).pipe(
+      Effect.catch((error: unknown) =>
+        error instanceof MaxTurnsExceededError && error.state !== undefined
+          ? Effect.succeed({ state: error.state as RunState<any, any>, guarded: true })
+          : Effect.fail(new ModelCallError({ message: errorMessage(error) }))
+      )
+    )
+
+  const runModelStep = Effect.fn("OpenAiAgentsRunner.runModelStep")(function* (turn: AgentTurnContext) {
+    const events = yield* EventWriter
+    const stored = turn.messages.map(fromStoredMessage)
+    const saved = State.decode(turn.frameworkRunState)
+    const start =
+      saved?.kind === "run_state"
+        ? yield* resume(saved, stored, turn)
+        : {
+            agent: saved === undefined ? entry : yield* agentNamed(saved.agent),
+            input: [...stored, ...structuredClone(saved?.items ?? [])],
+            maxTurns: 1,
+            responsesBefore: 0,
+            itemsBefore: 0
+          }
+    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events)
+    const json = end.state.toJSON() as Json
+    const responses: Array<Json> = Array.isArray(json.modelResponses) ? json.modelResponses : []
+    const made = responses.slice(start.responsesBefore)
+    if (made.length !== 1) {
+      return yield* new ModelCallError({
+        message: `the framework made ${made.length} model calls in one RunModel; Step mode allows exactly one`
+      })
+    }
+    const usage = toUsage(made)
+    const last = made[0]!
+    const modelCallMetadata = {
+      requestModel: typeof start.agent.model === "string" ? start.agent.model : undefined,
+      responseId: typeof last.responseId === "string" ? last.responseId : undefined
+    }
+    const current: string = json.currentAgent?.name ?? start.agent.name
+    const generated: Array<Json> = Array.isArray(json.generatedItems) ? json.generatedItems : []
+    for (const item of generated.slice(start.itemsBefore)) {
+      if (item?.type !== "handoff_output_item") continue
+      yield* events.write({
+        type: "openai_agents.handoff",
+        payload: {
+          from_agent: item.sourceAgent?.name ?? null,
+          to_agent: item.targetAgent?.name ?? null,
+          tool_call_id: item.rawItem?.callId ?? null
+        }
+      })
+    }
+    const calls: Array<DeferredToolCall> = functionCalls(last)
+      .filter((c) => graph.tools.has(c.name))
+      .map((c) => ({
+        toolCallId: String(c.callId),
+        toolName: String(c.name),
+        arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}),
+        policy: turn.resolveToolPolicy(c.name, graph.tools.get(c.name)?.effect)
+      }))
+    if (calls.length > 0) {
+      return AgentTurnOutcome.toolCallsRequested({
+        frameworkRunState: JSON.stringify(State.interrupted(start.agent.name, stored.length, json)),
+        toolCalls: calls,
+        usage,
+        modelCallMetadata
+      })
+    }
+    const history = end.state.history
+    if (end.guarded) {
+      // a handoff: the next RunModel makes the new agent's model call
+      return AgentTurnOutcome.turnContinued({
+        frameworkRunState: JSON.stringify({
+          v: 1,
+          kind: "history",
+          agent: current,
+          items: history.slice(stored.length)
+        } satisfies State.HandoffState),
+        newMessages: [],
+        usage,
+        modelCallMetadata
+      })
+    }
+    return AgentTurnOutcome.turnCompleted({
+      newMessages: history.slice(stored.length).map(toFrameworkMessage),
+      usage,
+      modelCallMetadata
+    })
+  })
+
+  const executeDeferredToolCall = Effect.fn("OpenAiAgentsRunner.executeDeferredToolCall")(function* (
+    call: DeferredToolExecution
+  ) {
+    const t = graph.tools.get(call.toolCall.toolName)
+    if (t === undefined) {
+      return yield* new ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
+    }
+    const raw = yield* Effect.try({
+      try: () => JSON.parse(call.toolCall.arguments) as unknown,
+      catch: () => new ToolExecutionError({ message: "arguments must be a JSON object" })
+    })
+    const input = yield* validate(t, raw)
+    const value = yield* Effect.tryPromise({
+      try: (abortSignal) =>
+        Promise.resolve(
+          t.execute(input, {
+            toolCallId: call.toolCall.toolCallId,
+            idempotencyKey: call.idempotencyKey,
+            attempt: call.attempt,
+            abortSignal
+          })
+        ),
+      catch: (error) =>
+        error instanceof ToolRetryableError
+          ? new ToolAttemptError({ message: error.message })
+          : new ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+    })
+    return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
+  })
+
+  return {
+    name: entry.name,
+    buildUserMessage: (text: string): FrameworkMessage => toFrameworkMessage(userItem(text)),
+    runModelStep,
+    executeDeferredToolCall
+  }
+}
+
+/** Validates tool input with a zod (or other `safeParse`) schema; JSON Schema parameters pass as they are. */
+const validate = (t: OpenAiAgentsToolDefinition<any>, raw: unknown) =>
+  Effect.gen(function* () {
+    const schema = t.parameters as {
+      readonly safeParse?: (value: unknown) => { success: boolean; data?: unknown; error?: { message: string } }
+    }
+    if (typeof schema?.safeParse !== "function") return raw
+    const parsed = schema.safeParse(raw)
+    if (!parsed.success) {
+      return yield* new ToolExecutionError({ message: `invalid ${t.name} arguments: ${parsed.error?.message ?? ""}` })
+    }
+    return parsed.data
+  })
+
+/** The runner as the session's `AgentFrameworkRunner` layer. */
+export const layer = (definition: OpenAiAgentsDefinition): Layer.Layer<AgentFrameworkRunner> =>
+  Layer.sync(AgentFrameworkRunner, () => make(definition))

@@ -1,0 +1,158 @@
+// Test support: a session worker whose runner is the OpenAI Agents runner with the SDK's ScriptedModel, on a
+// fresh engine (embedded SQLite or cluster Postgres, the session tests' engine factories); tools count
+// their side effects.
+import type { Client } from "@durable-agent/engine"
+import { AgentSessionClient, AgentSessionFlow, type AgentSnapshot } from "@durable-agent/session"
+import { Agent, type AgentInputItem } from "@openai/agents"
+import { ScriptedModel, type ScriptedModelInput } from "@openai/agents/testing"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import { z } from "zod"
+import type { EngineFactory } from "../../session/test/support.ts"
+import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
+import { outputText } from "../src/internal/items.ts"
+
+export { clusterEngine, type EngineFactory, embeddedEngine } from "../../session/test/support.ts"
+
+export const FLOW_TYPE = "OpenAiAgentsTestAgent"
+
+export interface Kit {
+  readonly model: ScriptedModel
+  readonly sideEffects: Map<string, number>
+  readonly idempotencyKeys: Array<string>
+  readonly count: (name: string) => number
+}
+
+const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
+
+/** The demo tools: a read, an idempotent write, a write that runs at most once, and one that throws. */
+export const tools = (kit: Kit) => [
+  openAiAgentsTool({
+    name: "get_weather",
+    description: "The weather of a city.",
+    parameters: z.object({ city: z.string() }),
+    effect: "read",
+    execute: ({ city }) => {
+      bump(kit, "get_weather")
+      return { city, temperature: 21 }
+    }
+  }),
+  openAiAgentsTool({
+    name: "save_note",
+    description: "Saves a note (idempotent by key).",
+    parameters: z.object({ text: z.string() }),
+    effect: "idempotent_write",
+    execute: ({ text }, { idempotencyKey }) => {
+      bump(kit, "save_note")
+      kit.idempotencyKeys.push(idempotencyKey)
+      return `saved ${text}`
+    }
+  }),
+  openAiAgentsTool({
+    name: "send_email",
+    description: "Sends an email.",
+    parameters: z.object({ to: z.string() }),
+    effect: "non_idempotent_write",
+    execute: ({ to }) => {
+      bump(kit, "send_email")
+      return `sent to ${to}`
+    }
+  }),
+  openAiAgentsTool({
+    name: "flaky_write",
+    description: "A write that fails after it took effect.",
+    parameters: z.object({}),
+    effect: "non_idempotent_write",
+    execute: () => {
+      bump(kit, "flaky_write")
+      throw new Error("the mail server hung up")
+    }
+  })
+]
+
+/** The test agent: every demo tool, and a handoff to a billing agent that has the weather tool. */
+export const testAgent = (kit: Kit) => {
+  const all = tools(kit)
+  const billing = new Agent({
+    name: "billing",
+    instructions: "You handle billing.",
+    model: kit.model,
+    tools: all.filter((t) => t.name === "get_weather")
+  })
+  return new Agent({
+    name: "triage",
+    instructions: "You are a test agent.",
+    model: kit.model,
+    tools: all,
+    handoffs: [billing]
+  })
+}
+
+export interface Options {
+  readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
+  readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
+}
+
+/** Runs `body` with a worker (OpenAI Agents runner + scripted model) and an AgentSessionClient on `engine`. */
+export const withOpenAiSession = <A, E>(
+  engine: EngineFactory,
+  script: ReadonlyArray<ScriptedModelInput>,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>,
+  options?: Options
+) => {
+  const kit: Kit = {
+    model: new ScriptedModel(script),
+    sideEffects: new Map(),
+    idempotencyKeys: [],
+    count: (name) => kit.sideEffects.get(name) ?? 0
+  }
+  const flow = AgentSessionFlow.make({
+    flowType: FLOW_TYPE,
+    retryInitialInterval: "100 millis",
+    ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
+    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
+  })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(OpenAiAgentsRunner.layer({ agent: testAgent(kit) }))
+  )
+  return body(kit).pipe(
+    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),
+    Effect.scoped
+  ) as Effect.Effect<A, unknown>
+}
+
+/** Polls until `predicate` holds (20 s at most). */
+export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient
+    const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
+    return yield* client
+      .getSnapshot(sessionId)
+      .pipe(
+        Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
+        Effect.timeoutOrElse({ duration: "20 seconds", orElse: () => timeout })
+      )
+  })
+
+export const awaitTurns = (sessionId: string, turns: number) =>
+  awaitSnapshot(
+    sessionId,
+    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
+    `${turns} finished turns`
+  )
+
+/** The Step types of a session's executions, in scheduling order. */
+export { stepShape } from "../../session/test/support.ts"
+
+/** The input items of the model call at `index`. */
+export const prompt = (kit: Kit, index: number): ReadonlyArray<AgentInputItem> => {
+  const input = kit.model.calls[index]?.request.input
+  return typeof input === "string" ? [{ role: "user", content: input }] : (input ?? [])
+}
+
+/** Tool results in a prompt, by tool call ID, as text. */
+export const toolResultsIn = (items: ReadonlyArray<AgentInputItem>): Record<string, string> =>
+  Object.fromEntries(
+    items.flatMap((item) => (item.type === "function_call_result" ? [[item.callId, outputText(item.output)]] : []))
+  )

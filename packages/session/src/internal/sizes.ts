@@ -1,0 +1,57 @@
+// Size checks before a Step returns: the engine refuses a commit with a value over `maxValueBytes`, and the
+// session checks every value it stages against the same limit first, so a Step takes its size fallback
+// itself (docs/session-contract.md, "Size rules") instead of failing at commit after it wrote events.
+import { Engine } from "@durable-agent/engine"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+
+/** The engine's default `maxValueBytes`, used when the engine configuration is not in context (unit tests). */
+export const DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
+
+/** The engine's largest stored value, in bytes. */
+export const maxValueBytes: Effect.Effect<number> = Effect.map(Effect.serviceOption(Engine.EngineConfig), (config) =>
+  Option.match(config, { onNone: () => DEFAULT_MAX_VALUE_BYTES, onSome: (c) => c.maxValueBytes })
+)
+
+const encoders = new WeakMap<object, (value: unknown) => unknown>()
+
+/** The UTF-8 size of a value as the engine stores it: the JSON text of its JSON encoding. */
+export const storedBytes = <A>(schema: Schema.Codec<A, any, never, never>, value: A): number => {
+  let encode = encoders.get(schema)
+  if (encode === undefined) {
+    encode = Schema.encodeUnknownSync(Schema.toCodecJson(schema))
+    encoders.set(schema, encode)
+  }
+  return textBytes(JSON.stringify(encode(value)) ?? "null")
+}
+
+/** The UTF-8 size of a text. */
+export const textBytes = (text: string): number => new TextEncoder().encode(text).length
+
+/** The engine's `ValueTooLarge` detail for a value, or `undefined` when it fits. */
+export const oversize = <A>(
+  name: string,
+  schema: Schema.Codec<A, any, never, never>,
+  value: A,
+  limit: number
+): string | undefined => {
+  const bytes = storedBytes(schema, value)
+  return bytes > limit ? `Value ${name} is ${bytes} bytes, over the limit of ${limit}` : undefined
+}
+
+/** `text` cut to at most `maxBytes` UTF-8 bytes (never inside a character), with `suffix` when it was cut. */
+export const truncateText = (text: string, maxBytes: number, suffix = " [truncated]"): string => {
+  if (textBytes(text) <= maxBytes) return text
+  const budget = Math.max(0, maxBytes - textBytes(suffix))
+  let low = 0
+  let high = text.length
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2)
+    if (textBytes(text.slice(0, mid)) <= budget) low = mid
+    else high = mid - 1
+  }
+  // do not end on the first half of a surrogate pair
+  const end = low > 0 && /[\uD800-\uDBFF]/.test(text.charAt(low - 1)) ? low - 1 : low
+  return `${text.slice(0, end)}${suffix}`
+}

@@ -1,0 +1,65 @@
+/**
+ * Reading the event stream back into what the records say. Events are written while a Step attempt runs, before
+ * its commit, so the stream can hold events of attempts that never committed. Two rules settle it
+ * (docs/session-contract.md, "Events"):
+ *
+ * 1. Within one `step_execution_id`, only the highest `attempt` counts: an attempt that wrote an event has
+ *    produced output, so a crash fails it and the retry runs under a higher number, superseding its events.
+ * 2. Of the events that state an outcome, the last one counts: `tool_call_finished` per `tool_call_id`, and
+ *    `turn_completed` / `turn_failed` per turn. A failure route Step writes after the attempt it replaces.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * The fields of an event that the rules read; `AgentEvent` and the session client's events have them.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SettleableEvent {
+  readonly type: string
+  readonly turnId: string | null
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly payload: unknown
+}
+
+/**
+ * The key of an outcome event (rule 2), or `undefined` for any other event.
+ *
+ * @category accessors
+ * @since 0.1.0
+ */
+export const outcomeKey = (event: SettleableEvent): string | undefined => {
+  if (event.type === "tool_call_finished") {
+    const payload = event.payload as { readonly toolCallId?: unknown; readonly tool_call_id?: unknown } | null
+    const id = payload?.toolCallId ?? payload?.tool_call_id
+    return typeof id === "string" ? `tool_call_finished/${id}` : undefined
+  }
+  if (event.type === "turn_completed" || event.type === "turn_failed") {
+    return event.turnId === null ? undefined : `turn_end/${event.turnId}`
+  }
+  return undefined
+}
+
+/**
+ * The events of `events` (in stream order) that the rules keep, in stream order.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const settleEvents = <E extends SettleableEvent>(events: ReadonlyArray<E>): Array<E> => {
+  const highest = new Map<string, number>()
+  for (const e of events) highest.set(e.stepExecutionId, Math.max(highest.get(e.stepExecutionId) ?? 0, e.attempt))
+  const current = events.filter((e) => e.attempt === highest.get(e.stepExecutionId))
+  const last = new Map<string, E>()
+  for (const e of current) {
+    const key = outcomeKey(e)
+    if (key !== undefined) last.set(key, e)
+  }
+  return current.filter((e) => {
+    const key = outcomeKey(e)
+    return key === undefined || last.get(key) === e
+  })
+}
