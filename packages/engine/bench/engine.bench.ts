@@ -24,7 +24,8 @@ import { postgresBaseline, sqliteBaseline } from "./baseline.ts"
 import { type SqliteCost, withPgCost, withSqliteCost } from "./diagnostics.ts"
 import { allFlows, nowMs } from "./flows.ts"
 import { measureMemory } from "./memory.ts"
-import { type ModeResult, memoryRows, modeRows, renderTable } from "./report.ts"
+import * as BenchResults from "../src/testing/BenchResults.ts"
+import { type ModeResult, memoryRows, modeFigures, modeRows, renderTable } from "./report.ts"
 import { fmtMs } from "./stats.ts"
 import { cleanupAll, type Mode, makeStorage, type Storage } from "./targets.ts"
 import { publishLatency, throughput, timerLateness, transitionLatency } from "./workloads.ts"
@@ -143,6 +144,7 @@ const main = async () => {
     ""
   )
   process.stdout.write(out.join("\n"))
+  BenchResults.record(Object.assign({}, ...results.map(modeFigures)))
 }
 
 const interrupted = (signal: NodeJS.Signals) => {

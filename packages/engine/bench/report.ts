@@ -1,4 +1,5 @@
 /** Turns the measurements into the printed table, with the issue's targets and a PASS/MISS per row. */
+import type { Figure } from "../src/testing/BenchResults.ts"
 import type { BaselineResult } from "./baseline.ts"
 import type { PgCost, SqliteCost } from "./diagnostics.ts"
 import type { MemoryResult } from "./memory.ts"
@@ -29,7 +30,12 @@ export interface Row {
 }
 
 /** Step transition p50 target per mode (ms). */
-export const TRANSITION_TARGET_MS: Record<Mode, number> = { embedded: 5, cluster: 15 }
+export const TRANSITION_TARGET_MS: Record<Mode, number> = { embedded: 1.5, cluster: 6 }
+/** Publish -> execute p50 target, as a multiple of the transition p50. */
+export const PUBLISH_TARGET_RATIO = 2
+/** Per-transition statement and commit targets (embedded statement counter). */
+export const STATEMENT_TARGET = 10
+export const COMMIT_TARGET = 2
 /** Engine / baseline overhead target. */
 export const OVERHEAD_TARGET = 3
 /** 1 s timer lateness target (ms). */
@@ -72,9 +78,9 @@ export const modeRows = (r: ModeResult): Array<Row> => {
     {
       mode,
       metric: `3. Publish -> execute start (${publish.n} samples, sequential)`,
-      result: `p50 ${fmtMs(publish.p50)}  p99 ${fmtMs(publish.p99)}`,
-      target: "-",
-      verdict: "-"
+      result: `p50 ${fmtMs(publish.p50)}  p99 ${fmtMs(publish.p99)}  (${fmtRatio(publish.p50 / wall.p50)} the transition p50)`,
+      target: `p50 <= ${PUBLISH_TARGET_RATIO}x transition p50`,
+      verdict: verdict(publish.p50 <= PUBLISH_TARGET_RATIO * wall.p50)
     },
     {
       mode,
@@ -112,7 +118,81 @@ export const modeRows = (r: ModeResult): Array<Row> => {
       verdict: verdict(throughputRatio <= OVERHEAD_TARGET)
     }
   ]
+  if (r.sqliteCost !== undefined) {
+    rows.push({
+      mode,
+      metric: "7. SQL statements / commits per transition",
+      result: `${r.sqliteCost.statements.toFixed(1)} statements, ${r.sqliteCost.commits.toFixed(1)} commits`,
+      target: `<= ${STATEMENT_TARGET} / <= ${COMMIT_TARGET}`,
+      verdict: verdict(r.sqliteCost.statements <= STATEMENT_TARGET && r.sqliteCost.commits <= COMMIT_TARGET)
+    })
+  }
   return rows
+}
+
+/** The figures of one mode by stable names, each with its baseline, for `bench-results.json`. */
+export const modeFigures = (r: ModeResult): Record<string, Figure> => {
+  const wall = summarize(r.transitions.wall)
+  const base = summarize(r.baseline.latency)
+  const publish = summarize(r.publish)
+  const lateness = summarize(r.timers.map((t) => t.lateness))
+  const baseline = { name: "plain insert transaction p50", value: base.p50, unit: "ms" }
+  const throughputBaseline = { name: "plain insert transactions per second", value: r.baseline.perSecond, unit: "1/s" }
+  const p = `engine.${r.mode}`
+  const figures: Record<string, Figure> = {
+    [`${p}.transition_p50_ms`]: {
+      value: wall.p50,
+      unit: "ms",
+      baseline,
+      target: `<= ${TRANSITION_TARGET_MS[r.mode]} ms`,
+      met: wall.p50 <= TRANSITION_TARGET_MS[r.mode]
+    },
+    [`${p}.transition_p50_vs_baseline`]: {
+      value: wall.p50 / base.p50,
+      unit: "x",
+      baseline,
+      target: `<= ${OVERHEAD_TARGET}x`,
+      met: wall.p50 / base.p50 <= OVERHEAD_TARGET
+    },
+    [`${p}.throughput_per_s`]: {
+      value: r.throughput.perSecond,
+      unit: "1/s",
+      baseline: throughputBaseline,
+      target: ">= 1/3 of the baseline",
+      met: r.throughput.perSecond * OVERHEAD_TARGET >= r.baseline.perSecond
+    },
+    [`${p}.publish_to_execute_p50_ms`]: {
+      value: publish.p50,
+      unit: "ms",
+      baseline: { name: "transition p50", value: wall.p50, unit: "ms" },
+      target: `<= ${PUBLISH_TARGET_RATIO}x transition p50`,
+      met: publish.p50 <= PUBLISH_TARGET_RATIO * wall.p50
+    },
+    [`${p}.timer_lateness_max_ms`]: {
+      value: lateness.max,
+      unit: "ms",
+      target: `<= ${TIMER_TARGET_MS} ms`,
+      met: lateness.max <= TIMER_TARGET_MS
+    }
+  }
+  if (r.sqliteCost !== undefined) {
+    figures[`${p}.statements_per_transition`] = {
+      value: r.sqliteCost.statements,
+      unit: "statements",
+      target: `<= ${STATEMENT_TARGET}`,
+      met: r.sqliteCost.statements <= STATEMENT_TARGET
+    }
+    figures[`${p}.commits_per_transition`] = {
+      value: r.sqliteCost.commits,
+      unit: "commits",
+      target: `<= ${COMMIT_TARGET}`,
+      met: r.sqliteCost.commits <= COMMIT_TARGET
+    }
+  }
+  if (r.pgCost !== undefined) {
+    figures[`${p}.pg_transactions_per_transition`] = { value: r.pgCost.commits, unit: "transactions" }
+  }
+  return figures
 }
 
 export const memoryRows = (results: ReadonlyArray<MemoryResult>, idleMs: number): Array<Row> => {

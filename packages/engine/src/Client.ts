@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
+import { EngineConfig } from "./EngineConfig.ts"
 import {
   type ChannelMessageNotFound,
   type DefinitionError,
@@ -29,8 +30,9 @@ import {
 } from "./Errors.ts"
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
-import { ControlPayload, EngineConfig, FlowEntity, InvokePayload, StartPayload } from "./internal/core.ts"
+import { ControlPayload, FlowEntity, InvokePayload, StartPayload } from "./internal/protocol.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
+import { loadAttribute } from "./internal/store.ts"
 
 /** Options of `startFlow`. */
 export interface StartFlowOptions {
@@ -242,9 +244,8 @@ export const make = Effect.gen(function* () {
     getAttribute: (flowId, attribute, key = "") =>
       provideSql(
         Effect.gen(function* () {
-          const rows = yield* sql<{ value: string }>`SELECT value FROM dex_attrs WHERE flow_id = ${flowId}
-            AND name = ${attribute.name} AND key = ${key}`
-          return rows.length === 0 ? Option.none() : Option.some(decodeJson(attribute.schema, rows[0]!.value))
+          const value = yield* loadAttribute(sql, flowId, attribute.name, key)
+          return value === undefined ? Option.none() : Option.some(decodeJson(attribute.schema, value))
         }).pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),

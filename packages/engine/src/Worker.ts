@@ -9,15 +9,11 @@
 import type { Sharding } from "effect/cluster"
 import * as Layer from "effect/Layer"
 import type { SqlClient } from "effect/sql"
+import type { EngineConfig } from "./EngineConfig.ts"
 import type { DefinitionError } from "./Errors.ts"
 import type { FlowDef } from "./Flow.ts"
-import {
-  type EngineConfig,
-  FlowEntityLayer,
-  type FlowRegistry,
-  registerFlows,
-  StepEntityLayer
-} from "./internal/core.ts"
+import { FlowEntityLayer } from "./internal/owner.ts"
+import { type FlowRegistry, registerFlows } from "./internal/registry.ts"
 
 type Services<Flows extends ReadonlyArray<FlowDef<any, any>>> = Flows[number] extends FlowDef<any, infer R> ? R : never
 
@@ -31,5 +27,4 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
   never,
   DefinitionError,
   Services<Flows> | Sharding.Sharding | SqlClient.SqlClient | FlowRegistry | EngineConfig
-> =>
-  Layer.mergeAll(FlowEntityLayer, StepEntityLayer).pipe(Layer.provide(Layer.effectDiscard(registerFlows(flows)))) as any
+> => FlowEntityLayer.pipe(Layer.provide(Layer.effectDiscard(registerFlows(flows)))) as any

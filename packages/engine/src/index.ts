@@ -6,6 +6,7 @@
  */
 export * as Client from "./Client.ts"
 export * as Engine from "./Engine.ts"
+export * as EngineConfig from "./EngineConfig.ts"
 export * from "./Errors.ts"
 export * from "./Flow.ts"
 export * as Inspect from "./Inspect.ts"

@@ -5,7 +5,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../Errors.ts"
 import { channelKey, type FlowState, type StoredMessage } from "./state.ts"
 
-export const SCHEMA_VERSION = "1"
+export const SCHEMA_VERSION = "2"
 export const ENGINE_NAME = "durable-agent-engine"
 
 export type Sql = SqlClient.SqlClient
@@ -83,23 +83,24 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     })
   }
   yield* run(`CREATE TABLE IF NOT EXISTS dex_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`)
+  // `version` is the fence: every transition compare-and-sets it (one writer per Flow)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_flows (
     flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
     input TEXT NOT NULL, output TEXT, reason TEXT, request_id TEXT, counters TEXT NOT NULL,
-    started_at BIGINT NOT NULL, closed_at BIGINT)`)
+    version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
+  // attribute values by the Flow version that wrote them; `value` NULL is a delete
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attrs (
-    flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    PRIMARY KEY (flow_id, name, key))`)
+    flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
+    PRIMARY KEY (flow_id, name, key, version))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_messages (
-    id ${autoId}, flow_id TEXT NOT NULL, channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    published_at BIGINT NOT NULL)`)
-  yield* run(`CREATE INDEX IF NOT EXISTS dex_messages_flow ON dex_messages (flow_id, channel, key, id)`)
+    flow_id TEXT NOT NULL, id BIGINT NOT NULL, channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    published_at BIGINT NOT NULL, PRIMARY KEY (flow_id, id))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_steps (
     flow_id TEXT NOT NULL, seid TEXT NOT NULL, step_type TEXT NOT NULL, status TEXT NOT NULL,
     input TEXT NOT NULL, options TEXT NOT NULL, from_seid TEXT, wait TEXT, wait_result TEXT,
     wait_failed INTEGER NOT NULL DEFAULT 0, waiting_since BIGINT, attempt INTEGER NOT NULL DEFAULT 0,
-    first_attempt_at BIGINT, snapshot TEXT, recovery TEXT, locks TEXT NOT NULL, created_at BIGINT NOT NULL,
-    seq BIGINT NOT NULL, PRIMARY KEY (flow_id, seid))`)
+    first_attempt_at BIGINT, retry_at BIGINT, view_version BIGINT, view_channels TEXT, recovery TEXT,
+    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, seid))`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_active ON dex_steps (flow_id, status)`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attempts (
     flow_id TEXT NOT NULL, seid TEXT NOT NULL, attempt INTEGER NOT NULL, started_at BIGINT NOT NULL,
@@ -109,6 +110,11 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     id ${autoId}, flow_id TEXT NOT NULL, at BIGINT NOT NULL, kind TEXT NOT NULL, seid TEXT,
     attempt INTEGER, data TEXT NOT NULL)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_history_flow ON dex_history (flow_id, id)`)
+  // replies of requests from other processes, written with their transition: a redelivered request gets
+  // the stored reply instead of running twice
+  yield* run(`CREATE TABLE IF NOT EXISTS dex_replies (
+    flow_id TEXT NOT NULL, request_id TEXT NOT NULL, reply TEXT NOT NULL, at BIGINT NOT NULL,
+    PRIMARY KEY (flow_id, request_id))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream (
     seq ${autoId}, flow_type TEXT NOT NULL, stream TEXT NOT NULL, flow_id TEXT NOT NULL,
     seid TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL)`)
@@ -138,6 +144,7 @@ export interface FlowRow {
   readonly reason: string | null
   readonly request_id: string | null
   readonly counters: string
+  readonly version: number
   readonly started_at: number
   readonly closed_at: number | null
 }
@@ -156,7 +163,12 @@ export interface StepRow {
   readonly waiting_since: number | null
   readonly attempt: number
   readonly first_attempt_at: number | null
-  readonly snapshot: string | null
+  /** When the current attempt may start (a retry's backoff); null once it has started. */
+  readonly retry_at: number | null
+  /** The Flow version this execution reads (set when it is dispatched). */
+  readonly view_version: number | null
+  /** Queued message counts (channel key -> count) as of `view_version`, for `channelSize`. */
+  readonly view_channels: string | null
   readonly recovery: string | null
   readonly locks: string
   readonly created_at: number
@@ -188,6 +200,7 @@ const num = (v: unknown): number => (v === null || v === undefined ? (v as any) 
 
 export const normalizeFlow = (r: any): FlowRow => ({
   ...r,
+  version: num(r.version),
   started_at: num(r.started_at),
   closed_at: r.closed_at === null ? null : num(r.closed_at)
 })
@@ -198,6 +211,8 @@ export const normalizeStep = (r: any): StepRow => ({
   waiting_since: r.waiting_since === null ? null : num(r.waiting_since),
   attempt: num(r.attempt),
   first_attempt_at: r.first_attempt_at === null ? null : num(r.first_attempt_at),
+  retry_at: r.retry_at === null ? null : num(r.retry_at),
+  view_version: r.view_version === null ? null : num(r.view_version),
   created_at: num(r.created_at),
   seq: num(r.seq)
 })
@@ -227,41 +242,211 @@ export const loadAttempt = (sql: Sql, flowId: string, seid: string, attempt: num
     (rows) => (rows.length === 0 ? undefined : normalizeAttempt(rows[0]))
   )
 
-/** Loads every attribute and every queued message of a Flow. */
-export const loadState = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
-  const attrs = yield* sql<{ name: string; key: string; value: string }>`
-    SELECT name, key, value FROM dex_attrs WHERE flow_id = ${flowId}`
-  const messages = yield* sql<{ id: unknown; channel: string; key: string; value: string }>`
-    SELECT id, channel, key, value FROM dex_messages WHERE flow_id = ${flowId} ORDER BY id`
-  const state: FlowState = { attrs: new Map(), channels: new Map() }
-  for (const a of attrs) {
-    let m = state.attrs.get(a.name)
+/** One stored attribute version. */
+export interface AttrVersionRow {
+  readonly name: string
+  readonly key: string
+  readonly version: number
+  readonly value: string | null
+}
+
+/** Every stored attribute version of a Flow (at or below `atMost`, when given), oldest first. */
+export const loadAttrVersions = (sql: Sql, flowId: string, atMost?: number) =>
+  Effect.map(
+    atMost === undefined
+      ? sql<any>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY version`
+      : sql<any>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} AND version <= ${atMost}
+          ORDER BY version`,
+    (rows): Array<AttrVersionRow> =>
+      rows.map((r) => ({ name: r.name, key: r.key, version: num(r.version), value: r.value }))
+  )
+
+/** The attribute values visible at a version: the newest stored version of each key, deletes dropped. */
+export const attrsAt = (rows: ReadonlyArray<AttrVersionRow>, atMost: number): FlowState["attrs"] => {
+  const attrs: FlowState["attrs"] = new Map()
+  for (const r of rows) {
+    if (r.version > atMost) continue
+    let m = attrs.get(r.name)
     if (m === undefined) {
       m = new Map()
-      state.attrs.set(a.name, m)
+      attrs.set(r.name, m)
     }
-    m.set(a.key, a.value)
+    if (r.value === null) m.delete(r.key)
+    else m.set(r.key, r.value)
   }
+  return attrs
+}
+
+/** Every queued message of a Flow, by channel key, oldest first. */
+export const loadMessages = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
+  const messages = yield* sql<{ id: unknown; channel: string; key: string; value: string }>`
+    SELECT id, channel, key, value FROM dex_messages WHERE flow_id = ${flowId} ORDER BY id`
+  const channels = new Map<string, ReadonlyArray<StoredMessage>>()
   for (const msg of messages) {
     const k = channelKey(msg.channel, msg.key)
-    const list = (state.channels.get(k) as Array<StoredMessage> | undefined) ?? []
+    const list = (channels.get(k) as Array<StoredMessage> | undefined) ?? []
     list.push({ id: String(msg.id), value: msg.value })
-    state.channels.set(k, list)
+    channels.set(k, list)
   }
-  return state
+  return channels
 })
 
-export const appendHistory = (
+/** The Flow's active Step executions, in scheduling order. */
+export const loadActiveSteps = (sql: Sql, flowId: string) =>
+  Effect.map(
+    sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`,
+    (rows) => rows.map(normalizeStep)
+  )
+
+/** One history row as a transition writes it. */
+export interface HistoryRow {
+  readonly flow_id: string
+  readonly at: number
+  readonly kind: string
+  readonly seid: string | null
+  readonly attempt: number | null
+  readonly data: string
+}
+
+/** An attempt row as a transition writes it (heartbeat columns are left to `recordHeartbeat`). */
+export interface AttemptWrite {
+  readonly flow_id: string
+  readonly seid: string
+  readonly attempt: number
+  readonly started_at: number
+  readonly finished_at: number | null
+  readonly outcome: string | null
+  readonly error_type: string | null
+  readonly detail: string | null
+}
+
+/** Everything one transition writes; `writeTransition` turns it into one SQL transaction. */
+export interface TransitionBatch {
+  readonly flow: FlowRow
+  /** The version the owner holds: `null` inserts a new Flow row, otherwise the compare-and-set fence. */
+  readonly expectedVersion: number | null
+  readonly steps: ReadonlyArray<StepRow>
+  readonly attempts: ReadonlyArray<AttemptWrite>
+  readonly attrs: ReadonlyArray<AttrVersionRow>
+  readonly attrDeletes: ReadonlyArray<Omit<AttrVersionRow, "value">>
+  readonly messages: ReadonlyArray<{
+    readonly id: number
+    readonly channel: string
+    readonly key: string
+    readonly value: string
+    readonly published_at: number
+  }>
+  readonly messageDeletes: ReadonlyArray<number>
+  readonly history: ReadonlyArray<HistoryRow>
+  readonly reply: { readonly requestId: string; readonly reply: string; readonly at: number } | undefined
+}
+
+const STEP_COLUMNS = [
+  "step_type",
+  "status",
+  "input",
+  "options",
+  "from_seid",
+  "wait",
+  "wait_result",
+  "wait_failed",
+  "waiting_since",
+  "attempt",
+  "first_attempt_at",
+  "retry_at",
+  "view_version",
+  "view_channels",
+  "recovery",
+  "locks",
+  "created_at",
+  "seq"
+] as const
+
+/**
+ * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
+ * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
+ * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert),
+ * the request's reply. Fails with `false` when the fence finds another version: nothing is written.
+ * The caller runs it inside `sql.withTransaction`.
+ */
+export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: TransitionBatch) {
+  const f = b.flow
+  const flowId = f.flow_id
+  if (b.expectedVersion === null) {
+    yield* sql`INSERT INTO dex_flows ${sql.insert(f as any)}`
+  } else {
+    const fenced = yield* sql`UPDATE dex_flows SET version = ${f.version}, status = ${f.status}, output = ${f.output},
+      reason = ${f.reason}, counters = ${f.counters}, closed_at = ${f.closed_at}
+      WHERE flow_id = ${flowId} AND version = ${b.expectedVersion} RETURNING version`
+    if (fenced.length === 0) return false
+  }
+  if (b.steps.length > 0) {
+    yield* sql`INSERT INTO dex_steps ${sql.insert(b.steps as any)} ON CONFLICT (flow_id, seid) DO UPDATE SET
+      ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
+  }
+  if (b.attempts.length > 0) {
+    yield* sql`INSERT INTO dex_attempts ${sql.insert(b.attempts as any)} ON CONFLICT (flow_id, seid, attempt)
+      DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
+      error_type = excluded.error_type, detail = excluded.detail`
+  }
+  if (b.attrs.length > 0) {
+    yield* sql`INSERT INTO dex_attrs ${sql.insert(b.attrs.map((a) => ({ flow_id: flowId, ...a })) as any)}`
+  }
+  if (b.attrDeletes.length > 0) {
+    yield* sql`DELETE FROM dex_attrs WHERE flow_id = ${flowId} AND (${sql.or(
+      b.attrDeletes.map((d) => sql`(name = ${d.name} AND key = ${d.key} AND version = ${d.version})`)
+    )})`
+  }
+  if (b.messageDeletes.length > 0) {
+    yield* sql`DELETE FROM dex_messages WHERE flow_id = ${flowId} AND id IN ${sql.in(b.messageDeletes as Array<number>)}`
+  }
+  if (b.messages.length > 0) {
+    yield* sql`INSERT INTO dex_messages ${sql.insert(b.messages.map((m) => ({ flow_id: flowId, ...m })) as any)}`
+  }
+  if (b.history.length > 0) {
+    yield* sql`INSERT INTO dex_history ${sql.insert(b.history as any)}`
+  }
+  if (b.reply !== undefined) {
+    yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
+      VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
+  }
+  return true
+})
+
+/** The stored reply of a request that already committed, if any. */
+export const loadReply = (sql: Sql, flowId: string, requestId: string) =>
+  Effect.map(
+    sql<{ reply: string }>`SELECT reply FROM dex_replies WHERE flow_id = ${flowId} AND request_id = ${requestId}`,
+    (rows) => (rows.length === 0 ? undefined : rows[0]!.reply)
+  )
+
+/** A heartbeat: the attempt's first one marks it as having produced output. */
+export const recordHeartbeat = (
   sql: Sql,
   flowId: string,
+  seid: string,
+  attempt: number,
   at: number,
-  kind: string,
-  seid: string | null,
-  attempt: number | null,
-  data: unknown
+  checkpoint: string | null
 ) =>
-  sql`INSERT INTO dex_history (flow_id, at, kind, seid, attempt, data)
-      VALUES (${flowId}, ${at}, ${kind}, ${seid}, ${attempt}, ${JSON.stringify(data ?? {})})`
+  sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
+    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND seid = ${seid} AND attempt = ${attempt}`
+
+/** The newest heartbeat checkpoint of a Step execution's attempts. */
+export const loadCheckpoint = (sql: Sql, flowId: string, seid: string) =>
+  Effect.map(
+    sql<{ checkpoint: string | null }>`SELECT checkpoint FROM dex_attempts WHERE flow_id = ${flowId} AND seid = ${seid}
+      AND checkpoint IS NOT NULL ORDER BY attempt DESC LIMIT 1`,
+    (rows) => rows[0]?.checkpoint ?? undefined
+  )
+
+/** The current attribute value (the newest stored version), or undefined when unset or deleted. */
+export const loadAttribute = (sql: Sql, flowId: string, name: string, key: string) =>
+  Effect.map(
+    sql<{ value: string | null }>`SELECT value FROM dex_attrs WHERE flow_id = ${flowId} AND name = ${name}
+      AND key = ${key} ORDER BY version DESC LIMIT 1`,
+    (rows) => rows[0]?.value ?? undefined
+  )
 
 /** Checks, without writing, that the database holds this engine's tables at this schema version. */
 export const verify = Effect.fnUntraced(function* () {

@@ -21,6 +21,8 @@ export interface Child {
   readonly kill: () => Effect.Effect<void>
   readonly exited: Promise<number | null>
   readonly stderr: () => string
+  /** Every complete stdout line so far. */
+  readonly lines: () => ReadonlyArray<string>
 }
 
 /**
@@ -95,7 +97,7 @@ export const spawnNode = (
           }
           return exited.then(() => undefined)
         })
-      return { process: child, pid: child.pid!, waitFor, kill, exited, stderr: () => err }
+      return { process: child, pid: child.pid!, waitFor, kill, exited, stderr: () => err, lines: () => [...lines] }
     }),
     (child) => child.kill()
   )

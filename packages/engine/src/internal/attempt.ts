@@ -1,0 +1,153 @@
+// Running one attempt of a Step execution: the ExecuteContext over the Step's view of the Flow's state,
+// heartbeats, the method and heartbeat timeouts, and the attempt's outcome. Cancellation is an interrupt
+// of the attempt's fiber by its owner.
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type { EngineConfigShape } from "../EngineConfig.ts"
+import { RecoveryError, ValueTooLarge } from "../Errors.ts"
+import type { ExecuteContext } from "../Flow.ts"
+import { encodeDecision, errorInfo, type Outcome, oversized, type ResolvedOptions } from "./decision.ts"
+import type { RegisteredFlow } from "./registry.ts"
+import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
+import { type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
+import { emitStream } from "./streams.ts"
+import type { StoredWaitResult } from "./transition.ts"
+
+class HeartbeatTimeout extends Schema.TaggedError<HeartbeatTimeout>()("HeartbeatTimeout", { ms: Schema.Number }) {
+  override get message() {
+    return `no heartbeat for ${this.ms} ms`
+  }
+}
+
+class MethodTimeout extends Schema.TaggedError<MethodTimeout>()("MethodTimeout", { ms: Schema.Number }) {
+  override get message() {
+    return `execute did not finish within ${this.ms} ms`
+  }
+}
+
+export interface AttemptInput {
+  readonly sql: Sql
+  readonly config: EngineConfigShape
+  readonly registered: RegisteredFlow
+  readonly flow: FlowRow
+  readonly step: StepRow
+  readonly attempt: number
+  readonly view: FlowState
+  /** Whether an earlier run of this Step execution may have saved a heartbeat checkpoint. */
+  readonly mayHaveCheckpoint: boolean
+}
+
+/** Runs the attempt to its outcome. Interrupted when its owner cancels it. */
+export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
+  const { sql, config, registered, flow, step, attempt } = i
+  const def = registered.steps.get(step.step_type)
+  if (def === undefined) {
+    return {
+      _tag: "Failure",
+      errorType: "DefinitionError",
+      detail: `this worker does not know Step ${step.step_type} of Flow ${flow.flow_type}`,
+      retryable: true,
+      reached: false
+    } satisfies Outcome as Outcome
+  }
+  const now = yield* Clock.currentTimeMillis
+  const options = JSON.parse(step.options) as ResolvedOptions
+  const checkpoint = i.mayHaveCheckpoint ? yield* Effect.orDie(loadCheckpoint(sql, flow.flow_id, step.seid)) : undefined
+  const waitResult: StoredWaitResult =
+    step.wait_result === null ? { timers: [], values: {} } : JSON.parse(step.wait_result)
+  const staged = emptyStaged()
+  let lastBeat = now
+  const heartbeat = (value?: unknown) =>
+    Effect.gen(function* () {
+      const at = yield* Clock.currentTimeMillis
+      lastBeat = at
+      yield* recordHeartbeat(
+        sql,
+        flow.flow_id,
+        step.seid,
+        attempt,
+        at,
+        value === undefined ? null : JSON.stringify(value)
+      )
+    }).pipe(Effect.orDie)
+  const ctx: ExecuteContext = {
+    ...makeTxView(registered.def, i.view, staged),
+    flowId: flow.flow_id,
+    runId: flow.run_id,
+    flowType: flow.flow_type,
+    stepExecutionId: step.seid,
+    fromStepExecutionId: step.from_seid ?? undefined,
+    attempt,
+    firstAttemptAt: step.first_attempt_at ?? now,
+    timerFired: (index) => (index === undefined ? waitResult.timers.some((t) => t) : waitResult.timers[index] === true),
+    channelResults: (channel, key = "") =>
+      (waitResult.values[channelKey(channel.name, key)] ?? []).map((v) => decodeJson(channel.schema, v)),
+    waitForFailed: step.wait_failed === 1,
+    recoveryError:
+      step.recovery === null
+        ? Option.none()
+        : Option.some(Schema.decodeUnknownSync(RecoveryError)(JSON.parse(step.recovery))),
+    heartbeatCheckpoint: Option.fromNullishOr(checkpoint).pipe(Option.map((c) => JSON.parse(c))),
+    heartbeat,
+    emit: (stream, value) =>
+      emitStream(sql, config, registered.def.type, stream, flow.flow_id, step.seid, attempt, value)
+  }
+  const body = Effect.suspend(() => def.execute(ctx, decodeJson(def.input, step.input))).pipe(
+    Effect.provideContext(registered.context)
+  )
+  const timed =
+    options.timeoutMs === null
+      ? body
+      : body.pipe(
+          Effect.timeoutOrElse({
+            duration: Duration.millis(options.timeoutMs),
+            orElse: () => Effect.fail(new MethodTimeout({ ms: options.timeoutMs! }))
+          })
+        )
+  const watched =
+    options.heartbeatTimeoutMs === null
+      ? timed
+      : Effect.raceFirst(
+          timed,
+          Effect.gen(function* () {
+            const limit = options.heartbeatTimeoutMs!
+            while (true) {
+              const at = yield* Clock.currentTimeMillis
+              const left = lastBeat + limit - at
+              if (left < 0) return yield* new HeartbeatTimeout({ ms: limit })
+              yield* Effect.sleep(Duration.millis(left + 1))
+            }
+          })
+        )
+  const exit = yield* Effect.exit(watched)
+  if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
+  if (Exit.isFailure(exit)) {
+    const info = errorInfo(exit.cause)
+    return { _tag: "Failure", ...info, retryable: info.errorType !== "ValueTooLarge" } satisfies Outcome as Outcome
+  }
+  const decision = yield* Effect.exit(
+    Effect.try({ try: () => encodeDecision(exit.value, config.maxValueBytes), catch: (e) => e })
+  )
+  if (Exit.isFailure(decision)) {
+    return {
+      _tag: "Failure",
+      ...errorInfo(decision.cause),
+      retryable: !(Cause.squash(decision.cause) instanceof ValueTooLarge)
+    } satisfies Outcome as Outcome
+  }
+  const outcome: Outcome = {
+    _tag: "Success",
+    writes: [...staged.attrWrites.values()],
+    publishes: staged.publishes,
+    decision: decision.value
+  }
+  const tooLarge = oversized(outcome, config.maxValueBytes)
+  return tooLarge
+    ? ({ _tag: "Failure", errorType: "ValueTooLarge", detail: tooLarge.message, retryable: false } satisfies Outcome)
+    : outcome
+})

@@ -1,0 +1,655 @@
+// The owner of a Flow: the effect/cluster entity instance that holds the Flow's state in memory, runs its
+// Steps as child fibers, and commits every transition as one fenced SQL transaction.
+//
+// - Requests from other processes (start, RPC, publish, timer skip, stop) arrive as persisted entity
+//   messages; their transition stores the reply, so a redelivered request is answered, not run again.
+// - A Step's completion is committed directly by its fiber (no message). The next Steps start in memory
+//   after COMMIT. Timers and retry backoffs sleep in memory; one persisted `Wake` per timed wait wakes a
+//   Flow whose owner died or was evicted.
+// - While Steps run, the entity holds a persisted keep-alive (`Entity.keepAlive`), redelivered after a
+//   crash or shard move, so the Flow comes back on its new owner, which recovers it (`recover`).
+// - Every transition compare-and-sets the Flow's version: a stale owner's commit writes nothing, and the
+//   owner drops its cache and interrupts its Step fibers.
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import { Entity, type Sharding } from "effect/cluster"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import { SqlClient } from "effect/sql"
+import { EngineConfig } from "../EngineConfig.ts"
+import {
+  DefinitionError,
+  EngineError,
+  FlowAlreadyStarted,
+  FlowNotActive,
+  FlowNotFound,
+  InvalidInput,
+  RpcFailed,
+  RpcLockConflict,
+  ValueTooLarge
+} from "../Errors.ts"
+import { runAttempt } from "./attempt.ts"
+import { encodeMovement, errorInfo, type Outcome, oversized, resolveOptions } from "./decision.ts"
+import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
+import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
+import {
+  type AttrWrite,
+  byteLength,
+  decodeJson,
+  emptyStaged,
+  encodeJson,
+  type FlowState,
+  lockNames,
+  makeRpcView,
+  type StoredWait
+} from "./state.ts"
+import {
+  attrsAt,
+  type FlowRow,
+  loadActiveSteps,
+  loadAttrVersions,
+  loadFlow,
+  loadMessages,
+  loadReply,
+  normalizeAttempt,
+  type StepRow,
+  writeTransition
+} from "./store.ts"
+import { type CurrentAttempt, type FlowCache, Transition } from "./transition.ts"
+
+/** How long a leaving owner lets running Steps finish and commit before it interrupts them. */
+const GRACE_PERIOD = Duration.seconds(10)
+
+type Loaded = { readonly _tag: "Missing" } | { readonly _tag: "Loaded"; readonly cache: FlowCache }
+
+const build = Effect.gen(function* () {
+  const address = yield* Entity.CurrentAddress
+  const flowId = address.entityId
+  const sql = yield* SqlClient.SqlClient
+  const registry = yield* FlowRegistry
+  const config = yield* EngineConfig
+  const flowClient = yield* FlowEntity.client
+  const clusterContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
+  const entityScope = yield* Scope.Scope
+  // Step fibers live in a child scope, closed after the grace period when the entity stops
+  const attemptScope = yield* Scope.fork(entityScope)
+  const lock = yield* Semaphore.make(1)
+  const fibers = new Map<string, Fiber.Fiber<void>>()
+  let loaded: Loaded | undefined
+  let keptAlive = false
+  let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
+
+  yield* Scope.addFinalizer(
+    entityScope,
+    Effect.gen(function* () {
+      const running = [...fibers.values()]
+      if (running.length > 0) yield* Effect.timeoutOption(Fiber.awaitAll(running), GRACE_PERIOD)
+    })
+  )
+
+  const registered = (flowType: string): Effect.Effect<RegisteredFlow, DefinitionError> => {
+    const r = registry.flows.get(flowType)
+    return r === undefined
+      ? Effect.fail(new DefinitionError({ flowType, reason: "this Flow type is not registered with the worker" }))
+      : Effect.succeed(r)
+  }
+
+  const sqlDefect = <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.mapError(
+      effect,
+      (e) => new EngineError({ reason: `database: ${String((e as { message?: unknown }).message ?? e)}` })
+    )
+
+  // --- loading ------------------------------------------------------------------------------------
+
+  const load = Effect.fnUntraced(function* () {
+    const flow = yield* loadFlow(sql, flowId)
+    if (flow === undefined) return { _tag: "Missing" } as const
+    if (flow.status !== "running") {
+      const cache: FlowCache = {
+        flow,
+        state: { attrs: new Map(), channels: new Map() },
+        steps: new Map(),
+        views: new Map(),
+        attempts: new Map(),
+        attrVersions: new Map()
+      }
+      return { _tag: "Loaded", cache } as const
+    }
+    const versions = yield* loadAttrVersions(sql, flowId)
+    const channels = yield* loadMessages(sql, flowId)
+    const steps = yield* loadActiveSteps(sql, flowId)
+    const open = (yield* sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} AND finished_at IS NULL`).map(
+      normalizeAttempt
+    )
+    const attempts = new Map<string, CurrentAttempt>()
+    const views = new Map<string, FlowState>()
+    for (const s of steps) {
+      if (s.status !== "running") continue
+      const a = open.find((r) => r.seid === s.seid && r.attempt === s.attempt)
+      if (a !== undefined) attempts.set(s.seid, { attempt: a.attempt, startedAt: a.started_at })
+      const counts = s.view_channels === null ? [] : (JSON.parse(s.view_channels) as Array<[string, number]>)
+      views.set(s.seid, { attrs: attrsAt(versions, s.view_version ?? flow.version), channels: new Map(counts) })
+    }
+    const attrVersions = new Map<string, Array<number>>()
+    for (const v of versions) {
+      const k = `${v.name}\u0000${v.key}`
+      const list = attrVersions.get(k) ?? []
+      list.push(v.version)
+      attrVersions.set(k, list)
+    }
+    const cache: FlowCache = {
+      flow,
+      state: { attrs: attrsAt(versions, flow.version), channels },
+      steps: new Map(steps.map((s) => [s.seid, s])),
+      views,
+      attempts,
+      attrVersions
+    }
+    return { _tag: "Loaded", cache, outputs: open } as const
+  })
+
+  /** The cache, loaded (and the Flow recovered) on first use and after a failed commit. */
+  const current: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
+    if (loaded !== undefined) return Effect.succeed(loaded)
+    return Effect.gen(function* () {
+      const result = yield* sqlDefect(load())
+      loaded = result._tag === "Missing" ? result : { _tag: "Loaded", cache: result.cache }
+      if (result._tag === "Loaded" && result.cache.flow.status === "running") {
+        yield* recover(result.cache, result.outputs ?? [])
+      }
+      return loaded
+    })
+  })
+
+  /**
+   * Applies the rules to running Steps that have no fiber here (this owner just acquired the Flow): an
+   * attempt that produced output failed with WorkerLost; one with no output runs again with the same
+   * number; a retry in its backoff waits out the rest. Waits are re-evaluated and timers re-armed.
+   */
+  const recover = (
+    cache: FlowCache,
+    open: ReadonlyArray<{ seid: string; attempt: number; output_at: number | null }>
+  ): Effect.Effect<void, EngineError> =>
+    Effect.gen(function* () {
+      const reg = yield* registered(cache.flow.flow_type).pipe(
+        Effect.catchTag("DefinitionError", (e) => Effect.fail(new EngineError({ reason: e.message })))
+      )
+      const now = yield* Clock.currentTimeMillis
+      const tx = new Transition(reg, now, cache)
+      const lost: Array<{ seid: string; attempt: number }> = []
+      for (const s of cache.steps.values()) {
+        if (s.status !== "running" || fibers.has(s.seid)) continue
+        const a = open.find((r) => r.seid === s.seid && r.attempt === s.attempt)
+        if (a === undefined) {
+          tx.starts.push({
+            seid: s.seid,
+            attempt: s.attempt,
+            delayMs: Math.max(0, (s.retry_at ?? now) - now),
+            recorded: false
+          })
+        } else if (a.output_at !== null) {
+          lost.push({ seid: s.seid, attempt: s.attempt })
+        } else {
+          tx.startAttempt(s.seid, s.attempt, { redelivered: true })
+        }
+      }
+      for (const l of lost) {
+        yield* Effect.orDie(
+          tx.finishAttempt(l.seid, l.attempt, {
+            _tag: "Failure",
+            errorType: "WorkerLost",
+            detail: "the worker running this attempt stopped after the attempt produced output",
+            retryable: true
+          })
+        )
+      }
+      tx.settle()
+      yield* commit(tx, cache)
+    })
+
+  // --- committing ---------------------------------------------------------------------------------
+
+  const visibleVersions = (views: ReadonlyMap<string, StepRow>) =>
+    new Set([...views.values()].flatMap((s) => (s.view_version === null ? [] : [s.view_version])))
+
+  /**
+   * Writes the transition in one SQL transaction, then replaces the cache and starts, interrupts and
+   * arms what the transition decided. A commit the fence refuses drops this owner's state.
+   */
+  const commit = (tx: Transition, cache: FlowCache | undefined): Effect.Effect<void, EngineError> =>
+    Effect.uninterruptible(
+      Effect.gen(function* () {
+        if (tx.dirty) {
+          const { batch, versions } = tx.batch(visibleVersions, cache)
+          const written = yield* sql
+            .withTransaction(
+              Effect.gen(function* () {
+                const ok = yield* writeTransition(sql, batch)
+                if (!ok) return false
+                for (const w of tx.wakes) {
+                  yield* flowClient(flowId).Wake(new WakePayload({ flowId, seid: w.seid, at: w.at }), {
+                    discard: true
+                  })
+                }
+                return true
+              })
+            )
+            .pipe(
+              Effect.catchCause((cause) => {
+                // a failed or rolled-back commit: reload before the next transition
+                loaded = undefined
+                const { errorType, detail } = errorInfo(cause)
+                return Effect.fail(new EngineError({ reason: `commit failed: ${errorType}: ${detail}` }))
+              })
+            )
+          if (!written) {
+            yield* Effect.logWarning(`Flow ${flowId}: commit refused, another owner changed it; dropping this owner`)
+            yield* supersede
+            return yield* new EngineError({
+              reason: `Flow ${flowId} was changed by another owner; this runner no longer owns it`
+            })
+          }
+          loaded = { _tag: "Loaded", cache: tx.result(versions) }
+        }
+        yield* afterCommit(tx)
+      })
+    )
+
+  /** Another owner committed: stop everything here and forget the cache. */
+  const supersede = Effect.gen(function* () {
+    loaded = undefined
+    const all = [...fibers.values()]
+    fibers.clear()
+    for (const f of all) yield* Effect.forkDetach(Fiber.interrupt(f))
+    if (keptAlive) {
+      keptAlive = false
+      yield* Entity.keepAlive(false).pipe(Effect.provideContext(clusterContext))
+    }
+  })
+
+  const afterCommit = Effect.fnUntraced(function* (tx: Transition) {
+    for (const seid of tx.interrupts) {
+      const f = fibers.get(seid)
+      if (f === undefined) continue
+      fibers.delete(seid)
+      yield* Effect.forkDetach(Fiber.interrupt(f))
+    }
+    for (const s of tx.starts) yield* launch(tx.registered, s.seid, s.attempt, s.delayMs, s.recorded)
+    const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
+    const running =
+      cache !== undefined &&
+      cache.flow.status === "running" &&
+      [...cache.steps.values()].some((s) => s.status === "running")
+    if (running !== keptAlive) {
+      keptAlive = running
+      yield* Entity.keepAlive(running).pipe(Effect.provideContext(clusterContext))
+    }
+    yield* armTimer(cache)
+  })
+
+  /** One in-memory timer: the earliest deadline of a waiting Step. */
+  const armTimer = Effect.fnUntraced(function* (cache: FlowCache | undefined) {
+    let next: number | undefined
+    if (cache !== undefined && cache.flow.status === "running") {
+      for (const s of cache.steps.values()) {
+        if (s.status !== "waiting") continue
+        for (const c of (JSON.parse(s.wait!) as StoredWait).conditions) {
+          if (c._tag === "Timer" && !c.skipped && (next === undefined || c.deadline < next)) next = c.deadline
+        }
+      }
+    }
+    if (timer !== undefined && timer.at === next) return
+    if (timer !== undefined) {
+      const old = timer.fiber
+      timer = undefined
+      yield* Effect.forkDetach(Fiber.interrupt(old))
+    }
+    if (next === undefined) return
+    const now = yield* Clock.currentTimeMillis
+    const at = next
+    const fiber = yield* Effect.sleep(Duration.millis(Math.max(0, at - now))).pipe(
+      Effect.andThen(
+        Effect.suspend(() => {
+          if (timer?.at === at) timer = undefined
+          return wake
+        })
+      ),
+      Effect.ignore,
+      Effect.forkIn(attemptScope)
+    )
+    timer = { at, fiber }
+  })
+
+  // --- Steps ----------------------------------------------------------------------------------------
+
+  /** Starts an attempt's fiber (after a retry's backoff, with its start record when not yet written). */
+  const launch = (
+    reg: RegisteredFlow,
+    seid: string,
+    attempt: number,
+    delayMs: number,
+    recorded: boolean
+  ): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      if (fibers.has(seid)) return
+      const run = Effect.gen(function* () {
+        if (delayMs > 0) yield* Effect.sleep(Duration.millis(delayMs))
+        if (!recorded) {
+          const started = yield* withCache((cache) =>
+            Effect.gen(function* () {
+              const step = cache.steps.get(seid)
+              if (step === undefined || step.status !== "running" || step.attempt !== attempt) return false
+              const now = yield* Clock.currentTimeMillis
+              const tx = new Transition(reg, now, cache)
+              tx.startRetry(seid, attempt)
+              yield* commit(tx, cache)
+              return true
+            })
+          )
+          if (!started) return
+        }
+        const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
+        const step = cache?.steps.get(seid)
+        const view = cache?.views.get(seid)
+        if (cache === undefined || step === undefined || view === undefined || step.attempt !== attempt) return
+        const outcome = yield* runAttempt({
+          sql,
+          config,
+          registered: reg,
+          flow: cache.flow,
+          step,
+          attempt,
+          view,
+          mayHaveCheckpoint: attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(seid)?.startedAt
+        })
+        yield* finish(seid, attempt, outcome)
+      }).pipe(
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logError(`Step ${seid} of Flow ${flowId}`, cause)
+        ),
+        Effect.ensuring(
+          Effect.sync(() => {
+            if (fibers.get(seid) === self) fibers.delete(seid)
+          })
+        )
+      )
+      let self: Fiber.Fiber<void> | undefined
+      self = yield* Effect.forkIn(run, attemptScope, { startImmediately: false })
+      fibers.set(seid, self)
+    })
+
+  /** Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. */
+  const finish = (seid: string, attempt: number, outcome: Outcome) =>
+    withCache((cache) =>
+      Effect.gen(function* () {
+        const step = cache.steps.get(seid)
+        if (
+          cache.flow.status !== "running" ||
+          step === undefined ||
+          step.status !== "running" ||
+          step.attempt !== attempt
+        ) {
+          return
+        }
+        const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
+        const now = yield* Clock.currentTimeMillis
+        const tx = new Transition(reg, now, cache)
+        fibers.delete(seid)
+        const applied = yield* Effect.exit(tx.finishAttempt(seid, attempt, outcome))
+        if (Exit.isFailure(applied)) {
+          // the result could not be applied (a consumed message, an unknown Step): the attempt fails
+          const info = errorInfo(applied.cause)
+          const retry = new Transition(reg, now, cache)
+          yield* Effect.orDie(retry.finishAttempt(seid, attempt, { _tag: "Failure", ...info, retryable: true }))
+          retry.settle()
+          return yield* commit(retry, cache)
+        }
+        tx.settle()
+        yield* commit(tx, cache)
+      })
+    ).pipe(Effect.ignore)
+
+  /** Runs `f` on the loaded cache under the owner's lock; `undefined` when the Flow does not exist. */
+  const withCache = <A, E>(
+    f: (cache: FlowCache) => Effect.Effect<A, E>
+  ): Effect.Effect<A | undefined, E | EngineError> =>
+    lock.withPermits(1)(Effect.flatMap(current, (l) => (l._tag === "Missing" ? Effect.succeed(undefined) : f(l.cache))))
+
+  const wake = withCache((cache) =>
+    Effect.gen(function* () {
+      if (cache.flow.status !== "running") return
+      const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
+      const tx = new Transition(reg, yield* Clock.currentTimeMillis, cache)
+      tx.settle()
+      yield* commit(tx, cache)
+    })
+  )
+
+  // --- requests from other processes ----------------------------------------------------------------
+
+  /** A committed request's stored reply, for a redelivered request. */
+  const storedReply = (requestId: string) => sqlDefect(loadReply(sql, flowId, requestId))
+
+  const Start = (p: StartPayload) =>
+    lock.withPermits(1)(
+      Effect.gen(function* () {
+        const l = yield* current
+        if (l._tag === "Loaded") {
+          if (p.ignoreAlreadyStarted && l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
+          return yield* new FlowAlreadyStarted({ flowId, runId: l.cache.flow.run_id })
+        }
+        const reg = yield* registered(p.flowType)
+        for (const a of p.initialAttributes) {
+          if (a.value !== null && byteLength(a.value) > config.maxValueBytes) {
+            return yield* new ValueTooLarge({ name: a.name, bytes: byteLength(a.value), limit: config.maxValueBytes })
+          }
+        }
+        if (byteLength(p.input) > config.maxValueBytes) {
+          return yield* new ValueTooLarge({
+            name: "flow input",
+            bytes: byteLength(p.input),
+            limit: config.maxValueBytes
+          })
+        }
+        const now = yield* Clock.currentTimeMillis
+        const runId = crypto.randomUUID()
+        const flow: FlowRow = {
+          flow_id: flowId,
+          flow_type: p.flowType,
+          run_id: runId,
+          status: "running",
+          input: p.input,
+          output: null,
+          reason: null,
+          request_id: p.requestId,
+          counters: "{}",
+          version: 1,
+          started_at: now,
+          closed_at: null
+        }
+        const tx = new Transition(reg, now, { flow, isNew: true })
+        tx.record("FlowStarted", null, null, { flowType: p.flowType, runId, stepDurability: p.stepDurability })
+        yield* Effect.orDie(tx.applyWrites(p.initialAttributes, [], []))
+        yield* tx.scheduleStep(
+          {
+            step: reg.def.start.type,
+            input: p.input,
+            options: JSON.stringify(resolveOptions(reg.def.start.options, undefined))
+          },
+          null,
+          null
+        )
+        tx.settle()
+        loaded = undefined
+        yield* commit(tx, undefined)
+        return runId
+      })
+    )
+
+  const Invoke = (p: InvokePayload) =>
+    lock.withPermits(1)(
+      Effect.gen(function* () {
+        const l = yield* current
+        if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
+        const cache = l.cache
+        const stored = yield* storedReply(p.requestId)
+        if (stored !== undefined) return stored
+        if (cache.flow.status !== "running") return yield* new FlowNotActive({ flowId, status: cache.flow.status })
+        const reg = yield* registered(cache.flow.flow_type)
+        const rpc = reg.rpcs.get(p.rpc)
+        if (rpc === undefined)
+          return yield* new DefinitionError({ flowType: reg.def.type, reason: `unknown RPC ${p.rpc}` })
+        const wanted = lockNames(rpc.locks)
+        if (wanted.length > 0) {
+          const held = new Set(
+            [...cache.steps.values()]
+              .filter((s) => s.status === "running")
+              .flatMap((s) => JSON.parse(s.locks) as Array<string>)
+          )
+          const conflicts = wanted.filter((x) => held.has(x))
+          if (conflicts.length > 0) return yield* new RpcLockConflict({ flowId, rpc: p.rpc, locks: conflicts })
+        }
+        const input = yield* Effect.try({
+          try: () => decodeJson(rpc.input, p.input),
+          catch: (e) => new InvalidInput({ what: `input of RPC ${p.rpc}`, detail: String(e) })
+        })
+        const now = yield* Clock.currentTimeMillis
+        const tx = new Transition(reg, now, cache)
+        const staged = emptyStaged()
+        const ctx = makeRpcView(reg.def, cache.state, staged, { flowId, runId: cache.flow.run_id })
+        const exit = yield* Effect.exit(
+          Effect.suspend(() => rpc.handler(ctx, input)).pipe(Effect.provideContext(reg.context))
+        )
+        if (Exit.isFailure(exit)) return yield* new RpcFailed({ flowId, rpc: p.rpc, ...errorInfo(exit.cause) })
+        const result = exit.value
+        const encoded = yield* Effect.try({
+          try: () => ({
+            output: encodeJson(rpc.output, result.output),
+            movements: (result.nextSteps ?? []).map((m) =>
+              encodeMovement(m.step, m.input, m.options, config.maxValueBytes)
+            )
+          }),
+          catch: (e) =>
+            e instanceof ValueTooLarge
+              ? e
+              : new RpcFailed({ flowId, rpc: p.rpc, errorType: "EncodeError", detail: String(e) })
+        })
+        const writes: Array<AttrWrite> = [...staged.attrWrites.values()]
+        const tooLarge = oversized(
+          { _tag: "Success", writes, publishes: staged.publishes, decision: { _tag: "DeadEnd", cancel: [] } },
+          config.maxValueBytes
+        )
+        if (tooLarge) return yield* tooLarge
+        if (wanted.length > 0) {
+          const outside = writes.filter((w) => !wanted.includes(w.key === "" ? w.name : `${w.name}[${w.key}]`))
+          if (outside.length > 0) {
+            return yield* new RpcFailed({
+              flowId,
+              rpc: p.rpc,
+              errorType: "LockViolation",
+              detail: `a locking RPC may write only what it locked; it wrote ${outside.map((w) => w.name).join(", ")}`
+            })
+          }
+        }
+        yield* tx.applyWrites(writes, staged.publishes, staged.deletes)
+        tx.record("RpcCompleted", null, null, { rpc: p.rpc })
+        yield* tx.applyDecision(null, {
+          _tag: "Next",
+          movements: encoded.movements,
+          cancel: (result.cancelSteps ?? []).map((s) => s.type)
+        })
+        tx.settle()
+        tx.reply = { requestId: p.requestId, reply: encoded.output, at: now }
+        yield* commit(tx, cache)
+        return encoded.output
+      })
+    )
+
+  const Control = (p: ControlPayload) =>
+    lock.withPermits(1)(
+      Effect.gen(function* () {
+        const l = yield* current
+        if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
+        const cache = l.cache
+        const stored = yield* storedReply(p.requestId)
+        if (stored !== undefined) return stored === "true"
+        if (cache.flow.status !== "running") return yield* new FlowNotActive({ flowId, status: cache.flow.status })
+        const reg = yield* registered(cache.flow.flow_type)
+        const now = yield* Clock.currentTimeMillis
+        const tx = new Transition(reg, now, cache)
+        const c = p.command
+        switch (c._tag) {
+          case "Stop": {
+            const status = c.mode === "cancel" ? "cancelled" : c.mode === "terminate" ? "terminated" : "failed"
+            tx.closeFlow(status, null, c.reason)
+            break
+          }
+          case "Publish": {
+            if (byteLength(c.value) > config.maxValueBytes) {
+              return yield* new ValueTooLarge({
+                name: c.channel,
+                bytes: byteLength(c.value),
+                limit: config.maxValueBytes
+              })
+            }
+            yield* Effect.orDie(tx.applyWrites([], [c], []))
+            tx.record("Published", null, null, { channel: c.channel, key: c.key })
+            break
+          }
+          case "SkipTimer": {
+            const step = tx.steps.get(c.seid)
+            if (step === undefined || step.status !== "waiting") return false
+            const wait = JSON.parse(step.wait!) as StoredWait
+            let index = -1
+            let skipped = false
+            const conditions = wait.conditions.map((cond) => {
+              if (cond._tag !== "Timer") return cond
+              index++
+              if (skipped || !(c.timer === index || c.timer === cond.id)) return cond
+              skipped = true
+              return { ...cond, skipped: true }
+            })
+            if (!skipped) return false
+            tx.setStep({ ...step, wait: JSON.stringify({ ...wait, conditions }) })
+            tx.record("TimerSkipped", step.seid, null, { timer: c.timer })
+            break
+          }
+        }
+        tx.settle()
+        tx.reply = { requestId: p.requestId, reply: "true", at: now }
+        yield* commit(tx, cache)
+        return true
+      })
+    )
+
+  // An activation by a redelivered keep-alive (a crash or a shard move) has no request to answer:
+  // recover the Flow now instead of at its next request.
+  yield* Effect.forkIn(Effect.ignore(lock.withPermits(1)(current)), attemptScope)
+
+  return FlowEntity.of({
+    Start: ({ payload }) => surface(Start(payload), "Start"),
+    Invoke: ({ payload }) => surface(Invoke(payload), "Invoke"),
+    Wake: () => surface(wake.pipe(Effect.asVoid), "Wake"),
+    Control: ({ payload }) => surface(Control(payload), "Control")
+  })
+})
+
+/** A defect in a handler would be retried forever with the caller waiting: surface it as an EngineError. */
+const surface = <A, E>(effect: Effect.Effect<A, E>, what: string): Effect.Effect<A, E | EngineError> =>
+  Effect.catchCause(effect, (cause): Effect.Effect<never, E | EngineError> => {
+    if (cause.reasons.every(Cause.isFailReason)) return Effect.failCause(cause)
+    const { errorType, detail } = errorInfo(cause)
+    return Effect.fail(new EngineError({ reason: `${what}: ${errorType}: ${detail}` }))
+  })
+
+/** The Flow entity: one owner per Flow (effect/cluster), idle owners evicted after a minute. */
+export const FlowEntityLayer = FlowEntity.toLayer(build, {
+  maxIdleTime: "1 minute",
+  defectRetryPolicy: Schedule.recurs(5)
+})

@@ -1,0 +1,113 @@
+// Requests from other processes to a Flow's owner, as effect/cluster entity messages.
+import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
+import * as DateTime from "effect/DateTime"
+import * as PrimaryKey from "effect/PrimaryKey"
+import { Rpc } from "effect/rpc"
+import * as Schema from "effect/Schema"
+import {
+  ChannelMessageNotFound,
+  DefinitionError,
+  EngineError,
+  FlowAlreadyStarted,
+  FlowNotActive,
+  FlowNotFound,
+  InvalidInput,
+  RpcFailed,
+  RpcLockConflict,
+  ValueTooLarge
+} from "../Errors.ts"
+import { AttrWriteSchema } from "./decision.ts"
+
+/** Wakes a Flow whose wait has a timer due at `at` (delivered then, to whichever runner owns the Flow). */
+export class WakePayload extends Schema.Class<WakePayload>("@durable-agent/engine/Wake")({
+  flowId: Schema.String,
+  seid: Schema.String,
+  at: Schema.Number
+}) {
+  [PrimaryKey.symbol]() {
+    return `wake/${this.seid}@${this.at}`
+  }
+  [DeliverAt.symbol]() {
+    return DateTime.makeUnsafe(this.at)
+  }
+}
+
+export class StartPayload extends Schema.Class<StartPayload>("@durable-agent/engine/Start")({
+  flowId: Schema.String,
+  flowType: Schema.String,
+  input: Schema.String,
+  requestId: Schema.String,
+  ignoreAlreadyStarted: Schema.Boolean,
+  stepDurability: Schema.Literals(["sync", "async"]),
+  initialAttributes: Schema.Array(AttrWriteSchema)
+}) {
+  [PrimaryKey.symbol]() {
+    return `start/${this.requestId}`
+  }
+}
+
+export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/engine/Invoke")({
+  flowId: Schema.String,
+  rpc: Schema.String,
+  input: Schema.String,
+  requestId: Schema.String
+}) {
+  [PrimaryKey.symbol]() {
+    return `rpc/${this.requestId}`
+  }
+}
+
+const ControlCommand = Schema.Union([
+  Schema.Struct({
+    _tag: Schema.Literal("Stop"),
+    mode: Schema.Literals(["cancel", "terminate", "fail"]),
+    reason: Schema.String
+  }),
+  Schema.Struct({
+    _tag: Schema.Literal("SkipTimer"),
+    seid: Schema.String,
+    timer: Schema.Union([Schema.String, Schema.Number])
+  }),
+  Schema.Struct({ _tag: Schema.Literal("Publish"), channel: Schema.String, key: Schema.String, value: Schema.String })
+])
+
+export class ControlPayload extends Schema.Class<ControlPayload>("@durable-agent/engine/Control")({
+  flowId: Schema.String,
+  requestId: Schema.String,
+  command: ControlCommand
+}) {
+  [PrimaryKey.symbol]() {
+    return `control/${this.requestId}`
+  }
+}
+
+const StartError = Schema.Union([FlowAlreadyStarted, DefinitionError, EngineError, ValueTooLarge, InvalidInput])
+const InvokeError = Schema.Union([
+  FlowNotFound,
+  FlowNotActive,
+  RpcLockConflict,
+  ChannelMessageNotFound,
+  RpcFailed,
+  ValueTooLarge,
+  DefinitionError,
+  EngineError,
+  InvalidInput
+])
+const ControlError = Schema.Union([FlowNotFound, FlowNotActive, EngineError, ValueTooLarge, DefinitionError])
+
+/**
+ * Requests from other processes are persisted messages: saved with dedupe by request ID, delivered to
+ * the Flow's owner (again after a failover) and answered once. The handler's transition stores its reply
+ * itself (`dex_replies`), so the reply save needs no transaction of its own.
+ */
+const persisted = <R extends Rpc.Any>(rpc: R): R =>
+  // `Rpc.Any` does not expose `annotate` in its type; every concrete Rpc has it
+  (rpc as any).annotate(ClusterSchema.Persisted, true)
+
+/** The Flow entity: one owner per Flow, which runs its Steps and commits its transitions. */
+export const FlowEntity = Entity.make("DexFlow", [
+  persisted(Rpc.make("Start", { payload: StartPayload, success: Schema.String, error: StartError })),
+  persisted(Rpc.make("Invoke", { payload: InvokePayload, success: Schema.String, error: InvokeError })),
+  persisted(Rpc.make("Wake", { payload: WakePayload, error: EngineError })),
+  persisted(Rpc.make("Control", { payload: ControlPayload, success: Schema.Boolean, error: ControlError }))
+])

@@ -1,0 +1,680 @@
+// One transition of a Flow: a working copy of the owner's cached state that the transition changes in
+// memory, then writes as one SQL transaction (`store.writeTransition`). The cache itself is replaced only
+// after COMMIT; a transition that fails or rolls back leaves it untouched.
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Schema from "effect/Schema"
+import { ChannelMessageNotFound, DefinitionError, RecoveryError } from "../Errors.ts"
+import type { StepContext } from "../Flow.ts"
+import {
+  type EncodedDecision,
+  type EncodedMovement,
+  errorInfo,
+  type Outcome,
+  type ResolvedOptions,
+  resolveOptions
+} from "./decision.ts"
+import type { RegisteredFlow } from "./registry.ts"
+import {
+  type AttrWrite,
+  channelKey,
+  decodeJson,
+  emptyStaged,
+  evaluateWait,
+  type FlowState,
+  makeTxView,
+  type Publish,
+  type Staged,
+  type StoredMessage,
+  type StoredWait,
+  splitChannelKey,
+  storeWait,
+  validateWait
+} from "./state.ts"
+import type { AttemptWrite, AttrVersionRow, FlowRow, HistoryRow, StepRow, TransitionBatch } from "./store.ts"
+
+/** The current attempt of a running Step execution, as the owner caches it. */
+export interface CurrentAttempt {
+  readonly attempt: number
+  readonly startedAt: number
+}
+
+/** What the owner of a Flow holds in memory between transitions. */
+export interface FlowCache {
+  readonly flow: FlowRow
+  /** Current attribute values and queued messages. */
+  readonly state: FlowState
+  /** Active Step executions (waiting, ready, running), by ID. */
+  readonly steps: ReadonlyMap<string, StepRow>
+  /** The state each running Step execution reads (as of its `view_version`). */
+  readonly views: ReadonlyMap<string, FlowState>
+  /** The started attempt of each running Step execution (absent during a retry's backoff). */
+  readonly attempts: ReadonlyMap<string, CurrentAttempt>
+  /** Stored versions of each attribute key (`name\0key`), ascending. */
+  readonly attrVersions: ReadonlyMap<string, ReadonlyArray<number>>
+}
+
+/** A Step attempt to start once the transition has committed. */
+export interface AttemptStart {
+  readonly seid: string
+  readonly attempt: number
+  /** Milliseconds to wait first (a retry's backoff). */
+  readonly delayMs: number
+  /** Whether this transition already wrote the attempt's start record. */
+  readonly recorded: boolean
+}
+
+export interface StepFinished {
+  readonly seid: string
+  readonly attempt: number
+}
+
+const COMPLETION_REQUESTED = "\u0000complete"
+const SEQ = "\u0000seq"
+const MESSAGE_ID = "\u0000msg"
+
+/** The state of a Flow as a transition changes it. */
+export class Transition {
+  readonly flow: { -readonly [K in keyof FlowRow]: FlowRow[K] }
+  readonly expectedVersion: number | null
+  readonly version: number
+  private attrs: FlowState["attrs"]
+  private channels: FlowState["channels"]
+  private ownedAttrs = new Set<string>()
+  private ownsAttrMap = false
+  private ownsChannelMap = false
+  readonly steps: Map<string, StepRow>
+  readonly views: Map<string, FlowState>
+  readonly attempts: Map<string, CurrentAttempt>
+  private readonly counters: Record<string, number>
+  private readonly touched = new Map<string, StepRow>()
+  private readonly attemptWrites = new Map<string, AttemptWrite>()
+  private readonly attrWrites = new Map<string, AttrVersionRow>()
+  private readonly messages: Array<TransitionBatch["messages"][number]> = []
+  private readonly messageDeletes: Array<number> = []
+  private readonly history: Array<HistoryRow> = []
+  private dirtyFlow = false
+  reply: TransitionBatch["reply"] = undefined
+  /** Attempts to start after COMMIT. */
+  readonly starts: Array<AttemptStart> = []
+  /** Running attempts to interrupt after COMMIT (cancelled, or their Flow closed). */
+  readonly interrupts: Array<string> = []
+  /** Timer deadlines of waits this transition registered (each gets one persisted wake-up). */
+  readonly wakes: Array<{ readonly seid: string; readonly at: number }> = []
+
+  readonly registered: RegisteredFlow
+  readonly now: number
+
+  constructor(
+    registered: RegisteredFlow,
+    now: number,
+    cache: FlowCache | { readonly flow: FlowRow; readonly isNew: true }
+  ) {
+    this.registered = registered
+    this.now = now
+    if ("isNew" in cache) {
+      this.flow = { ...cache.flow }
+      this.expectedVersion = null
+      this.version = cache.flow.version
+      this.attrs = new Map()
+      this.channels = new Map()
+      this.ownsAttrMap = true
+      this.ownsChannelMap = true
+      this.steps = new Map()
+      this.views = new Map()
+      this.attempts = new Map()
+      this.counters = {}
+      this.dirtyFlow = true
+    } else {
+      this.flow = { ...cache.flow }
+      this.expectedVersion = cache.flow.version
+      this.version = cache.flow.version + 1
+      this.flow.version = this.version
+      this.attrs = cache.state.attrs
+      this.channels = cache.state.channels
+      this.steps = new Map(cache.steps)
+      this.views = new Map(cache.views)
+      this.attempts = new Map(cache.attempts)
+      this.counters = JSON.parse(cache.flow.counters)
+    }
+  }
+
+  get flowId() {
+    return this.flow.flow_id
+  }
+  get def() {
+    return this.registered.def
+  }
+  get running() {
+    return this.flow.status === "running"
+  }
+  /** Whether the transition changed anything that must be written. */
+  get dirty() {
+    return (
+      this.dirtyFlow ||
+      this.touched.size > 0 ||
+      this.attemptWrites.size > 0 ||
+      this.attrWrites.size > 0 ||
+      this.messages.length > 0 ||
+      this.messageDeletes.length > 0 ||
+      this.history.length > 0
+    )
+  }
+
+  /** The current state (a snapshot: later writes of this transition copy what they change). */
+  get state(): FlowState {
+    this.ownsAttrMap = false
+    this.ownsChannelMap = false
+    this.ownedAttrs.clear()
+    return { attrs: this.attrs, channels: this.channels }
+  }
+
+  /** The state for reads that happen before any snapshot is handed out (no copy needed). */
+  private get live(): FlowState {
+    return { attrs: this.attrs, channels: this.channels }
+  }
+
+  record(kind: string, seid: string | null, attempt: number | null, data: unknown) {
+    this.history.push({
+      flow_id: this.flowId,
+      at: this.now,
+      kind,
+      seid,
+      attempt,
+      data: JSON.stringify(data ?? {})
+    })
+  }
+
+  setStep(row: StepRow) {
+    this.touched.set(row.seid, row)
+    if (row.status === "waiting" || row.status === "ready" || row.status === "running") this.steps.set(row.seid, row)
+    else {
+      this.steps.delete(row.seid)
+      this.views.delete(row.seid)
+      this.attempts.delete(row.seid)
+    }
+  }
+
+  private patchStep(seid: string, patch: Partial<StepRow>) {
+    const row = this.steps.get(seid)!
+    this.setStep({ ...row, ...patch })
+  }
+
+  writeAttempt(
+    seid: string,
+    attempt: number,
+    startedAt: number,
+    end?: Omit<AttemptWrite, "flow_id" | "seid" | "attempt" | "started_at">
+  ) {
+    this.attemptWrites.set(`${seid}#${attempt}`, {
+      flow_id: this.flowId,
+      seid,
+      attempt,
+      started_at: startedAt,
+      finished_at: end?.finished_at ?? null,
+      outcome: end?.outcome ?? null,
+      error_type: end?.error_type ?? null,
+      detail: end?.detail ?? null
+    })
+  }
+
+  private nextCounter(name: string) {
+    const n = (this.counters[name] ?? 0) + 1
+    this.counters[name] = n
+    this.dirtyFlow = true
+    return n
+  }
+
+  // --- state writes (copy on write) ---------------------------------------------------------------
+
+  private attrMap(name: string): Map<string, string> {
+    if (!this.ownsAttrMap) {
+      this.attrs = new Map(this.attrs)
+      this.ownsAttrMap = true
+    }
+    if (!this.ownedAttrs.has(name)) {
+      this.attrs.set(name, new Map(this.attrs.get(name)))
+      this.ownedAttrs.add(name)
+    }
+    return this.attrs.get(name)!
+  }
+
+  private setChannel(k: string, list: ReadonlyArray<StoredMessage>) {
+    if (!this.ownsChannelMap) {
+      this.channels = new Map(this.channels)
+      this.ownsChannelMap = true
+    }
+    this.channels.set(k, list)
+  }
+
+  private queued(k: string): ReadonlyArray<StoredMessage> {
+    const v = this.channels.get(k)
+    return Array.isArray(v) ? (v as ReadonlyArray<StoredMessage>) : []
+  }
+
+  /** Applies attribute writes, publishes and message deletes. */
+  applyWrites(
+    writes: ReadonlyArray<AttrWrite>,
+    publishes: ReadonlyArray<Publish>,
+    deletes: Staged["deletes"]
+  ): Effect.Effect<void, ChannelMessageNotFound> {
+    for (const d of deletes) {
+      const k = channelKey(d.channel, d.key)
+      const list = this.queued(k)
+      if (!list.some((m) => m.id === d.id)) {
+        return Effect.fail(new ChannelMessageNotFound({ flowId: this.flowId, channel: d.channel, messageId: d.id }))
+      }
+      this.setChannel(
+        k,
+        list.filter((m) => m.id !== d.id)
+      )
+      this.messageDeletes.push(Number(d.id))
+    }
+    for (const w of writes) {
+      const m = this.attrMap(w.name)
+      if (w.value === null) {
+        if (!m.has(w.key)) continue
+        m.delete(w.key)
+      } else {
+        m.set(w.key, w.value)
+      }
+      this.attrWrites.set(channelKey(w.name, w.key), {
+        name: w.name,
+        key: w.key,
+        version: this.version,
+        value: w.value
+      })
+    }
+    for (const p of publishes) {
+      const id = this.nextCounter(MESSAGE_ID)
+      const k = channelKey(p.channel, p.key)
+      this.setChannel(k, [...this.queued(k), { id: String(id), value: p.value }])
+      this.messages.push({ id, channel: p.channel, key: p.key, value: p.value, published_at: this.now })
+    }
+    return Effect.void
+  }
+
+  // --- Steps ----------------------------------------------------------------------------------------
+
+  /** Schedules one Step execution; its waitFor is evaluated against the state as it is now. */
+  scheduleStep = Effect.fnUntraced(function* (
+    this: Transition,
+    movement: EncodedMovement,
+    fromSeid: string | null,
+    recovery: RecoveryError | null
+  ) {
+    const step = this.registered.steps.get(movement.step)
+    if (step === undefined) {
+      return yield* new DefinitionError({ flowType: this.def.type, reason: `unknown Step type ${movement.step}` })
+    }
+    const seid = `${step.type}-${this.nextCounter(step.type)}`
+    const seq = this.nextCounter(SEQ)
+    const options = JSON.parse(movement.options) as ResolvedOptions
+    let wait: StoredWait | null = null
+    let waitFailed = 0
+    const row = (status: StepRow["status"]): StepRow => ({
+      flow_id: this.flowId,
+      seid,
+      step_type: step.type,
+      status,
+      input: movement.input,
+      options: movement.options,
+      from_seid: fromSeid,
+      wait: wait === null ? null : JSON.stringify(wait),
+      wait_result: null,
+      wait_failed: waitFailed,
+      waiting_since: wait === null ? null : this.now,
+      attempt: 0,
+      first_attempt_at: null,
+      retry_at: null,
+      view_version: null,
+      view_channels: null,
+      recovery: recovery === null ? null : JSON.stringify(Schema.encodeSync(RecoveryError)(recovery)),
+      locks: JSON.stringify(options.locks),
+      created_at: this.now,
+      seq
+    })
+    if (step.waitFor !== undefined) {
+      const staged = emptyStaged()
+      const ctx: StepContext = {
+        ...makeTxView(this.def, this.live, staged),
+        flowId: this.flowId,
+        runId: this.flow.run_id,
+        flowType: this.def.type,
+        stepExecutionId: seid,
+        fromStepExecutionId: fromSeid ?? undefined
+      }
+      const result = yield* Effect.exit(
+        Effect.suspend(() => {
+          const input = decodeJson(step.input, movement.input)
+          const w = step.waitFor!(ctx, input)
+          const problem = validateWait(this.def, w)
+          return problem === undefined
+            ? Effect.succeed(w)
+            : Effect.fail(new DefinitionError({ flowType: this.def.type, reason: `${step.type}.waitFor: ${problem}` }))
+        })
+      )
+      if (Exit.isSuccess(result)) {
+        // a waitFor view has no message deletes, so this cannot fail
+        yield* Effect.orDie(this.applyWrites([...staged.attrWrites.values()], staged.publishes, []))
+        if (result.value._tag !== "Skip") wait = storeWait(result.value, this.now)
+      } else if (options.waitForFailure === "proceed") {
+        waitFailed = 1
+      } else {
+        const info = errorInfo(result.cause)
+        this.record("WaitForFailed", seid, null, info)
+        this.setStep(row("failed"))
+        this.closeFlow("failed", null, `${seid}.waitFor failed: ${info.errorType}: ${info.detail}`)
+        return seid
+      }
+    }
+    this.setStep(row(wait ? "waiting" : "ready"))
+    this.record("StepScheduled", seid, null, {
+      stepType: step.type,
+      from: fromSeid,
+      wait: wait === null ? null : wait.kind,
+      recovery: recovery === null ? null : { errorType: recovery.errorType, attemptProgress: recovery.attemptProgress }
+    })
+    if (wait !== null) {
+      for (const c of wait.conditions) {
+        if (c._tag === "Timer" && c.deadline > this.now) this.wakes.push({ seid, at: c.deadline })
+      }
+    }
+    return seid
+  })
+
+  /** Re-evaluates every waiting Step (oldest wait first), then dispatches ready Steps whose locks are free. */
+  settle() {
+    if (!this.running) return
+    const waiting = [...this.steps.values()]
+      .filter((s) => s.status === "waiting")
+      .sort((a, b) => (a.waiting_since ?? 0) - (b.waiting_since ?? 0) || a.seq - b.seq)
+    for (const step of waiting) {
+      const wait = JSON.parse(step.wait!) as StoredWait
+      const result = evaluateWait(wait, this.now, (channel, key) =>
+        this.queued(channelKey(channel, key)).map((m) => m.id)
+      )
+      if (result === undefined) continue
+      const values: Record<string, Array<string>> = {}
+      for (const [k, ids] of Object.entries(result.consumed)) {
+        if (ids.length === 0) continue
+        const list = this.queued(k)
+        const set = new Set(ids)
+        values[k] = list.filter((m) => set.has(m.id)).map((m) => m.value)
+        this.setChannel(
+          k,
+          list.filter((m) => !set.has(m.id))
+        )
+        for (const id of ids) this.messageDeletes.push(Number(id))
+      }
+      this.patchStep(step.seid, {
+        status: "ready",
+        wait_result: JSON.stringify({ timers: result.timers, values } satisfies StoredWaitResult)
+      })
+      this.record("WaitSatisfied", step.seid, null, {
+        timers: result.timers,
+        consumed: Object.fromEntries(Object.entries(values).map(([k, v]) => [splitChannelKey(k).join("/"), v.length]))
+      })
+    }
+    this.dispatchReady()
+    this.completeIfRequested()
+  }
+
+  private dispatchReady() {
+    const steps = [...this.steps.values()]
+    const held = new Set(
+      steps.filter((s) => s.status === "running").flatMap((s) => JSON.parse(s.locks) as Array<string>)
+    )
+    for (const step of steps) {
+      if (step.status !== "ready") continue
+      const locks = JSON.parse(step.locks) as Array<string>
+      if (locks.some((l) => held.has(l))) continue
+      for (const l of locks) held.add(l)
+      const view = this.state
+      const counts: Array<[string, number]> = []
+      for (const [k, v] of view.channels) {
+        const n = typeof v === "number" ? v : v.length
+        if (n > 0) counts.push([k, n])
+      }
+      this.patchStep(step.seid, {
+        status: "running",
+        attempt: 1,
+        first_attempt_at: this.now,
+        view_version: this.version,
+        view_channels: counts.length === 0 ? null : JSON.stringify(counts)
+      })
+      this.views.set(step.seid, view)
+      this.startAttempt(step.seid, 1, {})
+    }
+  }
+
+  /** Records that an attempt starts now; the owner runs it after COMMIT. */
+  startAttempt(seid: string, attempt: number, data: Record<string, unknown>) {
+    this.attempts.set(seid, { attempt, startedAt: this.now })
+    this.writeAttempt(seid, attempt, this.now)
+    this.record("AttemptStarted", seid, attempt, data)
+    this.starts.push({ seid, attempt, delayMs: 0, recorded: true })
+  }
+
+  /** A retry whose backoff ended: its start record, written before it runs. */
+  startRetry(seid: string, attempt: number) {
+    this.patchStep(seid, { retry_at: null })
+    this.attempts.set(seid, { attempt, startedAt: this.now })
+    this.writeAttempt(seid, attempt, this.now)
+    this.record("AttemptStarted", seid, attempt, {})
+  }
+
+  /** Cancels every current execution of the given Step types, except `exclude`. */
+  cancelTypes(types: ReadonlyArray<string>, exclude: ReadonlySet<string>, reason: string) {
+    if (types.length === 0) return
+    for (const s of [...this.steps.values()]) {
+      if (!types.includes(s.step_type) || exclude.has(s.seid)) continue
+      this.cancelStep(s, reason)
+    }
+  }
+
+  private cancelStep(s: StepRow, reason: string) {
+    const current = this.attempts.get(s.seid)
+    this.setStep({ ...s, status: "cancelled" })
+    if (s.status === "running") {
+      if (current !== undefined) {
+        this.writeAttempt(s.seid, current.attempt, current.startedAt, {
+          finished_at: this.now,
+          outcome: "cancelled",
+          error_type: null,
+          detail: null
+        })
+      }
+      this.interrupts.push(s.seid)
+    }
+    this.record("StepCancelled", s.seid, s.status === "running" ? s.attempt : null, {
+      previousStatus: s.status,
+      reason
+    })
+  }
+
+  closeFlow(status: "completed" | "failed" | "cancelled" | "terminated", output: string | null, reason: string | null) {
+    for (const s of [...this.steps.values()]) this.cancelStep(s, `flow ${status}`)
+    this.flow.status = status
+    this.flow.output = output
+    this.flow.reason = reason
+    this.flow.closed_at = this.now
+    this.dirtyFlow = true
+    this.record(
+      status === "completed" ? "FlowCompleted" : status === "failed" ? "FlowFailed" : "FlowStopped",
+      null,
+      null,
+      { status, reason }
+    )
+  }
+
+  /** A graceful completion closes the Flow once nothing is active any more. */
+  private completeIfRequested() {
+    if (!this.running || this.counters[COMPLETION_REQUESTED] === undefined || this.steps.size > 0) return
+    this.closeFlow("completed", this.flow.output, null)
+  }
+
+  /** Applies a decision committed by a Step or an RPC. */
+  applyDecision = Effect.fnUntraced(function* (this: Transition, from: string | null, decision: EncodedDecision) {
+    const scheduled = new Set<string>()
+    if (decision._tag === "Next") {
+      for (const m of decision.movements) {
+        scheduled.add(yield* this.scheduleStep(m, from, null))
+        if (!this.running) return
+      }
+    }
+    this.cancelTypes(decision.cancel, scheduled, from === null ? "rpc" : `cancelled by ${from}`)
+    switch (decision._tag) {
+      case "ForceComplete":
+        return this.closeFlow("completed", decision.output, null)
+      case "ForceFail":
+        return this.closeFlow("failed", null, decision.reason)
+      case "GracefulComplete": {
+        this.counters[COMPLETION_REQUESTED] = 1
+        this.flow.output = decision.output
+        this.dirtyFlow = true
+        return this.completeIfRequested()
+      }
+      default:
+        return
+    }
+  })
+
+  /** The result of a running attempt: completes the Step, schedules a retry, or fails it. */
+  finishAttempt = Effect.fnUntraced(function* (this: Transition, seid: string, attempt: number, outcome: Outcome) {
+    const step = this.steps.get(seid)!
+    const started = this.attempts.get(seid)?.startedAt ?? this.now
+    const options = JSON.parse(step.options) as ResolvedOptions
+    if (outcome._tag === "Success") {
+      this.writeAttempt(seid, attempt, started, {
+        finished_at: this.now,
+        outcome: "success",
+        error_type: null,
+        detail: null
+      })
+      this.setStep({ ...step, status: "completed" })
+      yield* this.applyWrites(outcome.writes, outcome.publishes, [])
+      this.record("StepCompleted", seid, attempt, {
+        decision: outcome.decision._tag,
+        next: outcome.decision._tag === "Next" ? outcome.decision.movements.map((m) => m.step) : [],
+        cancel: outcome.decision.cancel
+      })
+      yield* this.applyDecision(seid, outcome.decision)
+      return
+    }
+    this.writeAttempt(seid, attempt, started, {
+      finished_at: this.now,
+      outcome: "failure",
+      error_type: outcome.errorType,
+      detail: outcome.detail
+    })
+    this.record("AttemptFailed", seid, attempt, { errorType: outcome.errorType, detail: outcome.detail })
+    const elapsed = this.now - (step.first_attempt_at ?? this.now)
+    const delay = Math.min(
+      options.initialIntervalMs * options.backoffCoefficient ** (attempt - 1),
+      options.maximumIntervalMs
+    )
+    const attemptsLeft = options.maxAttempts === null || attempt < options.maxAttempts
+    const withinTotal = options.totalDurationMs === null || elapsed + delay <= options.totalDurationMs
+    if (outcome.retryable && attemptsLeft && withinTotal) {
+      this.attempts.delete(seid)
+      this.patchStep(seid, { attempt: attempt + 1, retry_at: this.now + delay })
+      this.record("RetryScheduled", seid, attempt + 1, { delayMs: delay })
+      this.starts.push({ seid, attempt: attempt + 1, delayMs: delay, recorded: false })
+      return
+    }
+    this.setStep({ ...step, status: "failed" })
+    const recovery = new RecoveryError({
+      errorType: outcome.errorType,
+      detail: outcome.detail,
+      attemptProgress: outcome.reached === false && attempt === 1 ? "not_started" : "not_completed"
+    })
+    this.record("StepFailed", seid, attempt, {
+      errorType: recovery.errorType,
+      attemptProgress: recovery.attemptProgress,
+      failureRoute: options.failureRoute
+    })
+    if (options.failureRoute === null) {
+      return this.closeFlow("failed", null, `${seid} failed: ${outcome.errorType}: ${outcome.detail}`)
+    }
+    const route = this.registered.steps.get(options.failureRoute)!
+    yield* this.scheduleStep(
+      { step: route.type, input: step.input, options: JSON.stringify(resolveOptions(route.options, undefined)) },
+      seid,
+      recovery
+    )
+  })
+
+  /** The transition's writes, for one SQL transaction. */
+  batch(visible: (views: ReadonlyMap<string, StepRow>) => ReadonlySet<number>, cache: FlowCache | undefined) {
+    this.flow.counters = JSON.stringify(this.counters)
+    const { deletes, versions } = collectGarbage(
+      cache?.attrVersions ?? new Map(),
+      this.attrWrites,
+      visible(new Map([...this.steps].filter(([seid]) => this.views.has(seid))))
+    )
+    const batch: TransitionBatch = {
+      flow: this.flow,
+      expectedVersion: this.expectedVersion,
+      steps: [...this.touched.values()],
+      attempts: [...this.attemptWrites.values()],
+      attrs: [...this.attrWrites.values()],
+      attrDeletes: deletes,
+      messages: this.messages,
+      messageDeletes: this.messageDeletes,
+      history: this.history,
+      reply: this.reply
+    }
+    return { batch, versions }
+  }
+
+  /** The cache after COMMIT. */
+  result(versions: ReadonlyMap<string, ReadonlyArray<number>>): FlowCache {
+    return {
+      flow: { ...this.flow },
+      state: this.state,
+      steps: this.steps,
+      views: this.views,
+      attempts: this.attempts,
+      attrVersions: versions
+    }
+  }
+}
+
+interface StoredWaitResult {
+  readonly timers: ReadonlyArray<boolean>
+  readonly values: Record<string, ReadonlyArray<string>>
+}
+
+/**
+ * Which stored attribute versions no reader can see any more. A key keeps its newest version and, for each
+ * version a running Step reads, the newest version at or below it; every other version is deleted.
+ */
+export const collectGarbage = (
+  stored: ReadonlyMap<string, ReadonlyArray<number>>,
+  written: ReadonlyMap<string, AttrVersionRow>,
+  visible: ReadonlySet<number>
+) => {
+  const versions = new Map(stored)
+  const deletes: Array<Omit<AttrVersionRow, "value">> = []
+  for (const [k, w] of written) versions.set(k, [...(stored.get(k) ?? []), w.version])
+  for (const [k, list] of versions) {
+    if (list.length < 2) continue
+    const keep = new Set<number>([list[list.length - 1]!])
+    for (const v of visible) {
+      let best: number | undefined
+      for (const x of list) if (x <= v) best = x
+      if (best !== undefined) keep.add(best)
+    }
+    if (keep.size === list.length) continue
+    const [name, key] = splitChannelKey(k)
+    for (const x of list) if (!keep.has(x)) deletes.push({ name, key, version: x })
+    versions.set(
+      k,
+      list.filter((x) => keep.has(x))
+    )
+  }
+  return { deletes, versions }
+}
+
+export type { StoredWaitResult }

@@ -1,0 +1,191 @@
+/**
+ * The long-session benchmark (`npm run bench`): one session of 300 turns with one tool call per turn on the
+ * embedded engine. Storage must grow with what a turn writes, not with the session's length: it reports the
+ * stored bytes each turn adds near the start (turns 1-10) and at the end (turns 291-300), their ratio
+ * (target <= 1.3x), the database file at the end (target <= 20 MB), and the snapshot latency at turn 10 and
+ * turn 300 (flat: the second is read as a ratio of the first).
+ *
+ * Environment: `BENCH_LONG_TURNS` (default 300).
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Client } from "@durable-agent/engine"
+import * as BenchResults from "@durable-agent/engine/testing/BenchResults"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as References from "effect/References"
+import { SqlClient } from "effect/sql"
+import { type Row, renderTable } from "../../engine/bench/report.ts"
+import { fmtBytes, fmtMs, fmtRatio, summarize } from "../../engine/bench/stats.ts"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  ModelClient,
+  type ModelRequest,
+  type ModelResponse,
+  Persistence,
+  Stepwise,
+  ToolSource,
+  tool
+} from "../src/index.ts"
+import { agentDefinition, engineFor } from "./agent.ts"
+
+const TURNS = Number(process.env.BENCH_LONG_TURNS ?? 300)
+const WINDOW = 10
+const RATIO_TARGET = 1.3
+const FILE_TARGET_BYTES = 20 * 1024 * 1024
+const FLOW_TYPE = "LongBenchAgent"
+const flow = AgentSessionFlow.make({ flowType: FLOW_TYPE })
+const usage = { inputTokens: 120, outputTokens: 12, cachedInputTokens: 0, reasoningTokens: 0 }
+
+/** A user message gets one tool call; tool results get a short answer. */
+const model = ModelClient.make((request: ModelRequest) =>
+  Effect.sync((): ModelResponse => {
+    const last = request.messages[request.messages.length - 1]
+    if (last?.role === "user") {
+      const turn = request.messages.filter((m) => m.role === "user").length
+      return {
+        text: null,
+        reasoning: null,
+        toolCalls: [{ toolCallId: `lookup-${turn}`, toolName: "lookup", arguments: JSON.stringify({ turn }) }],
+        usage
+      }
+    }
+    return { text: "Found it: the answer is 42, as every turn.", reasoning: null, toolCalls: [], usage }
+  })
+)
+
+const lookup = tool({
+  name: "lookup",
+  description: "Looks a thing up.",
+  effect: "read",
+  handler: (args) => Effect.succeed({ turn: args.turn ?? null, value: "a result of about this length, every turn" })
+})
+
+const storedBytes = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+  const [pages] = yield* sql.unsafe<{ page_count: number }>("PRAGMA page_count")
+  const [free] = yield* sql.unsafe<{ freelist_count: number }>("PRAGMA freelist_count")
+  const [size] = yield* sql.unsafe<{ page_size: number }>("PRAGMA page_size")
+  return {
+    file: Number(pages!.page_count) * Number(size!.page_size),
+    used: (Number(pages!.page_count) - Number(free!.freelist_count)) * Number(size!.page_size)
+  }
+})
+
+const snapshotLatency = (id: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient
+    const samples: Array<number> = []
+    for (let i = 0; i < 20; i++) {
+      const t0 = performance.now()
+      yield* client.getSnapshot(id)
+      samples.push(performance.now() - t0)
+    }
+    return summarize(samples).p50
+  })
+
+const run = Effect.gen(function* () {
+  const client = yield* AgentSessionClient
+  const engine = yield* Client.Client
+  const id = "long"
+  const used: Array<number> = []
+  let snapshotAt10 = 0
+  let snapshotAtEnd = 0
+  used.push((yield* storedBytes).used)
+  for (let turn = 1; turn <= TURNS; turn++) {
+    if (turn === 1) yield* client.startSession(id, { initialMessage: `turn ${turn}` })
+    else yield* client.sendUserMessage(id, `turn ${turn}`)
+    while (true) {
+      const state = yield* engine.getAttribute(id, Persistence.AgentState)
+      if (state._tag === "Some" && state.value.turnCount >= turn && state.value.activeTurnId === null) break
+      yield* Effect.sleep("2 millis")
+    }
+    if (turn <= WINDOW + 1 || turn >= TURNS - WINDOW) used.push((yield* storedBytes).used)
+    if (turn === WINDOW) snapshotAt10 = yield* snapshotLatency(id)
+    if (turn % 50 === 0) process.stderr.write(`[long session bench] turn ${turn}\n`)
+  }
+  snapshotAtEnd = yield* snapshotLatency(id)
+  const end = yield* storedBytes
+  const early = (used[WINDOW]! - used[0]!) / WINDOW
+  const late = (used[used.length - 1]! - used[used.length - 1 - WINDOW]!) / WINDOW
+  return { early, late, file: end.file, snapshotAt10, snapshotAtEnd }
+})
+
+const main = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "das-long-bench-"))
+  try {
+    const engine = await engineFor("embedded", join(dir, "long.db"))
+    const worker = Layer.mergeAll(
+      AgentSessionFlow.layerWorker(flow).pipe(
+        Layer.provide(Stepwise.layer(agentDefinition)),
+        Layer.provide(Layer.mergeAll(ModelClient.layer(model.generate), ToolSource.layer([lookup])))
+      ),
+      AgentSessionClient.layer(FLOW_TYPE)
+    ).pipe(Layer.provideMerge(engine))
+    const r = await Effect.runPromise(
+      run.pipe(
+        Effect.provide(worker),
+        Effect.scoped,
+        Effect.provideService(References.MinimumLogLevel, "Warn")
+      ) as Effect.Effect<Effect.Success<typeof run>, unknown>
+    )
+    const ratio = r.late / r.early
+    const rows: Array<Row> = [
+      {
+        mode: "embedded",
+        metric: `stored bytes per turn, turns 1-${WINDOW} vs ${TURNS - WINDOW + 1}-${TURNS}`,
+        result: `${fmtBytes(r.early)} vs ${fmtBytes(r.late)} (${fmtRatio(ratio)})`,
+        target: `<= ${RATIO_TARGET}x`,
+        verdict: ratio <= RATIO_TARGET ? "PASS" : "MISS"
+      },
+      {
+        mode: "embedded",
+        metric: `database file after ${TURNS} turns`,
+        result: fmtBytes(r.file),
+        target: `<= ${fmtBytes(FILE_TARGET_BYTES)}`,
+        verdict: r.file <= FILE_TARGET_BYTES ? "PASS" : "MISS"
+      },
+      {
+        mode: "embedded",
+        metric: `snapshot p50 at turn ${WINDOW} vs turn ${TURNS}`,
+        result: `${fmtMs(r.snapshotAt10)} vs ${fmtMs(r.snapshotAtEnd)} (${fmtRatio(r.snapshotAtEnd / r.snapshotAt10)})`,
+        target: "flat",
+        verdict: "-"
+      }
+    ]
+    process.stdout.write(`\nLong session benchmark (${TURNS} turns, one read tool per turn)\n\n${renderTable(rows)}\n`)
+    BenchResults.record({
+      "session.long.bytes_per_turn_late": {
+        value: r.late,
+        unit: "bytes",
+        baseline: { name: `bytes per turn, turns 1-${WINDOW}`, value: r.early, unit: "bytes" },
+        target: `<= ${RATIO_TARGET}x the baseline`,
+        met: ratio <= RATIO_TARGET
+      },
+      "session.long.database_file_bytes": {
+        value: r.file,
+        unit: "bytes",
+        target: `<= ${FILE_TARGET_BYTES}`,
+        met: r.file <= FILE_TARGET_BYTES
+      },
+      "session.long.snapshot_p50_ms_late": {
+        value: r.snapshotAtEnd,
+        unit: "ms",
+        baseline: { name: `snapshot p50 at turn ${WINDOW}`, value: r.snapshotAt10, unit: "ms" }
+      }
+    })
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`long session benchmark failed: ${error instanceof Error ? error.stack : String(error)}\n`)
+    process.exit(1)
+  }
+)
