@@ -5,6 +5,7 @@
  *   OPENAI_API_KEY=sk-... npm start         (a real model; CHAT_MODEL picks it, default gpt-4.1-mini)
  *   CHAT_DB=/tmp/chat.db CHAT_WORKSPACE=/tmp/ws npm start
  *   npm start -- --mcp servers.json         (more tools from MCP servers; see src/mcp.ts)
+ *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
  * embedded engine locks its file, so `/history` reads it through this process too. Kill the process
@@ -14,7 +15,7 @@ import { mkdir } from "node:fs/promises"
 import { dirname } from "node:path"
 import { Engine } from "@durable-agent/engine"
 import { AiSdkRunner, type AiSdkTool } from "@durable-agent/runner-ai-sdk"
-import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import { type AgentFrameworkRunner, AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type { LanguageModel } from "ai"
 import * as Cause from "effect/Cause"
@@ -23,7 +24,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { FLOW_TYPE, flow, makeAgent, selectModel } from "./agent.ts"
 import { type ChatConfig, loadConfig } from "./config.ts"
+import { mastraRunner } from "./mastra.ts"
 import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
+import { runnerArgument } from "./openai-agents.ts"
 import { Chat } from "./session.ts"
 import { chatLine, errorLine, Screen } from "./ui.ts"
 
@@ -39,11 +42,16 @@ const HELP = [
 ].join("\n")
 
 /** The engine on the file, the session worker with the AI SDK runner, the clients, the screen and the chat. */
-const appLayer = (config: ChatConfig, model: LanguageModel, mcpTools: Readonly<Record<string, AiSdkTool>>) => {
+const appLayer = (
+  config: ChatConfig,
+  model: LanguageModel,
+  mcpTools: Readonly<Record<string, AiSdkTool>>,
+  runner?: Layer.Layer<AgentFrameworkRunner>
+) => {
   const engine = Engine.layerEmbedded({ filename: config.database, pollInterval: "100 millis" })
   const agent = makeAgent(config, model)
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(AiSdkRunner.layer({ ...agent, tools: { ...agent.tools, ...mcpTools } }))
+    Layer.provide(runner ?? AiSdkRunner.layer({ ...agent, tools: { ...agent.tools, ...mcpTools } }))
   )
   const services = Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))
   const chat = Chat.layer({ currentFile: `${config.database}.session` })
@@ -145,15 +153,18 @@ const main = Effect.gen(function* () {
   const mcpTools = mcp?.tools ?? {}
   const mcpLabel =
     mcp === null ? null : `${Object.keys(mcpTools).length} tools from ${mcp.servers.join(", ") || "no server"}`
+  // `--runner mastra`: the same agent on the Mastra runner (the AI SDK runner otherwise)
+  const mastra =
+    runnerArgument(process.argv.slice(2)) === "mastra" ? mastraRunner(config, model, label, mcpTools) : null
   yield* Effect.gen(function* () {
     const screen = yield* Screen
     const chat = yield* Chat
-    yield* screen.print(greeting(config, label, mcpLabel))
+    yield* screen.print(greeting(config, mastra?.label ?? label, mcpLabel))
     yield* chat.openInitial
     yield* loop
     yield* screen.setPrompt(null)
     yield* screen.print(chatLine(`bye; the session ${yield* chat.current} stays in ${config.database}`))
-  }).pipe(Effect.provide(appLayer(config, model, mcpTools)))
+  }).pipe(Effect.provide(appLayer(config, model, mcpTools, mastra?.layer)))
 })
 
 main.pipe(
