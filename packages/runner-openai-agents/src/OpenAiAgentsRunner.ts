@@ -19,7 +19,9 @@
  *   and would call the model again. The guard stops that call; the runner defers the call like any other,
  *   the session records it failed (`invalid <tool> arguments: arguments must be a JSON object`), and that
  *   text replaces the SDK's answer in the run state before the next model call.
- * - A run that makes more than one model call, or none, fails the RunModel attempt.
+ * - A run that makes more than one model call fails the RunModel attempt, and so does a run that makes none
+ *   while approvals still wait (a dropped approval). A run that makes none and ends is a tool-use behaviour
+ *   (`toolUseBehavior`) ending the turn on a tool's output: `TurnCompleted` with zero model calls.
  *
  * Tool kinds this runner cannot defer, which therefore run inside RunModel and are at-least-once (a
  * RunModel retry repeats them): hosted tools that the provider runs (web search, file search, code
@@ -313,16 +315,19 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     const json = end.state.toJSON() as Json
     const responses: Array<Json> = Array.isArray(json.modelResponses) ? json.modelResponses : []
     const made = responses.slice(start.responsesBefore)
-    if (made.length !== 1) {
+    const waiting = json.currentStep?.type === "next_step_interruption"
+    // no model call is right only for a run that ended on a tool's output (`toolUseBehavior`); a run still
+    // waiting for approvals without a model call means an approval was dropped
+    if (made.length > 1 || (made.length === 0 && (waiting || end.guarded))) {
       return yield* new ModelCallError({
         message: `the framework made ${made.length} model calls in one RunModel; Step mode allows exactly one`
       })
     }
     const usage = toUsage(made)
-    const last = made[0]!
+    const last: Json | undefined = made[0]
     const modelCallMetadata = {
       requestModel: typeof start.agent.model === "string" ? start.agent.model : undefined,
-      responseId: typeof last.responseId === "string" ? last.responseId : undefined
+      responseId: typeof last?.responseId === "string" ? last.responseId : undefined
     }
     const current: string = json.currentAgent?.name ?? start.agent.name
     const generated: Array<Json> = Array.isArray(json.generatedItems) ? json.generatedItems : []

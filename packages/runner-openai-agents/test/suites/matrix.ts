@@ -9,7 +9,7 @@ import {
   TURN_FAILURE_NOTE_HEADER
 } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
-import { Usage } from "@openai/agents"
+import { Agent, Usage } from "@openai/agents"
 import { assistantMessage, functionCall, modelError, modelResponder } from "@openai/agents/testing"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -20,6 +20,7 @@ import {
   prompt,
   stepShape,
   toolResultsIn,
+  tools,
   withOpenAiSession
 } from "../support.ts"
 
@@ -310,6 +311,49 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           )
         })
       )
+    )
+
+    it.live(
+      "a tool-use behaviour that ends the run on a tool's output: the last RunModel makes no model call and ends the turn",
+      () =>
+        withOpenAiSession(
+          engine,
+          [[functionCall("get_weather", { city: "Bern" }, { callId: "g1" })]],
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient
+              yield* client.startSession("u", { initialMessage: "weather in Bern" })
+              const snapshot = yield* awaitTurns("u", 1)
+              assert.deepStrictEqual(yield* stepShape("u"), [
+                "StartAgentSession",
+                "RunModel",
+                "CallTool",
+                "ResumeTurn",
+                "RunModel",
+                "AwaitUserMessage"
+              ])
+              assert.strictEqual(kit.model.calls.length, 1)
+              assert.strictEqual(snapshot.usage.modelCalls, 1)
+              assert.isNull(snapshot.state?.lastTurnError ?? null)
+              assert.deepStrictEqual(
+                snapshot.messages.map((m) => [m.role, m.toolCallId, m.toolOutput]),
+                [
+                  ["user", null, null],
+                  ["assistant", "g1", null],
+                  ["tool", "g1", '{"city":"Bern","temperature":21}']
+                ]
+              )
+            }),
+          {
+            agent: (kit) =>
+              new Agent({
+                name: "weather",
+                model: kit.model,
+                tools: tools(kit).filter((t) => t.name === "get_weather"),
+                toolUseBehavior: "stop_on_first_tool"
+              })
+          }
+        )
     )
 
     describe("SDK behaviours that break a Step rule, and their guards", () => {
