@@ -125,7 +125,10 @@ export interface AgentSessionClientShape {
     sessionId: string,
     settings: Wire.SessionSettings | null
   ) => Effect.Effect<boolean, RpcError>
-  /** The session's events, decoded; with `follow` it keeps reading until the session closes. */
+  /**
+   * The session's events, decoded; with `follow` it keeps reading until the session closes. An event that does
+   * not decode is skipped with a warning in the log that names its type, its token and the decode error.
+   */
   readonly events: (
     sessionId: string,
     options?: {
@@ -143,7 +146,6 @@ const retryLockConflicts = <A, E extends { readonly _tag: string }, R>(self: Eff
     schedule: Schedule.spaced("25 millis").pipe(Schedule.upTo({ duration: Duration.seconds(5) }))
   })
 
-const decodeEvent = Schema.decodeUnknownOption(Wire.AgentEvent)
 const encodeEnvelope = Schema.encodeSync(Wire.AgentEventEnvelope)
 
 /**
@@ -229,10 +231,19 @@ export const makeAgentSessionClient = (flowType: string) =>
             pollInterval: options?.pollInterval
           })
           .pipe(
-            Stream.map((m) =>
-              Option.map(
-                decodeEvent(encodeEnvelope(m.value)),
-                (event): AgentSessionEvent => ({ token: m.token, event })
+            Stream.mapEffect((m) =>
+              Wire.decodeAgentEvent(encodeEnvelope(m.value)).pipe(
+                Effect.map((event): Option.Option<AgentSessionEvent> => Option.some({ token: m.token, event })),
+                // An event this client cannot decode is skipped, and said so: never dropped silently.
+                Effect.catch((error) =>
+                  Effect.as(
+                    Effect.logWarning(
+                      `AgentSessionClient.events: skipped an undecodable ${m.value.type} event at ${m.token} of session ${sessionId}`,
+                      error.message
+                    ),
+                    Option.none()
+                  )
+                )
               )
             ),
             Stream.filter(Option.isSome),
