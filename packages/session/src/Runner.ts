@@ -1,5 +1,5 @@
 /**
- * The runner interface of the spec's "Adapter interface" as an Effect service: `AgentFrameworkRunner`
+ * The runner interface ("Adapter interface" in docs/session-contract.md) as an Effect service: `AgentFrameworkRunner`
  * builds user messages, makes at most one model call per RunModel Step (`runModelStep`), and runs one
  * deferred tool call per tool Step (`executeDeferredToolCall`). Framework adapters and the built-in
  * Stepwise loop implement it; the session Flow calls it.

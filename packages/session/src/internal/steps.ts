@@ -1,4 +1,4 @@
-// The Steps of the session Flow (spec "Session Flow contract", Steps). Each execute body is an Effect
+// The Steps of the session Flow (docs/session-contract.md, "Session Flow contract"). Each execute body is an Effect
 // whose error channel carries only attempt errors (ModelCallError, ToolAttemptError); ToolExecutionError is
 // recorded as `failed`, and commit-time ValueTooLarge reaches the failure routes as a recovery error.
 import { type ExecuteContext, Step, StepDecision, type StepDef, StepMovement, Timer, Wait } from "@durable-agent/engine"

@@ -1,7 +1,7 @@
 /**
  * Codecs of the `AgentEvents` Stream: the `AgentEvent` envelope and the payload of every event type.
  *
- * Spec: `agent-framework-adapters.md`, "Events" and "Persistence schema" (`AgentEvent`). On the wire an
+ * Contract: `docs/session-contract.md`, "Events" and "Persistence schema" (`AgentEvent`). On the wire an
  * event is `{type, turn_id, attempt, payload, step_execution_id}` where `payload` is JSON object text;
  * the codecs here decode that text into the typed payload of the event's `type`.
  *
