@@ -6,6 +6,7 @@
  *   CHAT_DB=/tmp/chat.db CHAT_WORKSPACE=/tmp/ws npm start
  *   npm start -- --mcp servers.json         (more tools from MCP servers; see src/mcp.ts)
  *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
+ *   npm start -- --runner openai-agents     (the same tools on the OpenAI Agents SDK; see src/openai-agents.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
  * embedded engine locks its file, so `/history` reads it through this process too. Kill the process
@@ -26,7 +27,7 @@ import { FLOW_TYPE, flow, makeAgent, selectModel } from "./agent.ts"
 import { type ChatConfig, loadConfig } from "./config.ts"
 import { mastraRunner } from "./mastra.ts"
 import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
-import { runnerArgument } from "./openai-agents.ts"
+import { openAiAgentsRunner, runnerArgument } from "./openai-agents.ts"
 import { Chat } from "./session.ts"
 import { chatLine, errorLine, Screen } from "./ui.ts"
 
@@ -156,15 +157,18 @@ const main = Effect.gen(function* () {
   // `--runner mastra`: the same agent on the Mastra runner (the AI SDK runner otherwise)
   const mastra =
     runnerArgument(process.argv.slice(2)) === "mastra" ? mastraRunner(config, model, label, mcpTools) : null
+  // `--runner openai-agents`: the same tools on the OpenAI Agents SDK runner
+  const other =
+    mastra ?? (runnerArgument(process.argv.slice(2)) === "openai-agents" ? openAiAgentsRunner(config) : null)
   yield* Effect.gen(function* () {
     const screen = yield* Screen
     const chat = yield* Chat
-    yield* screen.print(greeting(config, mastra?.label ?? label, mcpLabel))
+    yield* screen.print(greeting(config, other?.label ?? label, mcpLabel))
     yield* chat.openInitial
     yield* loop
     yield* screen.setPrompt(null)
     yield* screen.print(chatLine(`bye; the session ${yield* chat.current} stays in ${config.database}`))
-  }).pipe(Effect.provide(appLayer(config, model, mcpTools, mastra?.layer)))
+  }).pipe(Effect.provide(appLayer(config, model, mcpTools, other?.layer)))
 })
 
 main.pipe(
