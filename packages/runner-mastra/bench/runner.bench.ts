@@ -18,6 +18,7 @@ import {
   AgentSessionClient,
   AgentSessionFlow,
   type AgentToolCall,
+  AgentToolCall as AgentToolCallSchema,
   type AgentTurnContext,
   EventWriter,
   Heartbeat,
@@ -31,6 +32,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import { z } from "zod"
 import { mergeResults } from "../../runner-openai-agents/bench/results.ts"
 import { MastraRunner } from "../src/index.ts"
@@ -141,35 +143,27 @@ interface Round {
   readonly mastraMessagesBytes: number
 }
 
+/** A call's record as the session stores it when it is approved (the spec's defaults fill the rest). */
 const toolRecord = (
   turnId: string,
   call: { readonly toolCallId: string; readonly toolName: string; readonly arguments: string },
   deferralOrder: number
-): AgentToolCall => ({
-  toolCallId: call.toolCallId,
-  turnId,
-  toolName: call.toolName,
-  arguments: call.arguments,
-  effect: "read",
-  requiresApproval: false,
-  status: "approved",
-  output: null,
-  error: null,
-  rejectionMessage: null,
-  deferralOrder,
-  toolSourceReference: null,
-  traceContext: null,
-  waitUntil: null,
-  inputContinuation: null,
-  inputAnswers: [],
-  inputQuestion: null,
-  inputChoices: [],
-  inputAllowsFreeText: true,
-  cancellationReason: null,
-  taskId: null,
-  taskPollIntervalSeconds: null,
-  taskAnswerPending: false
-})
+): AgentToolCall =>
+  Schema.decodeUnknownSync(AgentToolCallSchema)({
+    tool_call_id: call.toolCallId,
+    turn_id: turnId,
+    tool_name: call.toolName,
+    arguments: call.arguments,
+    effect: "read",
+    requires_approval: false,
+    status: "approved",
+    output: null,
+    error: null,
+    rejection_message: null,
+    deferral_order: deferralOrder,
+    tool_source_reference: null,
+    trace_context: null
+  })
 
 /**
  * (d) The runner alone, in memory: per turn, runModelStep (tool calls) -> 3 x executeDeferredToolCall ->
