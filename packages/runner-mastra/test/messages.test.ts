@@ -1,6 +1,7 @@
 // The conversions between Mastra messages and the session's stored messages, without an engine.
 import type { AgentMessage, FrameworkMessage } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
+import { toFrameworkMessages as fromAiSdk } from "../../runner-ai-sdk/src/internal/convert.ts"
 import {
   type DbMessage,
   fromStoredMessages,
@@ -89,6 +90,32 @@ describe("Mastra messages as stored messages", () => {
           ]
         ],
         ["assistant", [{ type: "text", text: "Found it." }]]
+      ]
+    )
+  })
+
+  it("reads a turn the AI SDK runner stored (the chat's other runner) from its projection", () => {
+    const aiSdkTurn = fromAiSdk(
+      [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: [{ type: "tool-call", toolCallId: "k1", toolName: "lookup", input: { q: 2 } }] },
+        {
+          role: "tool",
+          content: [
+            { type: "tool-result", toolCallId: "k1", toolName: "lookup", output: { type: "text", value: "ok" } }
+          ]
+        },
+        { role: "assistant", content: [{ type: "text", text: "Done." }] }
+      ],
+      (i) => `m${i}`
+    )
+    const rebuilt = fromStoredMessages(stored(aiSdkTurn))
+    assert.deepStrictEqual(
+      rebuilt.map((m) => [m.role, m.content.parts.map((p) => p.toolInvocation ?? p.text)]),
+      [
+        ["user", ["hi"]],
+        ["assistant", [{ state: "result", toolCallId: "k1", toolName: "lookup", args: { q: 2 }, result: "ok" }]],
+        ["assistant", ["Done."]]
       ]
     )
   })
