@@ -417,6 +417,44 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
       )
 
       it.live(
+        "a response that calls a tool and hands off: the tool runs in its Step, the resumed run hands off and makes the next agent's one call",
+        () =>
+          withOpenAiSession(
+            engine,
+            [
+              [
+                functionCall("get_weather", { city: "Quito" }, { callId: "g1" }),
+                functionCall("transfer_to_billing", {}, { callId: "h1" })
+              ],
+              [assistantMessage("Billing here.")]
+            ],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient
+                yield* client.startSession("hg", { initialMessage: "weather, then billing" })
+                const snapshot = yield* awaitTurns("hg", 1)
+                assert.deepStrictEqual(yield* stepShape("hg"), [
+                  "StartAgentSession",
+                  "RunModel",
+                  "CallTool",
+                  "ResumeTurn",
+                  "RunModel",
+                  "AwaitUserMessage"
+                ])
+                assert.strictEqual(kit.model.calls.length, 2, "one model call per RunModel")
+                assert.strictEqual(snapshot.usage.modelCalls, 2)
+                assert.strictEqual(kit.count("get_weather"), 1)
+                assert.strictEqual(kit.model.calls[1]!.request.systemInstructions, "You handle billing.")
+                assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), {
+                  g1: '{"city":"Quito","temperature":21}',
+                  h1: '{"assistant":"billing"}'
+                })
+                assert.strictEqual(snapshot.messages[snapshot.messages.length - 1]!.text, "Billing here.")
+              })
+          )
+      )
+
+      it.live(
         "argument text that is not JSON skips the approval gate and would make a second model call: maxTurns stops it, the call is recorded failed",
         () =>
           withOpenAiSession(
