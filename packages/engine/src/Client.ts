@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import { Sharding } from "effect/cluster"
+import type { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -176,10 +176,7 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
-  const sharding = yield* Sharding.Sharding
-  // A reply means the Flow's transaction committed: read the work it dispatched now, not at the next poll.
-  const mapClusterErrors = <A, E>(effect: Effect.Effect<A, E>) =>
-    Effect.tap(mapClusterErrorsOnly(effect), () => sharding.pollStorage)
+  const mapClusterErrors = mapClusterErrorsOnly
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
   const requestId = () => crypto.randomUUID()
