@@ -34,7 +34,15 @@ const once = (url: string, side: string) =>
     const b = yield* spawnNode(workerPath, ["cluster", url, String(yield* port()), "serve", "-"])
     yield* a.waitFor("READY", 60_000)
     yield* b.waitFor("READY", 60_000)
-    const starter = yield* spawnNode(workerPath, ["cluster", url, String(yield* port()), "start", "f", "failover", side])
+    const starter = yield* spawnNode(workerPath, [
+      "cluster",
+      url,
+      String(yield* port()),
+      "start",
+      "f",
+      "failover",
+      side
+    ])
     yield* starter.waitFor("STARTED", 60_000)
     const owner = yield* Effect.raceAll([a, b, starter].map((c) => Effect.as(c.waitFor("RUNNING", 60_000), c)))
     const killedAt = performance.now()
