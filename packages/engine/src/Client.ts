@@ -113,7 +113,7 @@ export interface ClientShape {
     flowId: string,
     attribute: Attribute<A> | AttributeMap<A>,
     key?: string
-  ) => Effect.Effect<Option.Option<A>, EngineError>
+  ) => Effect.Effect<Option.Option<A>, FlowNotFound | EngineError>
   readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
   readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
   /** Waits until the Flow is closed (polling the database). */
@@ -241,9 +241,14 @@ export const make = Effect.gen(function* () {
     getAttribute: (flowId, attribute, key = "") =>
       provideSql(
         Effect.gen(function* () {
-          const value = yield* loadAttribute(sql, flowId, attribute.name, key)
-          return value === undefined ? Option.none() : Option.some(decodeJson(attribute.schema, value))
-        }).pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
+          const value = yield* loadAttribute(sql, flowId, attribute.name, key).pipe(
+            Effect.mapError((e) => new EngineError({ reason: e.message }))
+          )
+          if (value !== undefined) return Option.some(decodeJson(attribute.schema, value))
+          // no value: an unknown Flow is FlowNotFound, like every other client call
+          yield* Inspect.describeFlow(flowId)
+          return Option.none()
+        })
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),

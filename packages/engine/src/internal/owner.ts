@@ -441,7 +441,8 @@ const build = Effect.gen(function* () {
       Effect.gen(function* () {
         const l = yield* current
         if (l._tag === "Loaded") {
-          if (p.ignoreAlreadyStarted && l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
+          // the same request again (a redelivery after a crash or a shard move, or a repeat the caller allows)
+          if (l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
           return yield* new FlowAlreadyStarted({ flowId, runId: l.cache.flow.run_id })
         }
         const reg = yield* registered(p.flowType)
