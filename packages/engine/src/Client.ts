@@ -24,6 +24,7 @@ import {
   type FlowNotFound,
   InvalidInput,
   InvalidResumeToken,
+  LongPollTimeout,
   type RpcFailed,
   type RpcLockConflict,
   ValueTooLarge
@@ -40,12 +41,21 @@ export interface StartFlowOptions {
   readonly requestId?: string | undefined
   /** With the same `requestId`, a repeated start returns the existing run instead of FlowAlreadyStarted. */
   readonly ignoreAlreadyStarted?: boolean | undefined
+  /** Attribute values the Flow starts with, written in the transaction that starts it. */
+  readonly initialAttributes?: ReadonlyArray<InitialAttribute> | undefined
   /**
    * The Flow's default Step durability (Dex `configOverride.stepDurability`). This engine commits every
    * result synchronously, so `async` is recorded in the history and behaves as `sync`: no Step result is
    * ever lost and replayed.
    */
   readonly stepDurability?: "sync" | "async" | undefined
+}
+
+/** One attribute value a Flow starts with (`key` for an AttributeMap). */
+export interface InitialAttribute {
+  readonly attribute: Attribute<any> | AttributeMap<any>
+  readonly value: unknown
+  readonly key?: string | undefined
 }
 
 /** How `stopFlow` ends a Flow. */
@@ -119,8 +129,12 @@ export interface ClientShape {
   /** Waits until the Flow is closed (polling the database). */
   readonly waitForFlow: (
     flowId: string,
-    options?: { readonly pollInterval?: Duration.Input }
-  ) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | EngineError>
+    options?: {
+      readonly pollInterval?: Duration.Input
+      /** Gives up with `LongPollTimeout` when the Flow is still running after this long. */
+      readonly timeout?: Duration.Input
+    }
+  ) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | LongPollTimeout | EngineError>
   /**
    * Reads a stream from the oldest retained message or after a resume token. With `follow`, keeps
    * polling for new messages until the Flow closes.
@@ -204,6 +218,11 @@ export const make = Effect.gen(function* () {
     startFlow: (flow, flowId, input, options) =>
       Effect.gen(function* () {
         const text = yield* encodeInput(flow.start.input, input, `input of Flow ${flow.type}`)
+        const attributes: Array<{ name: string; key: string; value: string | null }> = []
+        for (const a of options?.initialAttributes ?? []) {
+          const value = yield* encodeInput(a.attribute.schema, a.value, `initial value of ${a.attribute.name}`)
+          attributes.push({ name: a.attribute.name, key: a.key ?? "", value })
+        }
         return yield* mapClusterErrors(
           flows(flowId).Start(
             new StartPayload({
@@ -213,7 +232,7 @@ export const make = Effect.gen(function* () {
               requestId: options?.requestId ?? requestId(),
               ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
               stepDurability: options?.stepDurability ?? "sync",
-              initialAttributes: []
+              initialAttributes: attributes
             })
           ) as Effect.Effect<string, any>
         )
@@ -252,13 +271,20 @@ export const make = Effect.gen(function* () {
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
-    waitForFlow: (flowId, options) =>
-      provideSql(Inspect.describeFlow(flowId)).pipe(
+    waitForFlow: (flowId, options) => {
+      const waiting = provideSql(Inspect.describeFlow(flowId)).pipe(
         Effect.repeat({
           schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
           until: (d) => d.status !== "running"
         })
-      ),
+      )
+      if (options?.timeout === undefined) return waiting
+      const timeout = Duration.fromInputUnsafe(options.timeout)
+      return Effect.timeoutOrElse(waiting, {
+        duration: timeout,
+        orElse: () => Effect.fail(new LongPollTimeout({ flowId, waitedMs: Duration.toMillis(timeout) }))
+      })
+    },
     readStream: (flowId, stream, options) =>
       Stream.unwrap(
         Effect.gen(function* () {

@@ -447,6 +447,13 @@ const build = Effect.gen(function* () {
         }
         const reg = yield* registered(p.flowType)
         for (const a of p.initialAttributes) {
+          const declared = reg.def.attributes.find((d) => d.name === a.name)
+          if (declared === undefined || (declared._tag === "Attribute" && a.key !== "")) {
+            return yield* new InvalidInput({
+              what: `initial attribute ${a.name}`,
+              detail: `Flow ${p.flowType} declares no ${a.key === "" ? "Attribute" : "AttributeMap"} of that name`
+            })
+          }
           if (a.value !== null && byteLength(a.value) > config.maxValueBytes) {
             return yield* new ValueTooLarge({ name: a.name, bytes: byteLength(a.value), limit: config.maxValueBytes })
           }
@@ -467,7 +474,9 @@ const build = Effect.gen(function* () {
           status: "running",
           input: p.input,
           output: null,
+          outputs: null,
           reason: null,
+          error_type: null,
           request_id: p.requestId,
           counters: "{}",
           version: 1,

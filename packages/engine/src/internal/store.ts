@@ -86,8 +86,8 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
   // `version` is the fence: every transition compare-and-sets it (one writer per Flow)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_flows (
     flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
-    input TEXT NOT NULL, output TEXT, reason TEXT, request_id TEXT, counters TEXT NOT NULL,
-    version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
+    input TEXT NOT NULL, output TEXT, outputs TEXT, reason TEXT, error_type TEXT, request_id TEXT,
+    counters TEXT NOT NULL, version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
   // attribute values by the Flow version that wrote them; `value` NULL is a delete
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attrs (
     flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
@@ -141,7 +141,11 @@ export interface FlowRow {
   readonly status: string
   readonly input: string
   readonly output: string | null
+  /** Every graceful completion's output, as a JSON array of JSON texts (parallel branches may each complete). */
+  readonly outputs: string | null
   readonly reason: string | null
+  /** What failed a failed Flow: the failing Step's error type, `ForceFail`, `WaitForFailed` or `Stopped`. */
+  readonly error_type: string | null
   readonly request_id: string | null
   readonly counters: string
   readonly version: number
@@ -376,7 +380,8 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`INSERT INTO dex_flows ${sql.insert(f as any)}`
   } else {
     const fenced = yield* sql`UPDATE dex_flows SET version = ${f.version}, status = ${f.status}, output = ${f.output},
-      reason = ${f.reason}, counters = ${f.counters}, closed_at = ${f.closed_at}
+      outputs = ${f.outputs}, reason = ${f.reason}, error_type = ${f.error_type}, counters = ${f.counters},
+      closed_at = ${f.closed_at}
       WHERE flow_id = ${flowId} AND version = ${b.expectedVersion} RETURNING version`
     if (fenced.length === 0) return false
   }

@@ -1314,6 +1314,91 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         )
       })
 
+      it.live("a Flow keeps every graceful completion's output; a failed Flow has an error type", () => {
+        const Branch = Step({
+          type: "Branch",
+          input: Num,
+          execute: (_ctx, n) => Effect.succeed(StepDecision.gracefulComplete(n * 10))
+        })
+        const Fork = Step({
+          type: "Fork",
+          input: Str,
+          execute: () => Effect.succeed(StepDecision.goToMany(...[1, 2, 3].map((n) => StepMovement.of(Branch, n))))
+        })
+        class Boom extends Schema.TaggedError<Boom>()("Boom", {}) {}
+        const Fails = Step({
+          type: "Fails",
+          input: Str,
+          options: { execute: { retry: { maxAttempts: 1 } } },
+          execute: () => Effect.fail(new Boom())
+        })
+        const Forced = Step({
+          type: "Forced",
+          input: Str,
+          execute: () => Effect.succeed(StepDecision.forceFail("given up"))
+        })
+        const F = Flow({ type: "Outputs", start: Fork, steps: [Branch] })
+        const G = Flow({ type: "ErrorType", start: Fails })
+        const H = Flow({ type: "Forced", start: Forced })
+        return run(
+          [F, G, H],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "outputs-1", "x")
+            const done = yield* waitClosed("outputs-1")
+            assert.strictEqual(done.status, "completed")
+            assert.deepStrictEqual([...done.outputs].sort(), [10, 20, 30])
+            assert.strictEqual(done.output, done.outputs[0])
+            assert.strictEqual(done.errorType, null)
+            yield* client.startFlow(G, "errtype-1", "x")
+            const failed = yield* waitClosed("errtype-1")
+            assert.strictEqual(failed.status, "failed")
+            assert.strictEqual(failed.errorType, "Boom")
+            yield* client.startFlow(H, "forced-1", "x")
+            const forced = yield* waitClosed("forced-1")
+            assert.strictEqual(forced.errorType, "ForceFail")
+            assert.strictEqual(forced.reason, "given up")
+          })
+        )
+      })
+
+      it.live("a Flow starts with initial attributes; waitForFlow gives up with LongPollTimeout", () => {
+        const A = Attribute("a", Num)
+        const M = AttributeMap("m", Str)
+        const Undeclared = Attribute("undeclared", Num)
+        const Gate = Channel("gate", Str)
+        const S = Step({
+          type: "S",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: (ctx) =>
+            Effect.succeed(StepDecision.gracefulComplete({ a: Option.getOrNull(ctx.get(A)), k: ctx.keys(M) }))
+        })
+        const F = Flow({ type: "Initial", start: S, attributes: [A, M], channels: [Gate] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "initial-1", "x", {
+              initialAttributes: [
+                { attribute: A, value: 7 },
+                { attribute: M, key: "k1", value: "v" }
+              ]
+            })
+            assert.deepStrictEqual(yield* client.getAttribute("initial-1", A), Option.some(7))
+            const timedOut = yield* Effect.flip(client.waitForFlow("initial-1", { timeout: "200 millis" }))
+            assert.strictEqual(timedOut._tag, "LongPollTimeout")
+            yield* client.publish("initial-1", Gate, "go")
+            const done = yield* client.waitForFlow("initial-1", { timeout: "30 seconds" })
+            assert.deepStrictEqual(done.output, { a: 7, k: ["k1"] })
+            const bad = yield* Effect.flip(
+              client.startFlow(F, "initial-2", "x", { initialAttributes: [{ attribute: Undeclared, value: 1 }] })
+            )
+            assert.strictEqual(bad._tag, "InvalidInput")
+          })
+        )
+      })
+
       it.live("parallel Steps run concurrently and the Flow completes when the last branch completes", () => {
         const started = Deferred.makeUnsafe<void>()
         let running = 0
