@@ -200,7 +200,8 @@ export interface AttemptRow {
   readonly detail: string | null
 }
 
-const num = (v: unknown): number => (v === null || v === undefined ? (v as any) : Number(v))
+/** Postgres returns BIGINT columns as strings; every numeric column goes through this. */
+const num = (v: unknown): number => Number(v)
 
 export const normalizeFlow = (r: any): FlowRow => ({
   ...r,
@@ -324,6 +325,12 @@ export interface AttemptWrite {
   readonly detail: string | null
 }
 
+// effect/sql's `insert` takes records with an index signature; the engine's row interfaces have fixed keys
+// (callers check that a batch is not empty)
+const row = <T extends object>(value: T) => value as unknown as Record<string, unknown>
+const rows = <T extends object>(values: ReadonlyArray<T>) =>
+  values as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>]
+
 /** Everything one transition writes; `writeTransition` turns it into one SQL transaction. */
 export interface TransitionBatch {
   readonly flow: FlowRow
@@ -377,7 +384,7 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
   const f = b.flow
   const flowId = f.flow_id
   if (b.expectedVersion === null) {
-    yield* sql`INSERT INTO dex_flows ${sql.insert(f as any)}`
+    yield* sql`INSERT INTO dex_flows ${sql.insert(row(f))}`
   } else {
     const fenced = yield* sql`UPDATE dex_flows SET version = ${f.version}, status = ${f.status}, output = ${f.output},
       outputs = ${f.outputs}, reason = ${f.reason}, error_type = ${f.error_type}, counters = ${f.counters},
@@ -386,16 +393,16 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     if (fenced.length === 0) return false
   }
   if (b.steps.length > 0) {
-    yield* sql`INSERT INTO dex_steps ${sql.insert(b.steps as any)} ON CONFLICT (flow_id, seid) DO UPDATE SET
+    yield* sql`INSERT INTO dex_steps ${sql.insert(rows(b.steps))} ON CONFLICT (flow_id, seid) DO UPDATE SET
       ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
   }
   if (b.attempts.length > 0) {
-    yield* sql`INSERT INTO dex_attempts ${sql.insert(b.attempts as any)} ON CONFLICT (flow_id, seid, attempt)
+    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(b.attempts))} ON CONFLICT (flow_id, seid, attempt)
       DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
       error_type = excluded.error_type, detail = excluded.detail`
   }
   if (b.attrs.length > 0) {
-    yield* sql`INSERT INTO dex_attrs ${sql.insert(b.attrs.map((a) => ({ flow_id: flowId, ...a })) as any)}`
+    yield* sql`INSERT INTO dex_attrs ${sql.insert(rows(b.attrs.map((a) => ({ flow_id: flowId, ...a }))))}`
   }
   if (b.attrDeletes.length > 0) {
     yield* sql`DELETE FROM dex_attrs WHERE flow_id = ${flowId} AND (${sql.or(
@@ -406,10 +413,10 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`DELETE FROM dex_messages WHERE flow_id = ${flowId} AND id IN ${sql.in(b.messageDeletes as Array<number>)}`
   }
   if (b.messages.length > 0) {
-    yield* sql`INSERT INTO dex_messages ${sql.insert(b.messages.map((m) => ({ flow_id: flowId, ...m })) as any)}`
+    yield* sql`INSERT INTO dex_messages ${sql.insert(rows(b.messages.map((m) => ({ flow_id: flowId, ...m }))))}`
   }
   if (b.history.length > 0) {
-    yield* sql`INSERT INTO dex_history ${sql.insert(b.history as any)}`
+    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history))}`
   }
   if (b.reply !== undefined) {
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
