@@ -4,6 +4,9 @@
  *   npm start                               (from the repository root)
  *   OPENAI_API_KEY=sk-... npm start         (a real model; CHAT_MODEL picks it, default gpt-4.1-mini)
  *   CHAT_DB=/tmp/chat.db CHAT_WORKSPACE=/tmp/ws npm start
+ *   npm start -- --mcp servers.json         (more tools from MCP servers; see src/mcp.ts)
+ *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
+ *   npm start -- --runner openai-agents     (the same tools on the OpenAI Agents SDK; see src/openai-agents.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
  * embedded engine locks its file, so `/history` reads it through this process too. Kill the process
@@ -12,8 +15,8 @@
 import { mkdir } from "node:fs/promises"
 import { dirname } from "node:path"
 import { Engine } from "@durable-agent/engine"
-import { AiSdkRunner } from "@durable-agent/runner-ai-sdk"
-import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import { AiSdkRunner, type AiSdkTool } from "@durable-agent/runner-ai-sdk"
+import { type AgentFrameworkRunner, AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type { LanguageModel } from "ai"
 import * as Cause from "effect/Cause"
@@ -22,6 +25,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { FLOW_TYPE, flow, makeAgent, selectModel } from "./agent.ts"
 import { type ChatConfig, loadConfig } from "./config.ts"
+import { mastraRunner } from "./mastra.ts"
+import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
+import { openAiAgentsRunner, runnerArgument } from "./openai-agents.ts"
 import { Chat } from "./session.ts"
 import { chatLine, errorLine, Screen } from "./ui.ts"
 
@@ -37,9 +43,17 @@ const HELP = [
 ].join("\n")
 
 /** The engine on the file, the session worker with the AI SDK runner, the clients, the screen and the chat. */
-const appLayer = (config: ChatConfig, model: LanguageModel) => {
+const appLayer = (
+  config: ChatConfig,
+  model: LanguageModel,
+  mcpTools: Readonly<Record<string, AiSdkTool>>,
+  runner?: Layer.Layer<AgentFrameworkRunner>
+) => {
   const engine = Engine.layerEmbedded({ filename: config.database, pollInterval: "100 millis" })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(AiSdkRunner.layer(makeAgent(config, model))))
+  const agent = makeAgent(config, model)
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(runner ?? AiSdkRunner.layer({ ...agent, tools: { ...agent.tools, ...mcpTools } }))
+  )
   const services = Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))
   const chat = Chat.layer({ currentFile: `${config.database}.session` })
   return chat.pipe(Layer.provideMerge(services), Layer.provideMerge(Screen.layer))
@@ -118,12 +132,13 @@ const loop = Effect.gen(function* () {
   }
 })
 
-const greeting = (config: ChatConfig, modelLabel: string) =>
+const greeting = (config: ChatConfig, modelLabel: string, mcp: string | null) =>
   [
     "Durable chat: an agent session on the embedded engine (one SQLite file, no server).",
     `  model:     ${modelLabel}`,
     `  database:  ${config.database}`,
     `  workspace: ${config.workspace}`,
+    ...(mcp === null ? [] : [`  mcp:       ${mcp}`]),
     "  /help lists the commands. Kill this process at any time, even mid-turn, and start it again:",
     "  the session continues where it was."
   ].join("\n")
@@ -132,15 +147,28 @@ const main = Effect.gen(function* () {
   const config = yield* loadConfig
   const { model, label } = selectModel(config.model)
   yield* Effect.promise(() => mkdir(dirname(config.database), { recursive: true }))
+  const mcp = yield* Option.match(mcpFileArgument(process.argv.slice(2)), {
+    onNone: () => Effect.succeed(null),
+    onSome: loadMcpTools
+  })
+  const mcpTools = mcp?.tools ?? {}
+  const mcpLabel =
+    mcp === null ? null : `${Object.keys(mcpTools).length} tools from ${mcp.servers.join(", ") || "no server"}`
+  // `--runner mastra`: the same agent on the Mastra runner (the AI SDK runner otherwise)
+  const mastra =
+    runnerArgument(process.argv.slice(2)) === "mastra" ? mastraRunner(config, model, label, mcpTools) : null
+  // `--runner openai-agents`: the same tools on the OpenAI Agents SDK runner
+  const other =
+    mastra ?? (runnerArgument(process.argv.slice(2)) === "openai-agents" ? openAiAgentsRunner(config) : null)
   yield* Effect.gen(function* () {
     const screen = yield* Screen
     const chat = yield* Chat
-    yield* screen.print(greeting(config, label))
+    yield* screen.print(greeting(config, other?.label ?? label, mcpLabel))
     yield* chat.openInitial
     yield* loop
     yield* screen.setPrompt(null)
     yield* screen.print(chatLine(`bye; the session ${yield* chat.current} stays in ${config.database}`))
-  }).pipe(Effect.provide(appLayer(config, model)))
+  }).pipe(Effect.provide(appLayer(config, model, mcpTools, other?.layer)))
 })
 
 main.pipe(

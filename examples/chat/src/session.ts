@@ -13,7 +13,6 @@ import {
   type AgentToolCall,
   type EventsError,
   type RpcError,
-  type SessionAgentEvent,
   type StartError
 } from "@durable-agent/session"
 import * as Context from "effect/Context"
@@ -106,9 +105,6 @@ const makeView = (sessionId: string, afterStart = false): View => ({
   rerun: new Set()
 })
 
-/** The session core's events; adapter-specific ones (`prefix.name`) are not shown. */
-const isSessionEvent = (event: AgentEvent): event is SessionAgentEvent => !event.type.includes(".")
-
 /** A session's status in words. */
 export const statusOf = (snapshot: AgentSnapshot): string => {
   if (snapshot.pendingInterrupts.length > 0) return "waiting for an approval"
@@ -171,7 +167,6 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
         /** Shows one event. `replay` shows a resumed turn's earlier events without asking again. */
         const show = (v: View, event: AgentEvent, replay: boolean): Effect.Effect<void, RpcError> =>
           Effect.gen(function* () {
-            if (!isSessionEvent(event)) return
             switch (event.type) {
               case "turn_started":
                 v.busy = true

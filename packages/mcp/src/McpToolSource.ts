@@ -21,7 +21,9 @@
  */
 
 import {
+  EventWriter,
   Heartbeat,
+  type HeartbeatShape,
   ToolAttemptError,
   type ToolCallError,
   type ToolCallRequest,
@@ -31,7 +33,12 @@ import {
   type ToolExecutionResult,
   type ToolPolicy,
   ToolSource,
-  type ToolSourceShape
+  type ToolSourceShape,
+  type ToolTaskPending,
+  type ToolTaskPollOutcome,
+  type ToolTaskRequest,
+  type ToolTaskStarted,
+  toolTaskStarted
 } from "@durable-agent/session"
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import {
@@ -84,6 +91,8 @@ export interface McpToolSourceOptions {
   readonly trustAnnotations?: boolean | undefined
   /** How long one attempt waits for a task only its own connection can poll; default 10 minutes. */
   readonly taskWait?: Duration.Input | undefined
+  /** The lifetime requested for a task the session polls across Worker restarts; default 24 hours. */
+  readonly taskTtl?: Duration.Input | undefined
 }
 
 /**
@@ -159,6 +168,7 @@ interface Resolved {
   readonly handshakeTimeout: Duration.Duration
   readonly requestTimeoutMs: number
   readonly taskWait: Duration.Duration
+  readonly taskTtlMs: number
   readonly trustAnnotations: boolean
 }
 
@@ -166,6 +176,7 @@ const resolveOptions = (options: McpToolSourceOptions): Resolved => ({
   handshakeTimeout: Duration.fromInputUnsafe(options.handshakeTimeout ?? "30 seconds"),
   requestTimeoutMs: Duration.toMillis(options.requestTimeout ?? "10 minutes"),
   taskWait: Duration.fromInputUnsafe(options.taskWait ?? "10 minutes"),
+  taskTtlMs: Duration.toMillis(options.taskTtl ?? "24 hours"),
   trustAnnotations: options.trustAnnotations ?? true
 })
 
@@ -204,6 +215,48 @@ const definition = (server: string, tool: McpTool, resolved: Resolved): McpToolD
     toolSourceReference: encodeReference({ server, tool: tool.name, taskSupport })
   }
 }
+
+/** What a source saves as the checkpoint of an attempt that started a task. */
+const CHECKPOINT_KIND = "@durable-agent/mcp/task"
+const TaskCheckpoint = Schema.Struct({
+  kind: Schema.Literal(CHECKPOINT_KIND),
+  server: Schema.String,
+  tool: Schema.String,
+  taskId: Schema.String,
+  pollIntervalSeconds: Schema.Number
+})
+const encodeCheckpoint = Schema.encodeSync(TaskCheckpoint)
+/** A checkpoint this source wrote; another writer's reads as none. */
+const decodeCheckpoint = (checkpoint: Option.Option<unknown>) =>
+  Option.flatMap(checkpoint, Schema.decodeUnknownOption(TaskCheckpoint))
+
+const noHeartbeat: HeartbeatShape = { beat: () => Effect.void, checkpoint: Option.none() }
+
+/** The status a poll saw last, from the continuation the previous poll returned. */
+const lastStatus = (continuation: string | null): string | undefined => {
+  if (continuation === null) return "working"
+  try {
+    const parsed: unknown = JSON.parse(continuation)
+    return typeof parsed === "object" && parsed !== null ? String((parsed as { status?: unknown }).status) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The wait before the next poll: the server's poll interval in whole seconds, or, when that is shorter,
+ * double the previous interval, up to a minute.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const nextPollSeconds = (serverPollMs: number | undefined, previousSeconds: number): number =>
+  Math.max(serverPollMs === undefined ? 1 : Math.ceil(serverPollMs / 1000), Math.min(60, 2 * previousSeconds))
+
+const toResult = (result: CallToolResult) =>
+  result.isError === true
+    ? Effect.fail(new ToolExecutionError({ message: resultText(result) || "the MCP tool reported an error" }))
+    : Effect.succeed<ToolExecutionResult>({ output: resultText(result) })
 
 const TERMINAL = new Set<GetTaskResult["status"]>(["completed", "failed", "cancelled"])
 
@@ -320,13 +373,21 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       connection.client.experimental.tasks.cancelTask(taskId, { signal, ...timeout })
     ).pipe(Effect.ignore)
 
-  /** One `tools/call` on a new connection; a task (a tool that requires one) is awaited on that connection. */
+  /** A result, or a started task the session polls. */
+  type Invoked = { readonly _tag: "Result"; readonly result: CallToolResult } | ToolTaskStarted
+
+  /**
+   * One `tools/call` on a new connection. A tool that requires a task is called as one: a task any
+   * connection can poll is returned as started when `heartbeat` is given (its handle saved as the attempt's
+   * checkpoint first); any other task is awaited on this connection.
+   */
   const invoke = (
     reference: ToolReference,
     args: McpCallRequest["arguments"],
     key: string,
-    beat: Effect.Effect<void>
-  ) =>
+    heartbeat: HeartbeatShape,
+    startTasks: boolean
+  ): Effect.Effect<ToolExecutionResult | ToolTaskStarted, ToolExecutionError | McpToolCallInterruptedError> =>
     Effect.scoped(
       Effect.gen(function* () {
         const connection = yield* connect(
@@ -336,18 +397,41 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
         )
         const params = { name: reference.tool, arguments: { ...args }, _meta: { [IDEMPOTENCY_KEY_META]: key } }
         if (reference.taskSupport !== "required") {
-          return yield* request(connection, (signal) =>
+          const result = yield* request(connection, (signal) =>
             connection.client.request({ method: "tools/call", params }, CallToolResultSchema, { signal, ...timeout })
           )
+          return { _tag: "Result", result } satisfies Invoked as Invoked
         }
+        const pollable = startTasks && !connection.sessionBound
+        // A task polled across Worker restarts lives long; one awaited here needs only this attempt's wait.
+        const ttl = pollable ? resolved.taskTtlMs : 4 * Duration.toMillis(resolved.taskWait)
         const created = yield* request(connection, (signal) =>
           connection.client.request(
-            { method: "tools/call", params: { ...params, task: { ttl: 4 * Duration.toMillis(resolved.taskWait) } } },
+            { method: "tools/call", params: { ...params, task: { ttl } } },
             CreateTaskResultSchema,
-            { signal, ...timeout }
+            {
+              signal,
+              ...timeout
+            }
           )
         )
-        return yield* awaitTask(connection, created.task.taskId, created.task.pollInterval, beat)
+        const taskId = created.task.taskId
+        if (pollable) {
+          const pollIntervalSeconds = Math.max(1, Math.ceil((created.task.pollInterval ?? 1000) / 1000))
+          // Before anything else: a retried attempt finds the handle and returns the same task.
+          yield* heartbeat.beat(
+            encodeCheckpoint({
+              kind: CHECKPOINT_KIND,
+              server: reference.server,
+              tool: reference.tool,
+              taskId,
+              pollIntervalSeconds
+            })
+          )
+          return toolTaskStarted(taskId, pollIntervalSeconds) as Invoked
+        }
+        const result = yield* awaitTask(connection, taskId, created.task.pollInterval, heartbeat.beat())
+        return { _tag: "Result", result } satisfies Invoked as Invoked
       })
     ).pipe(
       Effect.catchTags({
@@ -359,33 +443,113 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
             })
           )
       }),
-      Effect.flatMap((result: CallToolResult) =>
-        result.isError === true
-          ? Effect.fail(new ToolExecutionError({ message: resultText(result) || "the MCP tool reported an error" }))
-          : Effect.succeed<ToolExecutionResult>({ output: resultText(result) })
-      )
+      Effect.flatMap((invoked) => (invoked._tag === "Result" ? toResult(invoked.result) : Effect.succeed(invoked)))
     )
 
   const callTool = (call: McpCallRequest) =>
     Effect.flatMap(target(call.toolName, call.toolSourceReference), (reference) =>
-      invoke(reference, call.arguments, call.idempotencyKey, Effect.void)
+      invoke(reference, call.arguments, call.idempotencyKey, noHeartbeat, false)
     )
 
   const call = Effect.fn("McpToolSource.call")(function* (call: ToolCallRequest) {
     const heartbeat = yield* Heartbeat
     const reference = yield* target(call.toolName, call.toolSourceReference)
     yield* Effect.annotateCurrentSpan({ "mcp.server": reference.server, "mcp.tool": reference.tool })
-    return yield* invoke(reference, call.arguments, call.idempotencyKey, heartbeat.beat()).pipe(
+    const saved = decodeCheckpoint(heartbeat.checkpoint)
+    if (Option.isSome(saved) && saved.value.server === reference.server && saved.value.tool === reference.tool) {
+      // An earlier attempt started this call's task: return it instead of calling again.
+      return toolTaskStarted(saved.value.taskId, saved.value.pollIntervalSeconds)
+    }
+    return yield* invoke(
+      reference,
+      call.arguments,
+      call.idempotencyKey,
+      heartbeat,
+      call.supportsToolTasks === true
+    ).pipe(
       Effect.catchTag("McpToolCallInterruptedError", (e) => Effect.fail(new ToolAttemptError({ message: e.message })))
     )
-  }) as (call: ToolCallRequest) => Effect.Effect<ToolExecutionResult, ToolCallError, Heartbeat>
+  }) as (call: ToolCallRequest) => Effect.Effect<ToolExecutionResult | ToolTaskStarted, ToolCallError, Heartbeat>
+
+  /** A request about a task on a new connection; failing to reach the server fails the attempt. */
+  const onTask = <A>(
+    task: ToolTaskRequest,
+    use: (connection: Connection, reference: ToolReference) => Effect.Effect<A, ToolCallError | Rejected | NoResult>
+  ): Effect.Effect<A, ToolCallError> =>
+    Effect.flatMap(target(task.toolName, task.toolSourceReference), (reference) =>
+      Effect.scoped(
+        Effect.flatMap(connect(reference.server, options.servers[reference.server]!, resolved.handshakeTimeout), (c) =>
+          use(c, reference)
+        )
+      ).pipe(
+        Effect.catchTags({
+          Rejected: (e: Rejected) => Effect.fail(new ToolAttemptError({ message: e.message })),
+          NoResult: (e: NoResult) => Effect.fail(new ToolAttemptError({ message: e.message }))
+        })
+      )
+    )
+
+  const pollToolTask = Effect.fn("McpToolSource.pollToolTask")(function* (task: ToolTaskRequest) {
+    const events = yield* EventWriter
+    return yield* onTask(task, (connection) =>
+      Effect.gen(function* () {
+        const client = connection.client
+        // A task the server no longer knows is an error answer here: the attempt fails, and the call's
+        // failure route records it by effect once the attempts run out.
+        const status = yield* request(connection, (signal) =>
+          client.experimental.tasks.getTask(task.taskId, { signal, ...timeout })
+        )
+        if (status.status !== lastStatus(task.continuation)) {
+          yield* events.write({
+            type: "mcp.task_status",
+            payload: { task_id: task.taskId, status: status.status, status_message: status.statusMessage ?? null }
+          })
+        }
+        switch (status.status) {
+          case "working":
+            return {
+              _tag: "ToolTaskPending",
+              pollIntervalSeconds: nextPollSeconds(status.pollInterval, task.pollIntervalSeconds),
+              continuation: JSON.stringify({ status: status.status })
+            } satisfies ToolTaskPending as ToolTaskPollOutcome
+          case "input_required":
+            yield* cancelQuietly(connection, task.taskId)
+            return yield* new ToolExecutionError({ message: inputRequestedMessage(status.statusMessage) })
+          case "cancelled":
+            return yield* new ToolExecutionError({
+              message: `the MCP task was cancelled${status.statusMessage ? `: ${status.statusMessage}` : ""}`
+            })
+          default: {
+            const result = yield* request(connection, (signal) =>
+              client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, { signal, ...timeout })
+            )
+            return (yield* toResult(result)) as ToolTaskPollOutcome
+          }
+        }
+      })
+    )
+  })
+
+  const cancelToolTask = Effect.fn("McpToolSource.cancelToolTask")(function* (task: ToolTaskRequest) {
+    yield* onTask(task, (connection) =>
+      request(connection, (signal) =>
+        connection.client.experimental.tasks.cancelTask(task.taskId, { signal, ...timeout })
+      ).pipe(
+        // any answer is done: an error answer means the task already ended or is gone
+        Effect.catchTag("Rejected", () => Effect.void),
+        Effect.asVoid
+      )
+    )
+  })
 
   return {
     tools,
     policies,
     mergeToolPolicies: (applicationPolicies) => ({ ...policies, ...applicationPolicies }),
     call,
-    callTool
+    callTool,
+    pollToolTask,
+    cancelToolTask
   } satisfies McpToolSourceShape as McpToolSourceShape
 })
 

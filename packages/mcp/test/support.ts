@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { Engine } from "@durable-agent/engine"
+import { type Client, Engine } from "@durable-agent/engine"
 import {
   AgentSessionClient,
   AgentSessionFlow,
@@ -53,7 +53,10 @@ export interface McpKit {
 export const FLOW_TYPE = "McpAgent"
 
 /** Runs `body` with a session worker over `setup.source` and a client, on a fresh embedded engine. */
-export const withMcpSession = <A, E>(setup: McpSetup, body: (kit: McpKit) => Effect.Effect<A, E, AgentSessionClient>) =>
+export const withMcpSession = <A, E>(
+  setup: McpSetup,
+  body: (kit: McpKit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+) =>
   Effect.gen(function* () {
     const dir = yield* tempDir("das-mcp-session-")
     const source = "call" in setup.source ? setup.source : yield* McpToolSource.make(setup.source)

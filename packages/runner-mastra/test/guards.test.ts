@@ -264,16 +264,22 @@ describe("Mastra runner: the Step-rule guards", () => {
 })
 
 describe("Mastra runner: streaming and cancellation", () => {
-  it.live("text deltas reach the EventWriter as text_delta events", () =>
+  it.live("text and reasoning deltas reach the EventWriter as text_delta and reasoning_delta events", () =>
     Effect.gen(function* () {
-      const model = ScriptedModel.make([{ text: "Hello there.", textDeltas: ["Hel", "lo ", "there."] }])
+      const model = ScriptedModel.make([
+        { reasoning: "The user greets me.", text: "Hello there.", textDeltas: ["Hel", "lo ", "there."] }
+      ])
       const r = runner(model)
       const events: Array<WrittenEvent> = []
       const outcome = yield* runStep(r, userTurn(r, "hi"), events)
       const streamed = events.filter((e) => e.type === "text_delta").map((e) => e.payload.text)
       assert.strictEqual(streamed.join(""), "Hello there.")
       assert.isAtLeast(streamed.length, 1)
+      const reasoning = events.filter((e) => e.type === "reasoning_delta").map((e) => e.payload.text)
+      assert.strictEqual(reasoning.join(""), "The user greets me.")
+      // the reasoning part is stored for the model (no projection text), then the answer
       assert.deepStrictEqual(outcome._tag === "TurnCompleted" ? outcome.newMessages.map((m) => [m.role, m.text]) : [], [
+        ["assistant", null],
         ["assistant", "Hello there."]
       ])
     })

@@ -1,19 +1,26 @@
 // Test support: a session worker whose runner is the Mastra runner with a scripted MockLanguageModelV4, on a
 // fresh engine (embedded SQLite or cluster Postgres, the session tests' factories); tools count their side
 // effects.
-import { Client } from "@durable-agent/engine"
+import type { Client } from "@durable-agent/engine"
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
-import { AgentSessionClient, AgentSessionFlow, type AgentSnapshot } from "@durable-agent/session"
+import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import { createTool } from "@mastra/core/tools"
 import type { ModelMessage } from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import { z } from "zod"
 import type { EngineFactory } from "../../session/test/support.ts"
 import { durableToolCall, MastraRunner, type MastraTool } from "../src/index.ts"
 
-export { clusterEngine, type EngineFactory, embeddedEngine } from "../../session/test/support.ts"
+export { toolResultsIn } from "../../runner-ai-sdk/test/support.ts"
+export {
+  awaitSnapshot,
+  awaitTurns,
+  clusterEngine,
+  type EngineFactory,
+  embeddedEngine,
+  stepShape
+} from "../../session/test/support.ts"
 
 export const FLOW_TYPE = "MastraTestAgent"
 
@@ -114,47 +121,9 @@ export const withMastraSession = <A, E>(
   ) as Effect.Effect<A, unknown>
 }
 
-/** Polls until `predicate` holds (20 s at most). */
-export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient
-    const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
-    return yield* client
-      .getSnapshot(sessionId)
-      .pipe(
-        Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
-        Effect.timeoutOrElse({ duration: "20 seconds", orElse: () => timeout })
-      )
-  })
-
-export const awaitTurns = (sessionId: string, turns: number) =>
-  awaitSnapshot(
-    sessionId,
-    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
-    `${turns} finished turns`
-  )
-
-export const stepShape = (sessionId: string) =>
-  Effect.gen(function* () {
-    const client = yield* Client.Client
-    return (yield* client.stepExecutions(sessionId)).map((s) => s.stepType)
-  })
-
 /** The prompt of the model call at `index` (what Mastra sent to the provider). */
 export const prompt = (kit: Kit, index: number): ReadonlyArray<ModelMessage> =>
   (kit.model.doStreamCalls[index]?.prompt ?? []) as unknown as ReadonlyArray<ModelMessage>
-
-/** Tool results in a prompt, by tool call ID, as text. */
-export const toolResultsIn = (messages: ReadonlyArray<ModelMessage>) =>
-  Object.fromEntries(
-    messages.flatMap((m) =>
-      m.role === "tool"
-        ? (m.content as Array<any>)
-            .filter((p) => p.type === "tool-result")
-            .map((p) => [p.toolCallId, p.output?.type === "text" ? p.output.value : JSON.stringify(p.output?.value)])
-        : []
-    )
-  )
 
 /** The roles of a prompt, with the tool call IDs of assistant and tool messages: `assistant[a,b]`, `tool[a,b]`. */
 export const promptShape = (messages: ReadonlyArray<ModelMessage>) =>

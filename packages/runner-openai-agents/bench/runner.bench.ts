@@ -184,6 +184,7 @@ const inMemory = Effect.gen(function* () {
         attempt: 1,
         heartbeatCheckpoint: Option.none()
       })
+      if (!("output" in result)) throw new Error("expected a tool result")
       records.push({ ...record, status: "succeeded", output: result.output })
     }
     const second = yield* runner.runModelStep(context(turnId, first.frameworkRunState, records))

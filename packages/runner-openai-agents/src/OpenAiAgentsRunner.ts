@@ -19,7 +19,11 @@
  *   and would call the model again. The guard stops that call; the runner defers the call like any other,
  *   the session records it failed (`invalid <tool> arguments: arguments must be a JSON object`), and that
  *   text replaces the SDK's answer in the run state before the next model call.
- * - A run that makes more than one model call, or none, fails the RunModel attempt.
+ * - A run that makes more than one model call fails the RunModel attempt, and so does a run that stops
+ *   unfinished without tool calls to defer (an approval the SDK dropped). A run that makes no model call
+ *   and finishes is a tool-use behaviour (`toolUseBehavior`) ending the turn on a tool's output:
+ *   `TurnCompleted` with zero model calls. A response that calls tools and hands off stops for the tools
+ *   first; the resumed run hands off and makes the next agent's model call, its one call.
  *
  * Tool kinds this runner cannot defer, which therefore run inside RunModel and are at-least-once (a
  * RunModel retry repeats them): hosted tools that the provider runs (web search, file search, code
@@ -313,21 +317,18 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     const json = end.state.toJSON() as Json
     const responses: Array<Json> = Array.isArray(json.modelResponses) ? json.modelResponses : []
     const made = responses.slice(start.responsesBefore)
-    if (made.length !== 1) {
-      return yield* new ModelCallError({
-        message: `the framework made ${made.length} model calls in one RunModel; Step mode allows exactly one`
-      })
-    }
+    const stepRule = (what: string) =>
+      new ModelCallError({ message: `${what}; Step mode allows one model call per RunModel` })
+    if (made.length > 1) return yield* stepRule(`the framework made ${made.length} model calls in one RunModel`)
     const usage = toUsage(made)
-    const last = made[0]!
+    const last: Json | undefined = made[0]
     const modelCallMetadata = {
       requestModel: typeof start.agent.model === "string" ? start.agent.model : undefined,
-      responseId: typeof last.responseId === "string" ? last.responseId : undefined
+      responseId: typeof last?.responseId === "string" ? last.responseId : undefined
     }
-    const current: string = json.currentAgent?.name ?? start.agent.name
     const generated: Array<Json> = Array.isArray(json.generatedItems) ? json.generatedItems : []
-    for (const item of generated.slice(start.itemsBefore)) {
-      if (item?.type !== "handoff_output_item") continue
+    const handoffs = generated.slice(start.itemsBefore).filter((item) => item?.type === "handoff_output_item")
+    for (const item of handoffs) {
       yield* events.write({
         type: "openai_agents.handoff",
         payload: {
@@ -337,6 +338,22 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         }
       })
     }
+    const history = end.state.history
+    if (end.guarded && handoffs.length > 0) {
+      // the guard stopped the next agent's model call: the next RunModel makes it
+      return AgentTurnOutcome.turnContinued({
+        frameworkRunState: JSON.stringify({
+          v: 1,
+          kind: "history",
+          agent: json.currentAgent?.name ?? start.agent.name,
+          items: history.slice(stored.length)
+        } satisfies State.HandoffState),
+        newMessages: [],
+        usage,
+        modelCallMetadata
+      })
+    }
+    const waiting = json.currentStep?.type === "next_step_interruption"
     const calls: Array<DeferredToolCall> = functionCalls(last)
       .filter((c) => graph.tools.has(c.name))
       .map((c) => ({
@@ -345,7 +362,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}),
         policy: turn.resolveToolPolicy(c.name, graph.tools.get(c.name)?.effect)
       }))
-    if (calls.length > 0) {
+    if (calls.length > 0 && (waiting || end.guarded)) {
       return AgentTurnOutcome.toolCallsRequested({
         frameworkRunState: JSON.stringify(State.interrupted(start.agent.name, stored.length, json)),
         toolCalls: calls,
@@ -353,21 +370,16 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         modelCallMetadata
       })
     }
-    const history = end.state.history
-    if (end.guarded) {
-      // a handoff: the next RunModel makes the new agent's model call
-      return AgentTurnOutcome.turnContinued({
-        frameworkRunState: JSON.stringify({
-          v: 1,
-          kind: "history",
-          agent: current,
-          items: history.slice(stored.length)
-        } satisfies State.HandoffState),
-        newMessages: [],
-        usage,
-        modelCallMetadata
-      })
+    if (waiting || end.guarded) {
+      // a run that stops without tool calls to defer would wait forever (an approval the SDK dropped), or
+      // would need a second model call
+      return yield* stepRule(
+        made.length === 0
+          ? "the run made no model call and did not finish"
+          : "the run stopped after its model call without tool calls to defer or a final answer"
+      )
     }
+    // finished: a final answer, or a tool's output as the final output (`toolUseBehavior`, no model call)
     return AgentTurnOutcome.turnCompleted({
       newMessages: history.slice(stored.length).map(toFrameworkMessage),
       usage,

@@ -90,6 +90,8 @@ export const testAgent = (kit: Kit) => {
 }
 
 export interface Options {
+  /** The entry agent; {@link testAgent} when omitted. */
+  readonly agent?: ((kit: Kit) => Agent<any, any>) | undefined
   readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
   readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
 }
@@ -114,7 +116,7 @@ export const withOpenAiSession = <A, E>(
     ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(OpenAiAgentsRunner.layer({ agent: testAgent(kit) }))
+    Layer.provide(OpenAiAgentsRunner.layer({ agent: (options?.agent ?? testAgent)(kit) }))
   )
   return body(kit).pipe(
     Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Client, Flow, type FlowDef, Step } from "@durable-agent/engine"
+import { Client, type EngineError, Flow, type FlowDef, Step } from "@durable-agent/engine"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -16,6 +16,8 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { AwaitTurnTimeout, type LiveClockRequired } from "./Errors.ts"
+import { requireLiveClock } from "./internal/clock.ts"
 import { makeRpcs, type SessionRpcs } from "./internal/rpcs.ts"
 import { StartInput } from "./internal/schemas.ts"
 import * as P from "./Persistence.ts"
@@ -125,7 +127,24 @@ export interface AgentSessionClientShape {
     sessionId: string,
     settings: Wire.SessionSettings | null
   ) => Effect.Effect<boolean, RpcError>
-  /** The session's events, decoded; with `follow` it keeps reading until the session closes. */
+  /**
+   * Waits until the session has settled: started, no active turn, no queued message, and at least `turn` turns
+   * ended when given. Returns that snapshot. A turn that waits for an approval is still active, so resolve it
+   * first. Fails with {@link AwaitTurnTimeout} after `timeout` (default 60 seconds), and at once with
+   * {@link LiveClockRequired} under `TestClock` (`it.effect`): use `it.live` in tests.
+   */
+  readonly awaitTurn: (
+    sessionId: string,
+    options?: {
+      readonly turn?: number | undefined
+      readonly timeout?: Duration.Input | undefined
+      readonly pollInterval?: Duration.Input | undefined
+    }
+  ) => Effect.Effect<Wire.AgentSnapshot, RpcError | EngineError | AwaitTurnTimeout | LiveClockRequired>
+  /**
+   * The session's events, decoded; with `follow` it keeps reading until the session closes. An event that does
+   * not decode is skipped with a warning in the log that names its type, its token and the decode error.
+   */
   readonly events: (
     sessionId: string,
     options?: {
@@ -143,7 +162,6 @@ const retryLockConflicts = <A, E extends { readonly _tag: string }, R>(self: Eff
     schedule: Schedule.spaced("25 millis").pipe(Schedule.upTo({ duration: Duration.seconds(5) }))
   })
 
-const decodeEvent = Schema.decodeUnknownOption(Wire.AgentEvent)
 const encodeEnvelope = Schema.encodeSync(Wire.AgentEventEnvelope)
 
 /**
@@ -221,6 +239,47 @@ export const makeAgentSessionClient = (flowType: string) =>
         invoke<{ readonly sessionSettings: Schema.Json | null }, boolean>(rpcs.update_session_settings, sessionId, {
           sessionSettings: settings
         }),
+      awaitTurn: (sessionId, options) =>
+        Effect.gen(function* () {
+          yield* requireLiveClock("AgentSessionClient.awaitTurn")
+          let last: Wire.AgentSnapshot | undefined
+          const settled = (s: Wire.AgentSnapshot) =>
+            s.state !== null &&
+            (s.state.status === "failed" ||
+              (s.state.activeTurnId === null &&
+                s.queuedMessageCount === 0 &&
+                s.state.turnCount >= (options?.turn ?? 0)))
+          const timeout = options?.timeout ?? "60 seconds"
+          // Settled Steps first: a queued message the engine took off the queue but whose turn has not started
+          // yet shows as a ready or running AwaitUserMessage, not in the snapshot.
+          const idle = Effect.map(engine.stepExecutions(sessionId), (steps) =>
+            steps.every(
+              (step) =>
+                step.status === "completed" ||
+                step.status === "failed" ||
+                step.status === "cancelled" ||
+                (step.status === "waiting" && step.stepType === "AwaitUserMessage")
+            )
+          )
+          const snapshot = invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null)
+          return yield* Effect.flatMap(idle, (steps) =>
+            Effect.map(snapshot, (s) => (steps ? s : { ...s, queuedMessageCount: s.queuedMessageCount + 1 }))
+          ).pipe(
+            Effect.tap((s) => Effect.sync(() => void (last = s))),
+            Effect.repeat({ schedule: Schedule.spaced(options?.pollInterval ?? "50 millis"), until: settled }),
+            Effect.timeoutOrElse({
+              duration: timeout,
+              orElse: () =>
+                Effect.fail(
+                  new AwaitTurnTimeout({
+                    sessionId,
+                    timeout: Duration.format(Duration.fromInputUnsafe(timeout)),
+                    state: last?.state === null || last === undefined ? "not started" : JSON.stringify(last.state)
+                  })
+                )
+            })
+          )
+        }),
       events: (sessionId, options) =>
         engine
           .readStream(sessionId, P.AgentEvents, {
@@ -229,10 +288,19 @@ export const makeAgentSessionClient = (flowType: string) =>
             pollInterval: options?.pollInterval
           })
           .pipe(
-            Stream.map((m) =>
-              Option.map(
-                decodeEvent(encodeEnvelope(m.value)),
-                (event): AgentSessionEvent => ({ token: m.token, event })
+            Stream.mapEffect((m) =>
+              Wire.decodeAgentEvent(encodeEnvelope(m.value)).pipe(
+                Effect.map((event): Option.Option<AgentSessionEvent> => Option.some({ token: m.token, event })),
+                // An event this client cannot decode is skipped, and said so: never dropped silently.
+                Effect.catch((error) =>
+                  Effect.as(
+                    Effect.logWarning(
+                      `AgentSessionClient.events: skipped an undecodable ${m.value.type} event at ${m.token} of session ${sessionId}`,
+                      error.message
+                    ),
+                    Option.none()
+                  )
+                )
               )
             ),
             Stream.filter(Option.isSome),

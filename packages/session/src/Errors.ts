@@ -56,3 +56,34 @@ export class AgentSessionDefinitionError extends Schema.TaggedError<AgentSession
   "AgentSessionDefinitionError",
   { message: Schema.String }
 ) {}
+
+/**
+ * `AgentSessionClient.awaitTurn` gave up: the session did not settle within the timeout.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class AwaitTurnTimeout extends Schema.TaggedError<AwaitTurnTimeout>()("AwaitTurnTimeout", {
+  sessionId: Schema.String,
+  timeout: Schema.String,
+  state: Schema.String
+}) {
+  override get message() {
+    return `session ${this.sessionId} did not settle within ${this.timeout} (last seen: ${this.state})`
+  }
+}
+
+/**
+ * A session helper that waits on the engine ran under effect's `TestClock` (as `it.effect` installs it),
+ * where the engine's polls and timers never advance by themselves. Write the test with `it.live`.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class LiveClockRequired extends Schema.TaggedError<LiveClockRequired>()("LiveClockRequired", {
+  operation: Schema.String
+}) {
+  override get message() {
+    return `${this.operation} needs the live clock, but it runs under TestClock: write this test with it.live instead of it.effect (the engine's polls and timers do not advance under TestClock)`
+  }
+}

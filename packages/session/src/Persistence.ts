@@ -1,6 +1,6 @@
 /**
  * The session's persistence schema as engine definitions: Attributes, AttributeMaps, Channels and the
- * `AgentEvents` Stream, named exactly as the spec's "Persistence schema" and typed by the wire codecs.
+ * `AgentEvents` Stream, named as in "Persistence schema" of docs/session-contract.md and typed by the wire codecs.
  * Clients read state with them (`client.getAttribute(flowId, Persistence.AgentState)`).
  *
  * Declared for the later steering, plan and compaction features so their state fits without a rewrite:

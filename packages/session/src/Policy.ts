@@ -1,6 +1,6 @@
 /**
  * Tool effects and policies: which Step runs a call, how it retries, whether it needs approval, and the
- * checks every requested call passes before it gets a record (spec "Effects and policies").
+ * checks every requested call passes before it gets a record (docs/session-contract.md, "Effects and policies").
  *
  * @since 0.1.0
  */
@@ -38,7 +38,7 @@ export interface ResolvedToolPolicy {
 export type ToolStepType = "CallTool" | "CallSingleAttemptTool"
 
 /**
- * The effect table of the spec: the Step, the number of attempts, what a call that ran out of attempts
+ * The effect table (docs/session-contract.md, "Effects and policies"): the Step, the number of attempts, what a call that ran out of attempts
  * records, and the default approval of each effect class.
  *
  * @category constants

@@ -1,5 +1,5 @@
 /**
- * The runner interface of the spec's "Adapter interface" as an Effect service: `AgentFrameworkRunner`
+ * The runner interface ("Adapter interface" in docs/session-contract.md) as an Effect service: `AgentFrameworkRunner`
  * builds user messages, makes at most one model call per RunModel Step (`runModelStep`), and runs one
  * deferred tool call per tool Step (`executeDeferredToolCall`). Framework adapters and the built-in
  * Stepwise loop implement it; the session Flow calls it.
@@ -165,6 +165,16 @@ export interface DeferredToolExecution {
   readonly idempotencyKey: string
   readonly attempt: number
   readonly heartbeatCheckpoint: Option.Option<unknown>
+  /**
+   * Whether the runner polls tasks (`pollToolTask`): a tool may then return {@link ToolTaskStarted};
+   * without it, a tool runs its remote work to the end inside the call.
+   */
+  readonly supportsToolTasks?: boolean | undefined
+  /**
+   * Saves a checkpoint for a retried attempt of this Step (`heartbeatCheckpoint`), such as a started task's
+   * handle; later heartbeats of the attempt repeat it. Resolves once it is durable.
+   */
+  readonly saveHeartbeatCheckpoint?: ((checkpoint: unknown) => Effect.Effect<void>) | undefined
 }
 
 /**
@@ -175,6 +185,115 @@ export interface DeferredToolExecution {
  */
 export interface ToolExecutionResult {
   readonly output: string
+}
+
+/**
+ * The tool started remote work that the session polls in PollToolTask Steps (`pollToolTask`).
+ * `pollIntervalSeconds` is the wait before the first poll. Return it only after the task's handle is saved
+ * with `saveHeartbeatCheckpoint`, so a retried attempt returns the same task instead of starting another.
+ *
+ * It is also a {@link ToolExecutionResult} whose `output` says that the task started, so code written for
+ * runners without tasks, which reads only `output`, keeps its types; the session tells the two apart with
+ * {@link isToolTaskStarted}. Build it with {@link toolTaskStarted}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolTaskStarted extends ToolExecutionResult {
+  readonly _tag: "ToolTaskStarted"
+  readonly taskId: string
+  readonly pollIntervalSeconds: number
+}
+
+/**
+ * A {@link ToolTaskStarted}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const toolTaskStarted = (taskId: string, pollIntervalSeconds: number): ToolTaskStarted => ({
+  _tag: "ToolTaskStarted",
+  taskId,
+  pollIntervalSeconds,
+  output: `task ${taskId} started`
+})
+
+/**
+ * A poll found the task still running: the next poll comes after `pollIntervalSeconds`, and reads
+ * `continuation` back as the record's `inputContinuation` (`null` clears it).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolTaskPending {
+  readonly _tag: "ToolTaskPending"
+  readonly pollIntervalSeconds: number
+  readonly continuation?: string | null | undefined
+}
+
+/**
+ * What one deferred call returns: its result, or a started task (see {@link isToolTaskStarted}).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type DeferredToolOutcome = ToolExecutionResult | ToolTaskStarted
+
+/**
+ * What one task poll returns: the task's result, or a pending task.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ToolTaskPollOutcome = ToolExecutionResult | ToolTaskPending
+
+/**
+ * Whether an outcome is a started task.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isToolTaskStarted = (outcome: DeferredToolOutcome): outcome is ToolTaskStarted =>
+  "_tag" in outcome && (outcome as { readonly _tag: unknown })._tag === "ToolTaskStarted"
+
+/**
+ * Whether a poll outcome is a pending task.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isToolTaskPending = (outcome: ToolTaskPollOutcome): outcome is ToolTaskPending =>
+  "_tag" in outcome && (outcome as { readonly _tag: unknown })._tag === "ToolTaskPending"
+
+/**
+ * One poll of a started task, as PollToolTask hands it to the runner. `toolCall` carries `taskId`,
+ * `taskPollIntervalSeconds` (the interval that just passed) and `inputContinuation` (what the last
+ * {@link ToolTaskPending} returned).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolTaskPoll {
+  readonly flowId: string
+  readonly turnId: string
+  readonly toolCall: AgentToolCall
+  readonly idempotencyKey: string
+  readonly attempt: number
+}
+
+/**
+ * A task that the session abandoned, as CancelToolTask hands it to the runner. Cancelling must be
+ * idempotent by `toolCall.taskId`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolTaskCancellation {
+  readonly flowId: string
+  readonly turnId: string
+  readonly toolCall: AgentToolCall
+  readonly idempotencyKey: string
+  readonly attempt: number
 }
 
 /**
@@ -192,10 +311,22 @@ export interface AgentFrameworkRunnerShape {
   readonly runModelStep: (
     turn: AgentTurnContext
   ) => Effect.Effect<AgentTurnOutcome, ModelCallError, EventWriter | Heartbeat>
-  /** Runs one deferred tool call once. */
+  /** Runs one deferred tool call once; a tool may start a task instead when `supportsToolTasks` is set. */
   readonly executeDeferredToolCall: (
     call: DeferredToolExecution
-  ) => Effect.Effect<ToolExecutionResult, ToolExecutionError | ToolAttemptError, EventWriter | Heartbeat>
+  ) => Effect.Effect<DeferredToolOutcome, ToolExecutionError | ToolAttemptError, EventWriter | Heartbeat>
+  /** Polls a started task once (runners whose tools return {@link ToolTaskStarted}). */
+  readonly pollToolTask?:
+    | ((
+        poll: ToolTaskPoll
+      ) => Effect.Effect<ToolTaskPollOutcome, ToolExecutionError | ToolAttemptError, EventWriter | Heartbeat>)
+    | undefined
+  /** Cancels an abandoned task, best effort and idempotent by task ID. */
+  readonly cancelToolTask?:
+    | ((
+        cancellation: ToolTaskCancellation
+      ) => Effect.Effect<void, ToolExecutionError | ToolAttemptError, EventWriter | Heartbeat>)
+    | undefined
   /** The turn's unstored items when a turn ends without a final answer (runners that store incrementally). */
   readonly buildUnfinishedTurnMessages?:
     | ((turn: AgentTurnContext) => Effect.Effect<ReadonlyArray<FrameworkMessage>, unknown>)

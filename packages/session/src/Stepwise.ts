@@ -22,7 +22,9 @@ import {
   type AgentTurnContext,
   AgentTurnOutcome,
   type DeferredToolExecution,
-  type FrameworkMessage
+  type FrameworkMessage,
+  type ToolTaskCancellation,
+  type ToolTaskPoll
 } from "./Runner.ts"
 import { EventWriter } from "./Services.ts"
 import { ToolSource } from "./ToolSource.ts"
@@ -263,6 +265,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     .filter((t) => offered === undefined || offered.has(t.name))
     .map(({ name, description, parameters }) => ({ name, description, parameters }))
   const frameworkEffects = new Map(source.tools.map((t) => [t.name, t.effect]))
+  const references = new Map(source.tools.map((t) => [t.name, t.toolSourceReference]))
 
   const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
@@ -322,7 +325,8 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
         toolCallId: c.toolCallId,
         toolName: c.toolName,
         arguments: c.arguments,
-        policy: turn.resolveToolPolicy(c.toolName, frameworkEffects.get(c.toolName))
+        policy: turn.resolveToolPolicy(c.toolName, frameworkEffects.get(c.toolName)),
+        toolSourceReference: references.get(c.toolName) ?? null
       })),
       usage,
       modelCallMetadata: response.metadata
@@ -342,15 +346,33 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
       argumentsText: record.arguments,
       idempotencyKey: call.idempotencyKey,
       attempt: call.attempt,
-      toolSourceReference: record.toolSourceReference
+      toolSourceReference: record.toolSourceReference,
+      supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true
     })
   })
+
+  const taskRequest = (call: ToolTaskPoll | ToolTaskCancellation) => ({
+    flowId: call.flowId,
+    turnId: call.turnId,
+    toolCallId: call.toolCall.toolCallId,
+    toolName: call.toolCall.toolName,
+    taskId: call.toolCall.taskId ?? "",
+    pollIntervalSeconds: call.toolCall.taskPollIntervalSeconds ?? 1,
+    continuation: call.toolCall.inputContinuation,
+    toolSourceReference: call.toolCall.toolSourceReference,
+    idempotencyKey: call.idempotencyKey,
+    attempt: call.attempt
+  })
+  const poll = source.pollToolTask
+  const cancel = source.cancelToolTask
 
   return {
     name: agent.name,
     buildUserMessage: (text) => toFrameworkMessage({ type: "user", text }),
     runModelStep,
-    executeDeferredToolCall
+    executeDeferredToolCall,
+    ...(poll === undefined ? {} : { pollToolTask: (call: ToolTaskPoll) => poll(taskRequest(call)) }),
+    ...(cancel === undefined ? {} : { cancelToolTask: (call: ToolTaskCancellation) => cancel(taskRequest(call)) })
   } satisfies AgentFrameworkRunnerShape as AgentFrameworkRunnerShape
 })
 

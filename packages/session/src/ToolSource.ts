@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { type ToolAttemptError, ToolExecutionError } from "./Errors.ts"
 import type { ModelToolDefinition } from "./ModelClient.ts"
-import type { ToolExecutionResult } from "./Runner.ts"
+import type { ToolExecutionResult, ToolTaskPollOutcome, ToolTaskStarted } from "./Runner.ts"
 import type { EventWriter, Heartbeat } from "./Services.ts"
 import type { ToolEffect } from "./wire/index.ts"
 
@@ -48,6 +48,32 @@ export interface ToolCallRequest {
   readonly idempotencyKey: string
   readonly attempt: number
   readonly toolSourceReference: string | null
+  /**
+   * Whether the runner polls tasks: the source may then return a `ToolTaskStarted` (after saving its handle
+   * with `Heartbeat.beat(checkpoint)`); without it, the source runs its remote work to the end in the call.
+   */
+  readonly supportsToolTasks?: boolean | undefined
+}
+
+/**
+ * One poll, or one cancellation, of a task a source started, as PollToolTask and CancelToolTask hand it on.
+ * `pollIntervalSeconds` is the interval that just passed; `continuation` is what the last
+ * `ToolTaskPending` returned.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolTaskRequest {
+  readonly flowId: string
+  readonly turnId: string
+  readonly toolCallId: string
+  readonly toolName: string
+  readonly taskId: string
+  readonly pollIntervalSeconds: number
+  readonly continuation: string | null
+  readonly toolSourceReference: string | null
+  readonly idempotencyKey: string
+  readonly attempt: number
 }
 
 /**
@@ -69,7 +95,15 @@ export interface ToolSourceShape {
   readonly tools: ReadonlyArray<ToolDefinition>
   readonly call: (
     request: ToolCallRequest
-  ) => Effect.Effect<ToolExecutionResult, ToolCallError, EventWriter | Heartbeat>
+  ) => Effect.Effect<ToolExecutionResult | ToolTaskStarted, ToolCallError, EventWriter | Heartbeat>
+  /** Polls a task that `call` started, once; sources whose calls return `ToolTaskStarted` define it. */
+  readonly pollToolTask?:
+    | ((request: ToolTaskRequest) => Effect.Effect<ToolTaskPollOutcome, ToolCallError, EventWriter | Heartbeat>)
+    | undefined
+  /** Cancels a task that `call` started, best effort and idempotent by task ID. */
+  readonly cancelToolTask?:
+    | ((request: ToolTaskRequest) => Effect.Effect<void, ToolCallError, EventWriter | Heartbeat>)
+    | undefined
 }
 
 /**

@@ -114,6 +114,7 @@ describe("the Flow definition", () => {
         "AwaitToolApproval",
         "RecordToolFailure",
         "RecordToolOutcomeUnknown",
+        "PollToolTask",
         "ResumeTurn"
       ]
     )
@@ -123,7 +124,8 @@ describe("the Flow definition", () => {
       CallSingleAttemptTool,
       RecordTurnFailure,
       RecordToolFailure,
-      RecordToolOutcomeUnknown
+      RecordToolOutcomeUnknown,
+      PollToolTask
     } = flow.session.steps
     assert.strictEqual(RunModel.options?.execute?.timeout, "15 minutes")
     assert.strictEqual(RunModel.options?.heartbeatTimeout, "2 minutes")
@@ -134,6 +136,9 @@ describe("the Flow definition", () => {
     assert.strictEqual(CallTool.options?.onExecuteFailure, RecordToolFailure)
     assert.strictEqual(CallSingleAttemptTool.options?.execute?.retry?.maxAttempts, 1)
     assert.strictEqual(CallSingleAttemptTool.options?.onExecuteFailure, RecordToolOutcomeUnknown)
+    // RecordToolFailure records by effect: failed for a read, outcome_unknown for any write
+    assert.strictEqual(PollToolTask.options?.execute?.retry?.maxAttempts, 3)
+    assert.strictEqual(PollToolTask.options?.onExecuteFailure, RecordToolFailure)
     for (const step of flow.steps) {
       assert.strictEqual(step.options?.execute?.durability, "sync", step.type)
       assert.strictEqual(step.options?.waitFor?.durability, "sync", step.type)

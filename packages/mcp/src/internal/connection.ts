@@ -87,6 +87,7 @@ const makeTransport = (config: ServerConfig) => {
 const close = (client: Client, transport: StdioClientTransport | StreamableHTTPClientTransport) =>
   Effect.promise(async () => {
     // An HTTP protocol session is ended explicitly; a server that allows no DELETE answers 405, which is fine.
+    // A stdio server gets end of input (then SIGTERM and SIGKILL if it keeps running).
     if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
       await transport.terminateSession().catch(() => undefined)
     }

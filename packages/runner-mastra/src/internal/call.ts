@@ -53,10 +53,15 @@ interface Chunk {
 
 /** Runs the agent once. Interrupting the fiber aborts the run (and the provider request). */
 export const run = (options: RunOptions): Effect.Effect<RunOutcome, ModelCallError> =>
+  Effect.suspend(() => {
+    const controller = new AbortController()
+    return runWith(options, controller).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
+  })
+
+const runWith = (options: RunOptions, controller: AbortController): Effect.Effect<RunOutcome, ModelCallError> =>
   Effect.gen(function* () {
     const text = DeltaBuffer.make(options.onTextDelta)
     const reasoning = DeltaBuffer.make(options.onReasoningDelta)
-    const controller = new AbortController()
     let streamError: unknown
     let tripwire: string | undefined
     let usage: RunUsage = {}
@@ -93,8 +98,7 @@ export const run = (options: RunOptions): Effect.Effect<RunOutcome, ModelCallErr
           default:
             return Effect.void
         }
-      }),
-      Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
+      })
     )
     yield* text.flush
     yield* reasoning.flush

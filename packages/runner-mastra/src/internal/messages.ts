@@ -1,6 +1,6 @@
 // Conversions between Mastra's stored message format (format 2: a message with parts) and the session's
 // stored messages, plus the run-state repairs the runner needs between rounds.
-import type { FrameworkMessage } from "@durable-agent/session"
+import type { AgentMessage, FrameworkMessage } from "@durable-agent/session"
 
 /** A part of a Mastra message, as plain JSON. */
 export type Part = { readonly type: string } & Record<string, unknown>
@@ -43,15 +43,10 @@ interface StoredItem {
 }
 
 /** A stored message as the session gives it back (only the fields the rebuild reads). */
-export interface StoredMessageView {
-  readonly role: string
-  readonly text: string | null
-  readonly toolCallId: string | null
-  readonly toolName: string | null
-  readonly toolArguments: string | null
-  readonly toolOutput: string | null
-  readonly frameworkItem: string
-}
+export type StoredMessageView = Pick<
+  AgentMessage,
+  "role" | "text" | "toolCallId" | "toolName" | "toolArguments" | "toolOutput" | "frameworkItem"
+>
 
 const base = { text: null, toolCallId: null, toolName: null, toolArguments: null, toolOutput: null }
 

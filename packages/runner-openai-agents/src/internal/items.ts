@@ -70,8 +70,17 @@ export const toFrameworkMessage = (item: AgentInputItem): FrameworkMessage => {
 /** A user message as the SDK takes it. */
 export const userItem = (text: string): AgentInputItem => ({ role: "user", content: text })
 
-const isItem = (value: unknown): value is AgentInputItem =>
-  value !== null && typeof value === "object" && !Array.isArray(value) && ("type" in value || "role" in value)
+/** The keys of an SDK message item; another runner's stored form (the AI SDK's, say) has others. */
+const MESSAGE_KEYS = new Set(["type", "role", "content", "id", "status", "providerData", "phase"])
+const ROLES = new Set(["user", "assistant", "system", "developer"])
+
+/** Whether stored JSON is an SDK input item (SDK item types are snake_case; AI SDK part types use hyphens). */
+const isItem = (value: unknown): value is AgentInputItem => {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return false
+  const v = value as Loose
+  if (typeof v.type === "string" && v.type !== "message") return /^[a-z_]+$/.test(v.type)
+  return typeof v.role === "string" && ROLES.has(v.role) && Object.keys(v).every((k) => MESSAGE_KEYS.has(k))
+}
 
 /**
  * The SDK item of a stored message: its `frameworkItem` when that is an SDK item, otherwise an item rebuilt

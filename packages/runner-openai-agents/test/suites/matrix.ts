@@ -9,7 +9,7 @@ import {
   TURN_FAILURE_NOTE_HEADER
 } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
-import { Usage } from "@openai/agents"
+import { Agent, Usage } from "@openai/agents"
 import { assistantMessage, functionCall, modelError, modelResponder } from "@openai/agents/testing"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -20,6 +20,7 @@ import {
   prompt,
   stepShape,
   toolResultsIn,
+  tools,
   withOpenAiSession
 } from "../support.ts"
 
@@ -312,6 +313,49 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
       )
     )
 
+    it.live(
+      "a tool-use behaviour that ends the run on a tool's output: the last RunModel makes no model call and ends the turn",
+      () =>
+        withOpenAiSession(
+          engine,
+          [[functionCall("get_weather", { city: "Bern" }, { callId: "g1" })]],
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient
+              yield* client.startSession("u", { initialMessage: "weather in Bern" })
+              const snapshot = yield* awaitTurns("u", 1)
+              assert.deepStrictEqual(yield* stepShape("u"), [
+                "StartAgentSession",
+                "RunModel",
+                "CallTool",
+                "ResumeTurn",
+                "RunModel",
+                "AwaitUserMessage"
+              ])
+              assert.strictEqual(kit.model.calls.length, 1)
+              assert.strictEqual(snapshot.usage.modelCalls, 1)
+              assert.isNull(snapshot.state?.lastTurnError ?? null)
+              assert.deepStrictEqual(
+                snapshot.messages.map((m) => [m.role, m.toolCallId, m.toolOutput]),
+                [
+                  ["user", null, null],
+                  ["assistant", "g1", null],
+                  ["tool", "g1", '{"city":"Bern","temperature":21}']
+                ]
+              )
+            }),
+          {
+            agent: (kit) =>
+              new Agent({
+                name: "weather",
+                model: kit.model,
+                tools: tools(kit).filter((t) => t.name === "get_weather"),
+                toolUseBehavior: "stop_on_first_tool"
+              })
+          }
+        )
+    )
+
     describe("SDK behaviours that break a Step rule, and their guards", () => {
       it.live(
         "a handoff would make a second model call in the same run: maxTurns stops it, the next agent answers in the next RunModel",
@@ -368,6 +412,44 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
                 assert.isTrue(yield* client.sendUserMessage("h", "thanks"))
                 yield* awaitTurns("h", 2)
                 assert.strictEqual(kit.model.calls[3]!.request.systemInstructions, "You are a test agent.")
+              })
+          )
+      )
+
+      it.live(
+        "a response that calls a tool and hands off: the tool runs in its Step, the resumed run hands off and makes the next agent's one call",
+        () =>
+          withOpenAiSession(
+            engine,
+            [
+              [
+                functionCall("get_weather", { city: "Quito" }, { callId: "g1" }),
+                functionCall("transfer_to_billing", {}, { callId: "h1" })
+              ],
+              [assistantMessage("Billing here.")]
+            ],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient
+                yield* client.startSession("hg", { initialMessage: "weather, then billing" })
+                const snapshot = yield* awaitTurns("hg", 1)
+                assert.deepStrictEqual(yield* stepShape("hg"), [
+                  "StartAgentSession",
+                  "RunModel",
+                  "CallTool",
+                  "ResumeTurn",
+                  "RunModel",
+                  "AwaitUserMessage"
+                ])
+                assert.strictEqual(kit.model.calls.length, 2, "one model call per RunModel")
+                assert.strictEqual(snapshot.usage.modelCalls, 2)
+                assert.strictEqual(kit.count("get_weather"), 1)
+                assert.strictEqual(kit.model.calls[1]!.request.systemInstructions, "You handle billing.")
+                assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), {
+                  g1: '{"city":"Quito","temperature":21}',
+                  h1: '{"assistant":"billing"}'
+                })
+                assert.strictEqual(snapshot.messages[snapshot.messages.length - 1]!.text, "Billing here.")
               })
           )
       )

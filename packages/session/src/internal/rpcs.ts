@@ -1,4 +1,4 @@
-// The RPCs of the session Flow (spec "RPCs"): send_user_message, resolve_interrupt, get_agent_snapshot,
+// The RPCs of the session Flow (docs/session-contract.md, "RPCs"): send_user_message, resolve_interrupt, get_agent_snapshot,
 // list_agent_messages and update_session_settings. Handlers read and write through the RPC's TxView, so
 // each commits atomically or not at all.
 import { Rpc, type RpcDef } from "@durable-agent/engine"

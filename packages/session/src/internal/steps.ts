@@ -1,4 +1,4 @@
-// The Steps of the session Flow (spec "Session Flow contract", Steps). Each execute body is an Effect
+// The Steps of the session Flow (docs/session-contract.md, "Session Flow contract"). Each execute body is an Effect
 // whose error channel carries only attempt errors (ModelCallError, ToolAttemptError); ToolExecutionError is
 // recorded as `failed`, and commit-time ValueTooLarge reaches the failure routes as a recovery error.
 import { type ExecuteContext, Step, StepDecision, type StepDef, StepMovement, Timer, Wait } from "@durable-agent/engine"
@@ -8,12 +8,21 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
-import type { AgentTurnContext, DeferredToolCall, FrameworkMessage } from "../Runner.ts"
+import {
+  type AgentFrameworkRunnerShape,
+  type AgentTurnContext,
+  type DeferredToolCall,
+  type FrameworkMessage,
+  isToolTaskPending,
+  isToolTaskStarted,
+  type ToolTaskStarted
+} from "../Runner.ts"
 import * as Wire from "../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput, ToolCallIdInput } from "./schemas.ts"
 import {
   appendMessages,
   beginTurn,
+  type Emitter,
   emitter,
   endTurn,
   failTurn,
@@ -55,8 +64,16 @@ export interface SessionSteps {
   readonly AwaitToolApproval: StepDef<string, any>
   readonly RecordToolFailure: StepDef<string, any>
   readonly RecordToolOutcomeUnknown: StepDef<string, any>
+  readonly PollToolTask: StepDef<string, any>
   readonly ResumeTurn: StepDef<number, any>
 }
+
+/** The longest wait between two polls of a task: a day. */
+const MAX_TASK_POLL_SECONDS = 86_400
+
+/** A task's poll interval as the record keeps it: whole seconds, from 1 to a day. */
+const taskPollSeconds = (seconds: number): number =>
+  Math.min(MAX_TASK_POLL_SECONDS, Math.max(1, Math.ceil(Number.isFinite(seconds) ? seconds : 1)))
 
 /** The status a call gets when its Step ran out of attempts: by its effect class. */
 const exhaustedStatus = (record: Wire.AgentToolCall): "failed" | "outcome_unknown" =>
@@ -436,42 +453,106 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       })
       // The event's heartbeat (see `announce`) comes first: a started tool is never handed out again as never-run.
       yield* events.toolCallStarted({ toolCallId: record.toolCallId, toolName: record.toolName })
-      const result = yield* runner
+      const outcome = yield* runner
         .executeDeferredToolCall({
           flowId: ctx.flowId,
           turnId: record.turnId,
           toolCall: record,
           idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
           attempt: ctx.attempt,
-          heartbeatCheckpoint: ctx.heartbeatCheckpoint
+          heartbeatCheckpoint: ctx.heartbeatCheckpoint,
+          supportsToolTasks: runner.pollToolTask !== undefined,
+          saveHeartbeatCheckpoint: (checkpoint) => ctx.heartbeat(checkpoint)
         })
         .pipe(
-          Effect.map((r) => ({ status: "succeeded" as const, output: r.output, error: null })),
+          Effect.map((r) =>
+            isToolTaskStarted(r) ? r : { status: "succeeded" as const, output: r.output, error: null }
+          ),
           Effect.catchTag("ToolExecutionError", (e) =>
             Effect.succeed({ status: "failed" as const, output: null, error: e.message })
           ),
           withHeartbeats(ctx, config.heartbeatInterval),
           provideStepServices(ctx, config, record.turnId)
         )
-      const limit = yield* maxValueBytes
-      const problem = oversize(
-        `AgentToolCalls[${record.toolCallId}]`,
-        Wire.AgentToolCall,
-        { ...record, ...result },
-        limit
-      )
-      if (problem !== undefined) {
-        // The output does not fit in the record: recorded as the failure route would record a ValueTooLarge
-        // commit (by effect, without the output), in this commit, so tool_call_finished tells the truth.
-        yield* finalizeRecord(ctx, events, record, {
-          status: exhaustedStatus(record),
-          error: truncateText(`ValueTooLarge: ${problem}`, Math.floor(limit / 4))
-        })
-        return StepDecision.deadEnd()
-      }
-      yield* finalizeRecord(ctx, events, record, result)
-      return StepDecision.deadEnd()
+      if ("_tag" in outcome) return yield* recordTaskStarted(ctx, events, record, outcome, runner)
+      return yield* finishCall(ctx, events, record, outcome)
     })
+
+  /** Records a tool's result or failure, unless its output does not fit in the record. */
+  const finishCall = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    events: Emitter,
+    record: Wire.AgentToolCall,
+    result: {
+      readonly status: "succeeded" | "failed"
+      readonly output: string | null
+      readonly error: string | null
+    }
+  ) {
+    const limit = yield* maxValueBytes
+    const problem = oversize(
+      `AgentToolCalls[${record.toolCallId}]`,
+      Wire.AgentToolCall,
+      { ...record, ...result },
+      limit
+    )
+    if (problem !== undefined) {
+      // The output does not fit in the record: recorded as the failure route would record a ValueTooLarge
+      // commit (by effect, without the output), in this commit, so tool_call_finished tells the truth.
+      yield* finalizeRecord(ctx, events, record, {
+        status: exhaustedStatus(record),
+        error: truncateText(`ValueTooLarge: ${problem}`, Math.floor(limit / 4))
+      })
+      return StepDecision.deadEnd()
+    }
+    yield* finalizeRecord(ctx, events, record, result)
+    return StepDecision.deadEnd()
+  })
+
+  /**
+   * A tool started a task: the record waits for it (`waiting_for_task`) and PollToolTask polls it. A runner
+   * that cannot poll, a blank task ID or an interval that is not a number end the call by effect, since the
+   * task may run.
+   */
+  const recordTaskStarted = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    events: Emitter,
+    record: Wire.AgentToolCall,
+    task: ToolTaskStarted,
+    runner: AgentFrameworkRunnerShape
+  ) {
+    const problem =
+      runner.pollToolTask === undefined
+        ? "the tool started a task, but the runner does not poll tool tasks"
+        : typeof task.taskId !== "string" || task.taskId.trim().length === 0
+          ? "the tool started a task with a blank task ID"
+          : typeof task.pollIntervalSeconds !== "number" || Number.isNaN(task.pollIntervalSeconds)
+            ? "the tool started a task without a numeric poll interval"
+            : undefined
+    if (problem !== undefined) {
+      yield* finalizeRecord(ctx, events, record, {
+        status: record.effect === "read" ? "failed" : "outcome_unknown",
+        error: problem
+      })
+      return StepDecision.deadEnd()
+    }
+    ctx.setAt(P.AgentToolCalls, record.toolCallId, {
+      ...record,
+      status: "waiting_for_task",
+      taskId: task.taskId,
+      taskPollIntervalSeconds: taskPollSeconds(task.pollIntervalSeconds),
+      inputContinuation: null
+    })
+    yield* events.raw(
+      "tool_task_started",
+      Schema.encodeSync(Wire.ToolTaskStartedPayload)({
+        toolCallId: record.toolCallId,
+        toolName: record.toolName,
+        taskId: task.taskId
+      })
+    )
+    return StepDecision.goTo(PollToolTask, record.toolCallId)
+  })
 
   /** Records a call whose tool Step ran out of attempts, from the recovery error. */
   const recordExhausted = (name: string, exhausted: (record: Wire.AgentToolCall) => "failed" | "outcome_unknown") =>
@@ -544,6 +625,81 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       onExecuteFailure: RecordToolOutcomeUnknown
     },
     execute: runTool("AgentSession.CallSingleAttemptTool")
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // PollToolTask
+  // -------------------------------------------------------------------------------------------------------
+
+  // One poll per execution, after the record's interval; a pending task moves to itself again. The failure
+  // route records by effect: RecordToolFailure records `failed` for a read and `outcome_unknown` otherwise.
+  const PollToolTask: StepDef<string, any> = Step({
+    type: "PollToolTask",
+    input: ToolCallIdInput,
+    options: {
+      ...sync,
+      execute: {
+        ...sync.execute,
+        retry: { maxAttempts: EFFECT_TABLE.read.maxAttempts, initialInterval: config.retryInitialInterval }
+      },
+      heartbeatTimeout: HEARTBEAT_TIMEOUT,
+      onExecuteFailure: RecordToolFailure
+    },
+    waitFor: (ctx, toolCallId) => {
+      const record = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
+      const seconds = record === undefined || record.taskAnswerPending ? 0 : (record.taskPollIntervalSeconds ?? 1)
+      return Wait.anyOf(Timer.seconds(seconds))
+    },
+    execute: Effect.fn("AgentSession.PollToolTask")(function* (ctx, toolCallId) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      if (Option.isNone(found) || found.value.status !== "waiting_for_task") return StepDecision.deadEnd()
+      const record = found.value
+      const runner = yield* config.runner
+      const events = emitter(ctx, config, record.turnId)
+      yield* Effect.annotateCurrentSpan({
+        "gen_ai.tool.name": record.toolName,
+        "gen_ai.tool.call.id": record.toolCallId,
+        "dex.flow.id": ctx.flowId,
+        "dex.step.execution_id": ctx.stepExecutionId,
+        "dex.step.attempt": ctx.attempt,
+        "dex.agent.turn.id": record.turnId
+      })
+      if (runner.pollToolTask === undefined) {
+        yield* finalizeRecord(ctx, events, record, {
+          status: exhaustedStatus(record),
+          error: "the runner does not poll tool tasks"
+        })
+        return StepDecision.deadEnd()
+      }
+      const outcome = yield* runner
+        .pollToolTask({
+          flowId: ctx.flowId,
+          turnId: record.turnId,
+          toolCall: record,
+          idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
+          attempt: ctx.attempt
+        })
+        .pipe(
+          Effect.map((r) =>
+            isToolTaskPending(r) ? r : { status: "succeeded" as const, output: r.output, error: null }
+          ),
+          Effect.catchTag("ToolExecutionError", (e) =>
+            Effect.succeed({ status: "failed" as const, output: null, error: e.message })
+          ),
+          withHeartbeats(ctx, config.heartbeatInterval),
+          provideStepServices(ctx, config, record.turnId)
+        )
+      if ("_tag" in outcome) {
+        ctx.setAt(P.AgentToolCalls, toolCallId, {
+          ...record,
+          taskPollIntervalSeconds: taskPollSeconds(outcome.pollIntervalSeconds),
+          inputContinuation: outcome.continuation ?? null,
+          taskAnswerPending: false
+        })
+        return StepDecision.goTo(PollToolTask, toolCallId)
+      }
+      return yield* finishCall(ctx, events, record, outcome)
+    })
   })
 
   // -------------------------------------------------------------------------------------------------------
@@ -654,6 +810,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     AwaitToolApproval,
     RecordToolFailure,
     RecordToolOutcomeUnknown,
+    PollToolTask,
     ResumeTurn
   }
 }

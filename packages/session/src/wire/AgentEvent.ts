@@ -1,12 +1,13 @@
 /**
  * Codecs of the `AgentEvents` Stream: the `AgentEvent` envelope and the payload of every event type.
  *
- * Spec: `agent-framework-adapters.md`, "Events" and "Persistence schema" (`AgentEvent`). On the wire an
+ * Contract: `docs/session-contract.md`, "Events" and "Persistence schema" (`AgentEvent`). On the wire an
  * event is `{type, turn_id, attempt, payload, step_execution_id}` where `payload` is JSON object text;
  * the codecs here decode that text into the typed payload of the event's `type`.
  *
  * @since 0.1.0
  */
+import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { AgentInterruptKind } from "./AgentInterrupt.ts"
 import { AgentPlanStatus } from "./AgentPlan.ts"
@@ -64,7 +65,9 @@ export type TurnEndEventType = typeof TurnEndEventType.Type
  * @category schemas
  * @since 0.1.0
  */
-export const AdapterAgentEventType = Schema.String.check(Schema.isPattern(/^[^.]+\..+$/))
+export const AdapterAgentEventType = Schema.TemplateLiteral([Schema.String, ".", Schema.String]).check(
+  Schema.isPattern(/^[^.]+\..+$/)
+)
 /** @since 0.1.0 */
 export type AdapterAgentEventType = typeof AdapterAgentEventType.Type
 
@@ -607,3 +610,58 @@ export const AgentEvent = Schema.Union([SessionAgentEvent, AdapterAgentEvent])
 export type AgentEvent = typeof AgentEvent.Type
 /** @since 0.1.0 */
 export type AgentEventEncoded = typeof AgentEvent.Encoded
+
+/**
+ * The codec of each session event type.
+ *
+ * @category events
+ * @since 0.1.0
+ */
+export const SessionAgentEventByType: {
+  readonly [T in AgentEventType]: Schema.Codec<Extract<SessionAgentEvent, { readonly type: T }>, unknown>
+} = {
+  turn_started: TurnStartedEvent,
+  turn_completed: TurnCompletedEvent,
+  turn_failed: TurnFailedEvent,
+  turn_steered: TurnSteeredEvent,
+  turn_cancelled: TurnCancelledEvent,
+  text_delta: TextDeltaEvent,
+  reasoning_delta: ReasoningDeltaEvent,
+  tool_call_started: ToolCallStartedEvent,
+  tool_call_finished: ToolCallFinishedEvent,
+  tool_call_deferred: ToolCallDeferredEvent,
+  interrupt_raised: InterruptRaisedEvent,
+  interrupt_resolved: InterruptResolvedEvent,
+  timer_started: TimerStartedEvent,
+  plan_updated: PlanUpdatedEvent,
+  plan_execution_started: PlanExecutionStartedEvent,
+  tool_task_started: ToolTaskStartedEvent,
+  usage_recorded: UsageRecordedEvent,
+  compaction_started: CompactionStartedEvent,
+  compaction_finished: CompactionFinishedEvent
+}
+
+const sessionTypes = new Set<string>(AgentEventType.literals)
+
+/**
+ * The one codec an encoded event is decoded with: its session event type's, the adapter codec for a type with
+ * an adapter prefix, else the whole union (which refuses it).
+ */
+const codecFor = (input: unknown): Schema.Codec<AgentEvent, unknown> => {
+  const type = typeof input === "object" && input !== null ? (input as { readonly type?: unknown }).type : undefined
+  if (typeof type === "string" && sessionTypes.has(type)) {
+    return SessionAgentEventByType[type as AgentEventType] as Schema.Codec<AgentEvent, unknown>
+  }
+  if (typeof type === "string" && type.includes(".")) return AdapterAgentEvent as Schema.Codec<AgentEvent, unknown>
+  return AgentEvent as Schema.Codec<AgentEvent, unknown>
+}
+
+/**
+ * Decodes an encoded event (`{type, turn_id, attempt, payload, step_execution_id}`) with the codec of its
+ * `type` only, so an error names that one event type (decoding with {@link AgentEvent} reports every member).
+ *
+ * @category decoding
+ * @since 0.1.0
+ */
+export const decodeAgentEvent = (input: unknown): Effect.Effect<AgentEvent, Schema.SchemaError> =>
+  Schema.decodeUnknownEffect(codecFor(input))(input)

@@ -1,7 +1,7 @@
 /**
  * Codecs of interrupts (tool approvals and questions) and their resolutions.
  *
- * Spec: `agent-framework-adapters.md`, "Persistence schema" (`AgentInterrupt`,
+ * Contract: `docs/session-contract.md`, "Persistence schema" (`AgentInterrupt`,
  * `AgentInterruptResolution`, the `PendingInterrupts` Attribute).
  *
  * @since 0.1.0

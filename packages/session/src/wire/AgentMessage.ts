@@ -1,7 +1,7 @@
 /**
  * Codecs of stored conversation messages, user messages, and the message chunk index.
  *
- * Spec: `agent-framework-adapters.md`, "Persistence schema" (`AgentMessage`, `AgentUserMessage`,
+ * Contract: `docs/session-contract.md`, "Persistence schema" (`AgentMessage`, `AgentUserMessage`,
  * `PendingUserMessage`, `AgentMessageChunk`, `AgentMessageChunkRange`, `AgentMessageIndex`), "Message
  * storage", and "UI stream adapters" (the snapshot JSON projection).
  *

@@ -1,7 +1,7 @@
 /**
  * Codecs of the plan that `write_todos` keeps and of plan execution approvals.
  *
- * Spec: `agent-framework-adapters.md`, "Persistence schema" (`AgentPlan`, `AgentPlanTask`,
+ * Contract: `docs/session-contract.md`, "Persistence schema" (`AgentPlan`, `AgentPlanTask`,
  * `PlanExecutionRequest`) and "Session Flow contract" rules on `write_todos` and plan mode.
  *
  * @since 0.1.0

@@ -2,7 +2,7 @@
  * Codecs of the session's own state values: `AgentState`, `AgentUsage`, the start input, the turn's
  * settings and reply sequence, turn control and cancellation requests, and context compaction values.
  *
- * Spec: `agent-framework-adapters.md`, "Persistence schema" (value types) and "Session Flow contract".
+ * Contract: `docs/session-contract.md`, "Persistence schema" (value types) and "Session Flow contract".
  *
  * @since 0.1.0
  */

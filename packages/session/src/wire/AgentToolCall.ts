@@ -1,7 +1,7 @@
 /**
  * Codecs of tool call records and the internal tool call Channel messages.
  *
- * Spec: `agent-framework-adapters.md`, "Persistence schema" (`AgentToolCall`, `QuestionAnswer`,
+ * Contract: `docs/session-contract.md`, "Persistence schema" (`AgentToolCall`, `QuestionAnswer`,
  * `ToolCallCompleted`, `ToolCallCancellation`), "Effects and policies", "Adapter interface" (the six
  * runner-facing statuses), and "UI stream adapters" (the snapshot JSON projection).
  *

@@ -1,7 +1,7 @@
 /**
  * Shared scalar codecs and enumerations of the agent session wire format.
  *
- * Spec: `agent-framework-adapters.md`, sections "Effects and policies", "Session Flow contract" and
+ * Contract: `docs/session-contract.md`, sections "Effects and policies", "Session Flow contract" and
  * "Persistence schema". JSON field names are snake_case on the wire and camelCase in TypeScript.
  *
  * @since 0.1.0

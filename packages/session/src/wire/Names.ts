@@ -2,7 +2,7 @@
  * Names and numbers of the session Flow contract that Python and TypeScript share: Step types, the names
  * of Attributes, Channels and the Stream, built-in tool names, ID and key formats, and limits.
  *
- * Spec: `agent-framework-adapters.md`, "Session Flow contract", "Message storage" and "Persistence
+ * Contract: `docs/session-contract.md`, "Session Flow contract", "Message storage" and "Persistence
  * schema".
  *
  * @since 0.1.0

@@ -1,7 +1,7 @@
 /**
  * Codecs of the session's RPC requests and responses, and a table of every RPC's input and output.
  *
- * Spec: `agent-framework-adapters.md`, "RPCs", "Persistence schema" (the request types, `AgentSnapshot`,
+ * Contract: `docs/session-contract.md`, "RPCs", "Persistence schema" (the request types, `AgentSnapshot`,
  * `ListAgentMessagesRequest`, `AgentMessagesPage`) and "UI stream adapters" (the snapshot JSON).
  *
  * @since 0.1.0

@@ -1,8 +1,8 @@
 /**
- * Texts the session shows the model or records on tool calls, copied exactly from the spec, with small
+ * Texts the session shows the model or records on tool calls, exactly as docs/session-contract.md lists them, with small
  * helpers that fill in their placeholders.
  *
- * Spec: `agent-framework-adapters.md`, "Turn-failure note and model-visible results", "Known limits",
+ * Contract: `docs/session-contract.md`, "Turn-failure note and model-visible results", "Known limits",
  * "Session Flow contract", and "Adapter interface" (context compaction texts).
  *
  * @since 0.1.0

@@ -2,7 +2,7 @@
  * Codecs of the compact JSON texts the session records as a tool call's `output` or
  * `rejection_message`: built-in tool results and the cancellation rejection.
  *
- * Spec: `agent-framework-adapters.md`, "Session Flow contract" (`AwaitQuestionAnswer`, `AwaitTimer`) and
+ * Contract: `docs/session-contract.md`, "Session Flow contract" (`AwaitQuestionAnswer`, `AwaitTimer`) and
  * "Turn-failure note and model-visible results". Each value schema has a `...Json` twin that decodes from
  * and encodes to the compact JSON text itself.
  *

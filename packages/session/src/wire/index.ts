@@ -1,6 +1,6 @@
 /**
  * Effect Schema codecs of every wire type of the agent session: snake_case JSON on the wire, camelCase in
- * TypeScript. Spec: `agent-framework-adapters.md`.
+ * TypeScript. Contract: `docs/session-contract.md`.
  *
  * @since 0.1.0
  */

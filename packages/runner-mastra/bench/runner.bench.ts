@@ -1,0 +1,301 @@
+// Per-turn overhead of the Mastra runner in Step mode, measured in one run:
+//   (a) direct: Mastra's own loop (`agent.stream` with `maxSteps: 2`) with the scripted model and tools that
+//       execute in-process: two model calls and three tool runs per turn, no durability;
+//   (b) durable: the same turn as a session on the embedded engine
+//       (RunModel -> 3 parallel CallTool -> ResumeTurn -> RunModel);
+//   (d) the runner alone in memory: the same turn driven the way the session drives it
+//       (runModelStep -> 3 x executeDeferredToolCall -> runModelStep).
+// Target: (d) <= 1.5 x (a). Also the framework run state after a round of 3 tool calls, beside Mastra's whole
+// message list at the same point (what keeping Mastra's own `messages` would store), on the first turn and
+// after TURNS turns of history. The figures are merged into bench-results.json at the repository root.
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Engine } from "@durable-agent/engine"
+import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
+import {
+  type AgentMessage,
+  AgentSessionClient,
+  AgentSessionFlow,
+  type AgentToolCall,
+  AgentToolCall as AgentToolCallSchema,
+  type AgentTurnContext,
+  EventWriter,
+  Heartbeat,
+  resolveToolPolicy
+} from "@durable-agent/session"
+import { Agent } from "@mastra/core/agent"
+import type { MastraModelConfig } from "@mastra/core/llm"
+import { noopLogger } from "@mastra/core/logger"
+import { createTool } from "@mastra/core/tools"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { z } from "zod"
+import { mergeResults } from "../../runner-openai-agents/bench/results.ts"
+import { MastraRunner } from "../src/index.ts"
+import { fromStoredMessages } from "../src/internal/messages.ts"
+
+const TURNS = Number(process.env.BENCH_TURNS ?? "40")
+const dir = mkdtempSync(join(tmpdir(), "das-mastra-bench-"))
+
+const percentile = (xs: ReadonlyArray<number>, p: number) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!
+}
+const fmt = (ms: number) => `${ms.toFixed(2)} ms`
+
+// The scripted model: after tool results it answers; otherwise it asks for three reads.
+const step = (call: ScriptedModel.CallOptions): ScriptedModel.Response => {
+  const prompt = call.prompt as ReadonlyArray<{ role: string }>
+  if (prompt[prompt.length - 1]?.role === "tool") {
+    return { text: "All three files read.", usage: { inputTokens: 30, outputTokens: 5 } }
+  }
+  return {
+    toolCalls: ["a", "b", "c"].map((f) => ({
+      id: `read-${f}-${prompt.length}`,
+      name: "read_file",
+      arguments: { path: f }
+    })),
+    usage: { inputTokens: 20, outputTokens: 10 }
+  }
+}
+const scriptedModel = () => ScriptedModel.make(Array.from({ length: TURNS * 2 + 10 }, () => step))
+const readFile = (path: string) => `contents of ${path}`
+
+/** The read tool, as a Mastra tool that executes. */
+const readTool = () =>
+  createTool({
+    id: "read_file",
+    description: "Reads a file.",
+    inputSchema: z.object({ path: z.string() }),
+    mcp: { annotations: { readOnlyHint: true } },
+    execute: async ({ path }) => readFile(path)
+  })
+
+/** The runner's agent of every Step-mode measurement: the scripted model and the read tool. */
+const benchAgent = (): MastraRunner.MastraAgent => ({
+  name: "bench",
+  instructions: "Read files.",
+  model: scriptedModel(),
+  tools: { read_file: readTool() }
+})
+
+/** (a) Mastra alone: its loop runs both model calls and the three tools in one streamed run per turn. */
+const direct = async () => {
+  const agent = new Agent({
+    id: "bench",
+    name: "bench",
+    instructions: "Read files.",
+    model: scriptedModel() as unknown as MastraModelConfig,
+    tools: { read_file: readTool() }
+  })
+  agent.__setLogger(noopLogger)
+  const times: Array<number> = []
+  let history: Array<unknown> = []
+  for (let i = 0; i < TURNS; i++) {
+    const t0 = performance.now()
+    const output = await agent.stream([...history, { role: "user", content: `turn ${i}` }] as never, {
+      maxSteps: 2,
+      modelSettings: { maxRetries: 0 }
+    })
+    for await (const _ of output.fullStream) void _
+    history = (await output.getFullOutput()).messages
+    times.push(performance.now() - t0)
+  }
+  return times
+}
+
+/** (b) The same turns as a durable session on the embedded engine. */
+const durable = Effect.gen(function* () {
+  const client = yield* AgentSessionClient
+  const times: Array<number> = []
+  yield* client.startSession("bench")
+  for (let i = 0; i < TURNS; i++) {
+    const t0 = performance.now()
+    yield* client.sendUserMessage("bench", `turn ${i}`)
+    yield* client.getSnapshot("bench").pipe(
+      Effect.repeat({
+        schedule: Schedule.spaced("2 millis"),
+        until: (s) => s.state !== null && s.state.turnCount >= i + 1 && s.state.activeTurnId === null
+      })
+    )
+    times.push(performance.now() - t0)
+  }
+  return times
+}).pipe(
+  Effect.provide(
+    Layer.mergeAll(
+      AgentSessionFlow.layerWorker(AgentSessionFlow.make({ flowType: "BenchMastra" })).pipe(
+        Layer.provide(MastraRunner.layer(benchAgent()))
+      ),
+      AgentSessionClient.layer("BenchMastra")
+    ).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis" })))
+  ),
+  Effect.scoped
+)
+
+/** The run state of a turn's tool round, beside Mastra's whole message list at that point. */
+interface Round {
+  readonly runStateBytes: number
+  readonly mastraMessagesBytes: number
+}
+
+/** A call's record as the session stores it when it is approved (the spec's defaults fill the rest). */
+const toolRecord = (
+  turnId: string,
+  call: { readonly toolCallId: string; readonly toolName: string; readonly arguments: string },
+  deferralOrder: number
+): AgentToolCall =>
+  Schema.decodeUnknownSync(AgentToolCallSchema)({
+    tool_call_id: call.toolCallId,
+    turn_id: turnId,
+    tool_name: call.toolName,
+    arguments: call.arguments,
+    effect: "read",
+    requires_approval: false,
+    status: "approved",
+    output: null,
+    error: null,
+    rejection_message: null,
+    deferral_order: deferralOrder,
+    tool_source_reference: null,
+    trace_context: null
+  })
+
+/**
+ * (d) The runner alone, in memory: per turn, runModelStep (tool calls) -> 3 x executeDeferredToolCall ->
+ * runModelStep (answer), with the history growing turn by turn, as the session drives it.
+ */
+const inMemory = Effect.gen(function* () {
+  const runner = MastraRunner.make(benchAgent())
+  const history: Array<AgentMessage> = []
+  const times: Array<number> = []
+  const rounds: Array<Round> = []
+  const context = (
+    turnId: string,
+    frameworkRunState: string | null,
+    toolCalls: ReadonlyArray<AgentToolCall>
+  ): AgentTurnContext => ({
+    flowId: "f",
+    turnId,
+    stepExecutionId: "RunModel",
+    attempt: 1,
+    messages: [...history],
+    frameworkRunState,
+    toolCalls,
+    sessionSettings: {},
+    interactionMode: "chat",
+    toolPolicies: {},
+    defaultToolEffect: "unclassified",
+    resolveToolPolicy: (name, frameworkEffect) => resolveToolPolicy(name, { frameworkEffect })
+  })
+  const store = (messages: ReadonlyArray<Omit<AgentMessage, "sequence" | "turnId" | "createdAt">>, turnId: string) => {
+    for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
+  }
+  for (let i = 0; i < TURNS; i++) {
+    const t0 = performance.now()
+    const turnId = `t${i}`
+    store([runner.buildUserMessage(`turn ${i}`)], turnId)
+    const first = yield* runner.runModelStep(context(turnId, null, []))
+    if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
+    const records: Array<AgentToolCall> = []
+    for (const [n, call] of first.toolCalls.entries()) {
+      const record = toolRecord(turnId, call, n)
+      const result = yield* runner.executeDeferredToolCall({
+        flowId: "f",
+        turnId,
+        toolCall: record,
+        idempotencyKey: `f/${turnId}/${call.toolCallId}`,
+        attempt: 1,
+        heartbeatCheckpoint: Option.none()
+      })
+      records.push({ ...record, status: "succeeded", output: result.output })
+    }
+    const second = yield* runner.runModelStep(context(turnId, first.frameworkRunState, records))
+    if (second._tag !== "TurnCompleted") throw new Error("expected the answer")
+    times.push(performance.now() - t0)
+    // outside the timed part: Mastra's whole message list at the same point (history + the turn so far)
+    const turnMessages = (JSON.parse(first.frameworkRunState) as { messages: ReadonlyArray<unknown> }).messages
+    rounds.push({
+      runStateBytes: Buffer.byteLength(first.frameworkRunState),
+      mastraMessagesBytes: Buffer.byteLength(JSON.stringify([...fromStoredMessages(history), ...turnMessages]))
+    })
+    store(second.newMessages, turnId)
+  }
+  return { times, rounds }
+}).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
+
+const main = async () => {
+  const started = performance.now()
+  const a = await direct()
+  const b = await Effect.runPromise(durable as Effect.Effect<Array<number>>)
+  const d = await Effect.runPromise(inMemory)
+  const [pa, pb, pd] = [percentile(a, 50), percentile(b, 50), percentile(d.times, 50)]
+  const ratio = pd / pa
+  const first = d.rounds[0]!
+  const last = d.rounds[d.rounds.length - 1]!
+  const rows = [
+    [
+      "(a) Mastra's own loop, tools in-process (2 model calls, 3 tools)",
+      `p50 ${fmt(pa)}  p99 ${fmt(percentile(a, 99))}`,
+      "-"
+    ],
+    ["(b) durable session, Mastra runner, embedded engine", `p50 ${fmt(pb)}  p99 ${fmt(percentile(b, 99))}`, "-"],
+    [
+      "(d) the runner alone, in memory (2 x runModelStep, 3 x executeDeferredToolCall)",
+      `p50 ${fmt(pd)}  p99 ${fmt(percentile(d.times, 99))}`,
+      "-"
+    ],
+    ["runner overhead over Mastra: (d) / (a)", `${ratio.toFixed(2)}x`, `<= 1.5x: ${ratio <= 1.5 ? "PASS" : "MISS"}`],
+    ["the engine's Step cost per turn: (b) - (d)", fmt(pb - pd), "-"],
+    [
+      "framework run state after 3 tool calls, first turn",
+      `${first.runStateBytes} bytes (Mastra's whole message list: ${first.mastraMessagesBytes})`,
+      "-"
+    ],
+    [
+      `framework run state after 3 tool calls, turn ${TURNS}`,
+      `${last.runStateBytes} bytes (Mastra's whole message list: ${last.mastraMessagesBytes})`,
+      "-"
+    ]
+  ]
+  process.stdout.write(`\nMastra runner benchmark (${TURNS} turns each; node ${process.version})\n\n`)
+  process.stdout.write("| Measurement | Result | Target |\n|---|---|---|\n")
+  for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`)
+  const baselineName = "Mastra's own loop (agent.stream, maxSteps 2), tools in-process, p50"
+  const file = mergeResults({
+    "runner-mastra.turn_in_memory_p50_ms": {
+      value: pd,
+      unit: "ms",
+      baseline: pa,
+      baseline_name: baselineName,
+      target: "value <= 1.5 x baseline",
+      pass: ratio <= 1.5
+    },
+    "runner-mastra.turn_durable_embedded_p50_ms": { value: pb, unit: "ms", baseline: pa, baseline_name: baselineName },
+    "runner-mastra.run_state_bytes_3_calls_first_turn": {
+      value: first.runStateBytes,
+      unit: "bytes",
+      baseline: first.mastraMessagesBytes,
+      baseline_name: "Mastra's whole message list after the same round"
+    },
+    "runner-mastra.run_state_bytes_3_calls_last_turn": {
+      value: last.runStateBytes,
+      unit: "bytes",
+      baseline: last.mastraMessagesBytes,
+      baseline_name: "Mastra's whole message list after the same round",
+      note: `turn ${TURNS} of the session`
+    }
+  })
+  process.stdout.write(`\nFigures merged into ${file}\nTotal: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+}
+
+main()
+  .catch((e) => {
+    process.stderr.write(`${String(e)}\n`)
+    process.exitCode = 1
+  })
+  .finally(() => rmSync(dir, { recursive: true, force: true }))
