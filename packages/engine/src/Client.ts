@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import { Sharding } from "effect/cluster"
+import type { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -24,6 +24,7 @@ import {
   type FlowNotFound,
   InvalidInput,
   InvalidResumeToken,
+  LongPollTimeout,
   type RpcFailed,
   type RpcLockConflict,
   ValueTooLarge
@@ -40,12 +41,21 @@ export interface StartFlowOptions {
   readonly requestId?: string | undefined
   /** With the same `requestId`, a repeated start returns the existing run instead of FlowAlreadyStarted. */
   readonly ignoreAlreadyStarted?: boolean | undefined
+  /** Attribute values the Flow starts with, written in the transaction that starts it. */
+  readonly initialAttributes?: ReadonlyArray<InitialAttribute> | undefined
   /**
    * The Flow's default Step durability (Dex `configOverride.stepDurability`). This engine commits every
    * result synchronously, so `async` is recorded in the history and behaves as `sync`: no Step result is
    * ever lost and replayed.
    */
   readonly stepDurability?: "sync" | "async" | undefined
+}
+
+/** One attribute value a Flow starts with (`key` for an AttributeMap). */
+export interface InitialAttribute {
+  readonly attribute: Attribute<any> | AttributeMap<any>
+  readonly value: unknown
+  readonly key?: string | undefined
 }
 
 /** How `stopFlow` ends a Flow. */
@@ -113,14 +123,18 @@ export interface ClientShape {
     flowId: string,
     attribute: Attribute<A> | AttributeMap<A>,
     key?: string
-  ) => Effect.Effect<Option.Option<A>, EngineError>
+  ) => Effect.Effect<Option.Option<A>, FlowNotFound | EngineError>
   readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
   readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
   /** Waits until the Flow is closed (polling the database). */
   readonly waitForFlow: (
     flowId: string,
-    options?: { readonly pollInterval?: Duration.Input }
-  ) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | EngineError>
+    options?: {
+      readonly pollInterval?: Duration.Input
+      /** Gives up with `LongPollTimeout` when the Flow is still running after this long. */
+      readonly timeout?: Duration.Input
+    }
+  ) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | LongPollTimeout | EngineError>
   /**
    * Reads a stream from the oldest retained message or after a resume token. With `follow`, keeps
    * polling for new messages until the Flow closes.
@@ -176,10 +190,7 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
-  const sharding = yield* Sharding.Sharding
-  // A reply means the Flow's transaction committed: read the work it dispatched now, not at the next poll.
-  const mapClusterErrors = <A, E>(effect: Effect.Effect<A, E>) =>
-    Effect.tap(mapClusterErrorsOnly(effect), () => sharding.pollStorage)
+  const mapClusterErrors = mapClusterErrorsOnly
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
   const requestId = () => crypto.randomUUID()
@@ -207,6 +218,11 @@ export const make = Effect.gen(function* () {
     startFlow: (flow, flowId, input, options) =>
       Effect.gen(function* () {
         const text = yield* encodeInput(flow.start.input, input, `input of Flow ${flow.type}`)
+        const attributes: Array<{ name: string; key: string; value: string | null }> = []
+        for (const a of options?.initialAttributes ?? []) {
+          const value = yield* encodeInput(a.attribute.schema, a.value, `initial value of ${a.attribute.name}`)
+          attributes.push({ name: a.attribute.name, key: a.key ?? "", value })
+        }
         return yield* mapClusterErrors(
           flows(flowId).Start(
             new StartPayload({
@@ -216,7 +232,7 @@ export const make = Effect.gen(function* () {
               requestId: options?.requestId ?? requestId(),
               ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
               stepDurability: options?.stepDurability ?? "sync",
-              initialAttributes: []
+              initialAttributes: attributes
             })
           ) as Effect.Effect<string, any>
         )
@@ -244,19 +260,31 @@ export const make = Effect.gen(function* () {
     getAttribute: (flowId, attribute, key = "") =>
       provideSql(
         Effect.gen(function* () {
-          const value = yield* loadAttribute(sql, flowId, attribute.name, key)
-          return value === undefined ? Option.none() : Option.some(decodeJson(attribute.schema, value))
-        }).pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
+          const value = yield* loadAttribute(sql, flowId, attribute.name, key).pipe(
+            Effect.mapError((e) => new EngineError({ reason: e.message }))
+          )
+          if (value !== undefined) return Option.some(decodeJson(attribute.schema, value))
+          // no value: an unknown Flow is FlowNotFound, like every other client call
+          yield* Inspect.describeFlow(flowId)
+          return Option.none()
+        })
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
-    waitForFlow: (flowId, options) =>
-      provideSql(Inspect.describeFlow(flowId)).pipe(
+    waitForFlow: (flowId, options) => {
+      const waiting = provideSql(Inspect.describeFlow(flowId)).pipe(
         Effect.repeat({
           schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
           until: (d) => d.status !== "running"
         })
-      ),
+      )
+      if (options?.timeout === undefined) return waiting
+      const timeout = Duration.fromInputUnsafe(options.timeout)
+      return Effect.timeoutOrElse(waiting, {
+        duration: timeout,
+        orElse: () => Effect.fail(new LongPollTimeout({ flowId, waitedMs: Duration.toMillis(timeout) }))
+      })
+    },
     readStream: (flowId, stream, options) =>
       Stream.unwrap(
         Effect.gen(function* () {

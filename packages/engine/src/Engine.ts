@@ -95,7 +95,7 @@ export interface ClusterOptions extends CommonOptions {
   readonly runnerPort: number
   /** Shards per group; every runner must use the same number (default 300). */
   readonly shardsPerGroup?: number | undefined
-  /** How long a runner's shard lock outlives its last refresh (refreshed every 5 s); default 15 s. */
+  /** How long a runner's shard lock outlives its last refresh (refreshed every second); default 4 s. */
   readonly shardLockExpiration?: Duration.Input | undefined
 }
 
@@ -109,10 +109,12 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
     shardingConfig: {
       runnerAddress: Option.some(RunnerAddress.make(options.runnerHost ?? "127.0.0.1", options.runnerPort)),
       entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
-      // a dead runner's shards are normally freed at once (its Postgres session ends); when they are not,
-      // its lock expires after this long instead of effect/cluster's default 35 s
-      shardLockRefreshInterval: Duration.seconds(5),
-      shardLockExpiration: Duration.fromInputUnsafe(options.shardLockExpiration ?? Duration.seconds(15)),
+      // A dead runner is noticed when its shard locks expire: refreshed every second, they expire after 4 s
+      // (effect/cluster's defaults are 10 s and 35 s). A runner paused longer than that loses its Flows;
+      // every transition is fenced by the Flow's version, so a paused runner that resumes commits nothing.
+      shardLockRefreshInterval: Duration.seconds(1),
+      shardLockExpiration: Duration.fromInputUnsafe(options.shardLockExpiration ?? Duration.seconds(4)),
+      refreshAssignmentsInterval: Duration.seconds(1),
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))

@@ -136,3 +136,13 @@ export class RecoveryError extends Schema.Class<RecoveryError>("@durable-agent/e
   detail: Schema.String,
   attemptProgress: AttemptProgress
 }) {}
+
+/** A client wait (`waitForFlow`) ran out of time before the Flow closed. */
+export class LongPollTimeout extends Schema.TaggedError<LongPollTimeout>()("LongPollTimeout", {
+  flowId: Schema.String,
+  waitedMs: Schema.Number
+}) {
+  override get message() {
+    return `Flow ${this.flowId} did not close within ${this.waitedMs} ms`
+  }
+}

@@ -23,8 +23,15 @@ export interface FlowDescription {
   readonly closedAt: number | null
   /** The failure or stop reason of a closed Flow. */
   readonly reason: string | null
-  /** The JSON output of a completed Flow. */
+  /** The JSON output of a completed Flow (its first graceful completion's, or the forced one). */
   readonly output: unknown
+  /** Every graceful completion's output, in commit order (parallel branches may each complete). */
+  readonly outputs: ReadonlyArray<unknown>
+  /**
+   * What failed a failed Flow: the failing Step's error type (`ValueTooLarge`, `WorkerLost`, a tag...),
+   * `ForceFail`, `WaitForFailed`, or `Stopped` for `stopFlow` with mode `fail`; null otherwise.
+   */
+  readonly errorType: string | null
   /** Step executions waiting for a condition. */
   readonly waitingSteps: ReadonlyArray<string>
   /** Step executions dispatched to a worker (or waiting for their locks). */
@@ -96,6 +103,8 @@ const describeRows = Effect.fnUntraced(function* (rows: ReadonlyArray<any>) {
       closedAt: f.closed_at,
       reason: f.reason,
       output: parseOutput(f.output),
+      outputs: f.outputs === null ? [] : (JSON.parse(f.outputs) as Array<string | null>).map(parseOutput),
+      errorType: f.error_type,
       waitingSteps: steps.filter((s) => s.flow_id === f.flow_id && s.status === "waiting").map((s) => s.seid),
       runningSteps: steps.filter((s) => s.flow_id === f.flow_id && s.status !== "waiting").map((s) => s.seid)
     })

@@ -137,3 +137,62 @@ describe("cluster engine: fencing a stale owner", () => {
     240_000
   )
 })
+
+describe("cluster engine: a runner joins while Steps run", () => {
+  it.live(
+    "shards move to the new runner; the leaving owners let running Steps commit, and no single-attempt Step runs twice",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* withTestDatabase
+        const sideDir = mkdtempSync(join(dir, "join-"))
+        const port = () => Effect.promise(freePort)
+        const a = yield* spawnNode(workerPath, ["cluster", url, String(yield* port()), "serve", "-"])
+        const b = yield* spawnNode(workerPath, ["cluster", url, String(yield* port()), "serve", "-"])
+        yield* a.waitFor("READY")
+        yield* b.waitFor("READY")
+        const flows = 12
+        const starter = yield* spawnNode(workerPath, [
+          "cluster",
+          url,
+          String(yield* port()),
+          "start-many",
+          "j",
+          String(flows),
+          "long",
+          sideDir
+        ])
+        yield* starter.waitFor("STARTED", 60_000)
+        // every Flow's Step is running somewhere before the new runner joins
+        const db = PgClient.layer({ url: Redacted.make(url) })
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql<{ n: unknown }>`SELECT COUNT(*) AS n FROM dex_attempts WHERE output_at IS NOT NULL`
+        }).pipe(
+          Effect.provide(db),
+          Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: (rows) => Number(rows[0]!.n) >= flows }),
+          Effect.timeout("60 seconds")
+        )
+        const c = yield* spawnNode(workerPath, ["cluster", url, String(yield* port()), "serve", "-"])
+        yield* c.waitFor("READY")
+        const closed = yield* Inspect.listFlows().pipe(
+          Effect.provide(db),
+          Effect.repeat({
+            schedule: Schedule.spaced("200 millis"),
+            until: (list) => list.length === flows && list.every((f) => f.status !== "running")
+          }),
+          Effect.timeout("120 seconds")
+        )
+        for (const f of closed) assert.strictEqual(f.status, "completed", `${f.flowId}: ${f.reason}`)
+        for (let i = 0; i < flows; i++) {
+          const lines = sideEffects(join(sideDir, `j-${i}.log`))
+          assert.deepStrictEqual(
+            lines.filter((l) => !l.startsWith("run ")),
+            [],
+            `j-${i} went through its failure route: ${lines.join(" | ")}`
+          )
+          assert.strictEqual(lines.filter((l) => l.startsWith("run ")).length, 1, `j-${i}: ${lines.join(" | ")}`)
+        }
+      }),
+    240_000
+  )
+})

@@ -9,7 +9,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { EngineConfigShape } from "../EngineConfig.ts"
-import { RecoveryError, ValueTooLarge } from "../Errors.ts"
+import { DefinitionError, RecoveryError, ValueTooLarge } from "../Errors.ts"
 import type { ExecuteContext } from "../Flow.ts"
 import { encodeDecision, errorInfo, type Outcome, oversized, type ResolvedOptions } from "./decision.ts"
 import type { RegisteredFlow } from "./registry.ts"
@@ -137,7 +137,10 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     return {
       _tag: "Failure",
       ...errorInfo(decision.cause),
-      retryable: !(Cause.squash(decision.cause) instanceof ValueTooLarge)
+      // an oversized or malformed decision fails the same way on every attempt
+      retryable: !(
+        Cause.squash(decision.cause) instanceof ValueTooLarge || Cause.squash(decision.cause) instanceof DefinitionError
+      )
     } satisfies Outcome as Outcome
   }
   const outcome: Outcome = {

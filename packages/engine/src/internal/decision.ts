@@ -2,7 +2,7 @@
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
-import { ValueTooLarge } from "../Errors.ts"
+import { DefinitionError, ValueTooLarge } from "../Errors.ts"
 import type { StepDecision, StepDef, StepOptions } from "../Flow.ts"
 import { byteLength, encodeJson, lockNames } from "./state.ts"
 
@@ -132,6 +132,9 @@ export const encodeMovement = (
 export const encodeDecision = (decision: StepDecision, maxValueBytes: number): EncodedDecision => {
   switch (decision._tag) {
     case "Next":
+      if (decision.movements.length === 0) {
+        throw new DefinitionError({ flowType: "", reason: "goTo/goToMany requires a movement" })
+      }
       return {
         _tag: "Next",
         movements: decision.movements.map((m) => encodeMovement(m.step, m.input, m.options, maxValueBytes)),

@@ -441,11 +441,19 @@ const build = Effect.gen(function* () {
       Effect.gen(function* () {
         const l = yield* current
         if (l._tag === "Loaded") {
-          if (p.ignoreAlreadyStarted && l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
+          // the same request again (a redelivery after a crash or a shard move, or a repeat the caller allows)
+          if (l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
           return yield* new FlowAlreadyStarted({ flowId, runId: l.cache.flow.run_id })
         }
         const reg = yield* registered(p.flowType)
         for (const a of p.initialAttributes) {
+          const declared = reg.def.attributes.find((d) => d.name === a.name)
+          if (declared === undefined || (declared._tag === "Attribute" && a.key !== "")) {
+            return yield* new InvalidInput({
+              what: `initial attribute ${a.name}`,
+              detail: `Flow ${p.flowType} declares no ${a.key === "" ? "Attribute" : "AttributeMap"} of that name`
+            })
+          }
           if (a.value !== null && byteLength(a.value) > config.maxValueBytes) {
             return yield* new ValueTooLarge({ name: a.name, bytes: byteLength(a.value), limit: config.maxValueBytes })
           }
@@ -466,7 +474,9 @@ const build = Effect.gen(function* () {
           status: "running",
           input: p.input,
           output: null,
+          outputs: null,
           reason: null,
+          error_type: null,
           request_id: p.requestId,
           counters: "{}",
           version: 1,

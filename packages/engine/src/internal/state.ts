@@ -142,13 +142,14 @@ export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: St
       }
       return [...keys].sort()
     },
+    // setting null deletes the value (a client read then finds none)
     set: (attribute, value) => {
       check.attr(attribute)
-      write(attribute.name, "", encodeJson(attribute.schema, value))
+      write(attribute.name, "", value === null ? null : encodeJson(attribute.schema, value))
     },
     setAt: (map, key, value) => {
       check.attr(map)
-      write(map.name, key, encodeJson(map.schema, value))
+      write(map.name, key, value === null ? null : encodeJson(map.schema, value))
     },
     delete: (attribute) => {
       check.attr(attribute)

@@ -86,8 +86,8 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
   // `version` is the fence: every transition compare-and-sets it (one writer per Flow)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_flows (
     flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
-    input TEXT NOT NULL, output TEXT, reason TEXT, request_id TEXT, counters TEXT NOT NULL,
-    version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
+    input TEXT NOT NULL, output TEXT, outputs TEXT, reason TEXT, error_type TEXT, request_id TEXT,
+    counters TEXT NOT NULL, version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
   // attribute values by the Flow version that wrote them; `value` NULL is a delete
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attrs (
     flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
@@ -141,7 +141,11 @@ export interface FlowRow {
   readonly status: string
   readonly input: string
   readonly output: string | null
+  /** Every graceful completion's output, as a JSON array of JSON texts (parallel branches may each complete). */
+  readonly outputs: string | null
   readonly reason: string | null
+  /** What failed a failed Flow: the failing Step's error type, `ForceFail`, `WaitForFailed` or `Stopped`. */
+  readonly error_type: string | null
   readonly request_id: string | null
   readonly counters: string
   readonly version: number
@@ -196,7 +200,8 @@ export interface AttemptRow {
   readonly detail: string | null
 }
 
-const num = (v: unknown): number => (v === null || v === undefined ? (v as any) : Number(v))
+/** Postgres returns BIGINT columns as strings; every numeric column goes through this. */
+const num = (v: unknown): number => Number(v)
 
 export const normalizeFlow = (r: any): FlowRow => ({
   ...r,
@@ -320,6 +325,12 @@ export interface AttemptWrite {
   readonly detail: string | null
 }
 
+// effect/sql's `insert` takes records with an index signature; the engine's row interfaces have fixed keys
+// (callers check that a batch is not empty)
+const row = <T extends object>(value: T) => value as unknown as Record<string, unknown>
+const rows = <T extends object>(values: ReadonlyArray<T>) =>
+  values as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>]
+
 /** Everything one transition writes; `writeTransition` turns it into one SQL transaction. */
 export interface TransitionBatch {
   readonly flow: FlowRow
@@ -373,24 +384,25 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
   const f = b.flow
   const flowId = f.flow_id
   if (b.expectedVersion === null) {
-    yield* sql`INSERT INTO dex_flows ${sql.insert(f as any)}`
+    yield* sql`INSERT INTO dex_flows ${sql.insert(row(f))}`
   } else {
     const fenced = yield* sql`UPDATE dex_flows SET version = ${f.version}, status = ${f.status}, output = ${f.output},
-      reason = ${f.reason}, counters = ${f.counters}, closed_at = ${f.closed_at}
+      outputs = ${f.outputs}, reason = ${f.reason}, error_type = ${f.error_type}, counters = ${f.counters},
+      closed_at = ${f.closed_at}
       WHERE flow_id = ${flowId} AND version = ${b.expectedVersion} RETURNING version`
     if (fenced.length === 0) return false
   }
   if (b.steps.length > 0) {
-    yield* sql`INSERT INTO dex_steps ${sql.insert(b.steps as any)} ON CONFLICT (flow_id, seid) DO UPDATE SET
+    yield* sql`INSERT INTO dex_steps ${sql.insert(rows(b.steps))} ON CONFLICT (flow_id, seid) DO UPDATE SET
       ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
   }
   if (b.attempts.length > 0) {
-    yield* sql`INSERT INTO dex_attempts ${sql.insert(b.attempts as any)} ON CONFLICT (flow_id, seid, attempt)
+    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(b.attempts))} ON CONFLICT (flow_id, seid, attempt)
       DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
       error_type = excluded.error_type, detail = excluded.detail`
   }
   if (b.attrs.length > 0) {
-    yield* sql`INSERT INTO dex_attrs ${sql.insert(b.attrs.map((a) => ({ flow_id: flowId, ...a })) as any)}`
+    yield* sql`INSERT INTO dex_attrs ${sql.insert(rows(b.attrs.map((a) => ({ flow_id: flowId, ...a }))))}`
   }
   if (b.attrDeletes.length > 0) {
     yield* sql`DELETE FROM dex_attrs WHERE flow_id = ${flowId} AND (${sql.or(
@@ -401,10 +413,10 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`DELETE FROM dex_messages WHERE flow_id = ${flowId} AND id IN ${sql.in(b.messageDeletes as Array<number>)}`
   }
   if (b.messages.length > 0) {
-    yield* sql`INSERT INTO dex_messages ${sql.insert(b.messages.map((m) => ({ flow_id: flowId, ...m })) as any)}`
+    yield* sql`INSERT INTO dex_messages ${sql.insert(rows(b.messages.map((m) => ({ flow_id: flowId, ...m }))))}`
   }
   if (b.history.length > 0) {
-    yield* sql`INSERT INTO dex_history ${sql.insert(b.history as any)}`
+    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history))}`
   }
   if (b.reply !== undefined) {
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)

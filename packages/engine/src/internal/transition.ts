@@ -364,7 +364,7 @@ export class Transition {
         const info = errorInfo(result.cause)
         this.record("WaitForFailed", seid, null, info)
         this.setStep(row("failed"))
-        this.closeFlow("failed", null, `${seid}.waitFor failed: ${info.errorType}: ${info.detail}`)
+        this.closeFlow("failed", null, `${seid}.waitFor failed: ${info.errorType}: ${info.detail}`, "WaitForFailed")
         return seid
       }
     }
@@ -493,11 +493,17 @@ export class Transition {
     })
   }
 
-  closeFlow(status: "completed" | "failed" | "cancelled" | "terminated", output: string | null, reason: string | null) {
+  closeFlow(
+    status: "completed" | "failed" | "cancelled" | "terminated",
+    output: string | null,
+    reason: string | null,
+    errorType: string | null = null
+  ) {
     for (const s of [...this.steps.values()]) this.cancelStep(s, `flow ${status}`)
     this.flow.status = status
     this.flow.output = output
     this.flow.reason = reason
+    this.flow.error_type = status === "failed" ? (errorType ?? "Stopped") : null
     this.flow.closed_at = this.now
     this.dirtyFlow = true
     this.record(
@@ -528,10 +534,13 @@ export class Transition {
       case "ForceComplete":
         return this.closeFlow("completed", decision.output, null)
       case "ForceFail":
-        return this.closeFlow("failed", null, decision.reason)
+        return this.closeFlow("failed", null, decision.reason, "ForceFail")
       case "GracefulComplete": {
+        // the first graceful completion's output is the Flow's output; every one is kept in `outputs`
+        if (this.counters[COMPLETION_REQUESTED] === undefined) this.flow.output = decision.output
         this.counters[COMPLETION_REQUESTED] = 1
-        this.flow.output = decision.output
+        const outputs: Array<string | null> = this.flow.outputs === null ? [] : JSON.parse(this.flow.outputs)
+        this.flow.outputs = JSON.stringify([...outputs, decision.output])
         this.dirtyFlow = true
         return this.completeIfRequested()
       }
@@ -595,7 +604,12 @@ export class Transition {
       failureRoute: options.failureRoute
     })
     if (options.failureRoute === null) {
-      return this.closeFlow("failed", null, `${seid} failed: ${outcome.errorType}: ${outcome.detail}`)
+      return this.closeFlow(
+        "failed",
+        null,
+        `${seid} failed: ${outcome.errorType}: ${outcome.detail}`,
+        outcome.errorType
+      )
     }
     const route = this.registered.steps.get(options.failureRoute)!
     yield* this.scheduleStep(

@@ -1169,6 +1169,236 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         )
       })
 
+      it.live("a graceful completion decided while a sibling runs closes the Flow when the sibling ends", () => {
+        const Gate = Channel("gate", Str)
+        const Done = Step({
+          type: "Done",
+          input: Num,
+          execute: () => Effect.succeed(StepDecision.gracefulComplete("first"))
+        })
+        const Sibling = Step({
+          type: "Sibling",
+          input: Num,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: () => Effect.succeed(StepDecision.deadEnd())
+        })
+        const Fork = Step({
+          type: "Fork",
+          input: Str,
+          execute: () => Effect.succeed(StepDecision.goToMany(StepMovement.of(Done, 1), StepMovement.of(Sibling, 2)))
+        })
+        const F = Flow({ type: "GracefulSibling", start: Fork, steps: [Done, Sibling], channels: [Gate] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "graceful-1", "x")
+            yield* awaitHistory("graceful-1", has("StepCompleted", "Done-1"))
+            assert.strictEqual((yield* client.describeFlow("graceful-1")).status, "running")
+            yield* client.publish("graceful-1", Gate, "go")
+            const done = yield* waitClosed("graceful-1")
+            assert.strictEqual(done.status, "completed")
+            assert.strictEqual(done.output, "first")
+          })
+        )
+      })
+
+      it.live("goToMany with no movement fails the Step's decision", () => {
+        const Empty = Step({ type: "Empty", input: Str, execute: () => Effect.succeed(StepDecision.goToMany()) })
+        const F = Flow({ type: "NoMovement", start: Empty })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "nomove-1", "x")
+            const done = yield* waitClosed("nomove-1")
+            assert.strictEqual(done.status, "failed")
+            assert.include(done.reason ?? "", "requires a movement")
+          })
+        )
+      })
+
+      it.live("setting an attribute to null deletes it", () => {
+        const Maybe = Attribute("maybe", Schema.NullOr(Str))
+        const S = Step({
+          type: "S",
+          input: Str,
+          execute: (ctx) =>
+            Effect.sync(() => {
+              ctx.set(Maybe, "there")
+              return StepDecision.goTo(Clear, "x")
+            })
+        })
+        const Clear = Step({
+          type: "Clear",
+          input: Str,
+          execute: (ctx) =>
+            Effect.sync(() => {
+              ctx.set(Maybe, null)
+              return StepDecision.gracefulComplete(Option.isNone(ctx.get(Maybe)))
+            })
+        })
+        const F = Flow({ type: "SetNull", start: S, steps: [Clear], attributes: [Maybe] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "null-1", "x")
+            const done = yield* waitClosed("null-1")
+            assert.strictEqual(done.output, true)
+            assert.isTrue(Option.isNone(yield* client.getAttribute("null-1", Maybe)))
+          })
+        )
+      })
+
+      it.live(
+        "every client call on an unknown Flow fails FlowNotFound; writes to a closed Flow fail FlowNotActive",
+        () => {
+          const A = Attribute("a", Num)
+          const Ch = Channel("ch", Str)
+          const Ping = Rpc({
+            name: "ping",
+            input: Str,
+            output: Str,
+            handler: () => Effect.succeed({ output: "pong" })
+          })
+          const S = Step({ type: "S", input: Str, execute: () => Effect.succeed(StepDecision.forceComplete("x")) })
+          const F = Flow({ type: "Unknown", start: S, attributes: [A], channels: [Ch], rpcs: [Ping] })
+          return run(
+            [F],
+            Effect.gen(function* () {
+              const client = yield* Client
+              const tag = <X, E extends { readonly _tag: string }>(e: Effect.Effect<X, E>) =>
+                Effect.map(Effect.flip(e), (x) => x._tag)
+              assert.strictEqual(yield* tag(client.getAttribute("nobody", A)), "FlowNotFound")
+              assert.strictEqual(yield* tag(client.publish("nobody", Ch, "m")), "FlowNotFound")
+              assert.strictEqual(yield* tag(client.invokeRpc(F, Ping, "nobody", "x")), "FlowNotFound")
+              assert.strictEqual(yield* tag(client.skipTimer("nobody", "S-1", 0)), "FlowNotFound")
+              assert.strictEqual(yield* tag(client.stopFlow("nobody", { mode: "cancel" })), "FlowNotFound")
+              assert.strictEqual(yield* tag(client.describeFlow("nobody")), "FlowNotFound")
+              yield* client.startFlow(F, "closed-1", "x")
+              yield* waitClosed("closed-1")
+              assert.strictEqual(yield* tag(client.publish("closed-1", Ch, "m")), "FlowNotActive")
+              assert.strictEqual(yield* tag(client.invokeRpc(F, Ping, "closed-1", "x")), "FlowNotActive")
+              assert.isTrue(Option.isNone(yield* client.getAttribute("closed-1", A)))
+            })
+          )
+        }
+      )
+
+      it.live("a failed RPC reports the error's class name when the error sets no name of its own", () => {
+        class QuotaExceeded extends Error {}
+        const Fail = Rpc({
+          name: "fail",
+          input: Str,
+          output: Str,
+          handler: () => Effect.fail(new QuotaExceeded("over quota"))
+        })
+        const Gate = Channel("gate", Str)
+        const S = Step({
+          type: "S",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: () => Effect.succeed(StepDecision.deadEnd())
+        })
+        const F = Flow({ type: "RpcClass", start: S, channels: [Gate], rpcs: [Fail] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "rpcclass-1", "x")
+            const error = yield* Effect.flip(client.invokeRpc(F, Fail, "rpcclass-1", "x"))
+            assert.strictEqual(error._tag, "RpcFailed")
+            assert.strictEqual((error as { errorType?: string }).errorType, "QuotaExceeded")
+          })
+        )
+      })
+
+      it.live("a Flow keeps every graceful completion's output; a failed Flow has an error type", () => {
+        const Branch = Step({
+          type: "Branch",
+          input: Num,
+          execute: (_ctx, n) => Effect.succeed(StepDecision.gracefulComplete(n * 10))
+        })
+        const Fork = Step({
+          type: "Fork",
+          input: Str,
+          execute: () => Effect.succeed(StepDecision.goToMany(...[1, 2, 3].map((n) => StepMovement.of(Branch, n))))
+        })
+        class Boom extends Schema.TaggedError<Boom>()("Boom", {}) {}
+        const Fails = Step({
+          type: "Fails",
+          input: Str,
+          options: { execute: { retry: { maxAttempts: 1 } } },
+          execute: () => Effect.fail(new Boom())
+        })
+        const Forced = Step({
+          type: "Forced",
+          input: Str,
+          execute: () => Effect.succeed(StepDecision.forceFail("given up"))
+        })
+        const F = Flow({ type: "Outputs", start: Fork, steps: [Branch] })
+        const G = Flow({ type: "ErrorType", start: Fails })
+        const H = Flow({ type: "Forced", start: Forced })
+        return run(
+          [F, G, H],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "outputs-1", "x")
+            const done = yield* waitClosed("outputs-1")
+            assert.strictEqual(done.status, "completed")
+            assert.deepStrictEqual([...done.outputs].sort(), [10, 20, 30])
+            assert.strictEqual(done.output, done.outputs[0])
+            assert.strictEqual(done.errorType, null)
+            yield* client.startFlow(G, "errtype-1", "x")
+            const failed = yield* waitClosed("errtype-1")
+            assert.strictEqual(failed.status, "failed")
+            assert.strictEqual(failed.errorType, "Boom")
+            yield* client.startFlow(H, "forced-1", "x")
+            const forced = yield* waitClosed("forced-1")
+            assert.strictEqual(forced.errorType, "ForceFail")
+            assert.strictEqual(forced.reason, "given up")
+          })
+        )
+      })
+
+      it.live("a Flow starts with initial attributes; waitForFlow gives up with LongPollTimeout", () => {
+        const A = Attribute("a", Num)
+        const M = AttributeMap("m", Str)
+        const Undeclared = Attribute("undeclared", Num)
+        const Gate = Channel("gate", Str)
+        const S = Step({
+          type: "S",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: (ctx) =>
+            Effect.succeed(StepDecision.gracefulComplete({ a: Option.getOrNull(ctx.get(A)), k: ctx.keys(M) }))
+        })
+        const F = Flow({ type: "Initial", start: S, attributes: [A, M], channels: [Gate] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "initial-1", "x", {
+              initialAttributes: [
+                { attribute: A, value: 7 },
+                { attribute: M, key: "k1", value: "v" }
+              ]
+            })
+            assert.deepStrictEqual(yield* client.getAttribute("initial-1", A), Option.some(7))
+            const timedOut = yield* Effect.flip(client.waitForFlow("initial-1", { timeout: "200 millis" }))
+            assert.strictEqual(timedOut._tag, "LongPollTimeout")
+            yield* client.publish("initial-1", Gate, "go")
+            const done = yield* client.waitForFlow("initial-1", { timeout: "30 seconds" })
+            assert.deepStrictEqual(done.output, { a: 7, k: ["k1"] })
+            const bad = yield* Effect.flip(
+              client.startFlow(F, "initial-2", "x", { initialAttributes: [{ attribute: Undeclared, value: 1 }] })
+            )
+            assert.strictEqual(bad._tag, "InvalidInput")
+          })
+        )
+      })
+
       it.live("parallel Steps run concurrently and the Flow completes when the last branch completes", () => {
         const started = Deferred.makeUnsafe<void>()
         let running = 0
