@@ -156,11 +156,7 @@ describe("MCP tasks any connection can poll", () => {
             Effect.gen(function* () {
               const client = yield* AgentSessionClient
               yield* client.startSession("t1", { initialMessage: "run the job" })
-              const waiting = yield* awaitSnapshot(
-                "t1",
-                (s) => s.toolCalls[0]?.status === "waiting_for_task",
-                "a record waiting for its task"
-              )
+              const waiting = yield* awaitSnapshot("t1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
               const record = waiting.toolCalls[0]!
               assert.strictEqual(record.taskId, server.created[0]!.taskId)
               assert.strictEqual(record.taskPollIntervalSeconds, 1)
@@ -209,7 +205,7 @@ describe("MCP tasks any connection can poll", () => {
           Effect.gen(function* () {
             const client = yield* AgentSessionClient
             yield* client.startSession("g1", { initialMessage: "run the job" })
-            yield* awaitSnapshot("g1", (s) => s.toolCalls[0]?.status === "waiting_for_task", "the started task")
+            yield* awaitSnapshot("g1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
             yield* Effect.promise(() => server.close())
             yield* awaitTurns("g1", 1)
             // an idempotent write whose task may have run: outcome_unknown, not failed
