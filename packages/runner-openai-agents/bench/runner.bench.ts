@@ -29,6 +29,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { z } from "zod"
+import { fmtMs as fmt, percentile } from "../../engine/bench/stats.ts"
 import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
 import { fromStoredMessage } from "../src/internal/items.ts"
 import * as State from "../src/internal/state.ts"
@@ -37,12 +38,6 @@ import { mergeResults } from "./results.ts"
 
 const TURNS = Number(process.env.BENCH_TURNS ?? "40")
 const dir = mkdtempSync(join(tmpdir(), "das-openai-bench-"))
-
-const percentile = (xs: ReadonlyArray<number>, p: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!
-}
-const fmt = (ms: number) => `${ms.toFixed(2)} ms`
 
 // The scripted model: after tool results it answers; otherwise it asks for three reads.
 const respond = (input: string | ReadonlyArray<AgentInputItem>) => {
@@ -196,6 +191,9 @@ const makeInMemory = () => {
     }).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
 }
 
+/** Two decimals, for the results file. */
+const round = (ms: number) => Math.round(ms * 100) / 100
+
 const main = async () => {
   const started = performance.now()
   // (a) and (d) alternate turn by turn, so both see the same load of the machine
@@ -248,17 +246,17 @@ const main = async () => {
   for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`)
   const file = mergeResults({
     "runner-openai-agents.turn_in_memory_p50_ms": {
-      value: pd,
+      value: round(pd),
       unit: "ms",
-      baseline: pa,
+      baseline: round(pa),
       baseline_name: "the SDK's own loop, tools in-process, p50",
       target: "value <= 1.5 x baseline",
       pass: ratio <= 1.5
     },
     "runner-openai-agents.turn_durable_embedded_p50_ms": {
-      value: pb,
+      value: round(pb),
       unit: "ms",
-      baseline: pa,
+      baseline: round(pa),
       baseline_name: "the SDK's own loop, tools in-process, p50"
     },
     "runner-openai-agents.run_state_bytes_3_calls_first_turn": {
