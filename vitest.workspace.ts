@@ -10,5 +10,6 @@ export const projects = [
   "packages/runner-mastra",
   "packages/mcp",
   "packages/ui-stream",
-  "examples/chat"
+  "examples/chat",
+  "examples/basics"
 ] as const

@@ -120,7 +120,7 @@ describe("server-everything over stdio", () => {
         Effect.gen(function* () {
           const client = yield* AgentSessionClient
           yield* client.startSession("s2", { initialMessage: "research" })
-          yield* awaitSnapshot("s2", (s) => s.pendingInterrupts.length === 1, "the approval")
+          yield* awaitSnapshot("s2", (s) => s.pendingInterrupts.length === 1)
           yield* client.resolveInterrupt("s2", { interruptId: "research", approved: true })
           yield* awaitTurns("s2", 1)
           const results = toolResults(kit.requests[1]!)

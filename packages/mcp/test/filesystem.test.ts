@@ -38,7 +38,7 @@ describe("server-filesystem over stdio", () => {
             assert.strictEqual(kit.source.tools.find((t) => t.name === "fs__read_text_file")!.effect, "read")
             assert.strictEqual(kit.source.tools.find((t) => t.name === "fs__write_file")!.effect, "idempotent_write")
             yield* client.startSession("f1", { initialMessage: "write a note" })
-            const waiting = yield* awaitSnapshot("f1", (s) => s.pendingInterrupts.length === 1, "the approval")
+            const waiting = yield* awaitSnapshot("f1", (s) => s.pendingInterrupts.length === 1)
             assert.strictEqual(waiting.pendingInterrupts[0]!.toolName, "fs__write_file")
             assert.throws(() => readFileSync(file, "utf8"))
             yield* client.resolveInterrupt("f1", { interruptId: "w1", approved: true })

@@ -57,7 +57,7 @@ describe("own servers", () => {
             const client = yield* AgentSessionClient
             yield* client.startSession("k1", { initialMessage: "go" })
             // launch has no annotation, so it is unclassified and waits for approval
-            const waiting = yield* awaitSnapshot("k1", (s) => s.pendingInterrupts.length === 1, "the approval")
+            const waiting = yield* awaitSnapshot("k1", (s) => s.pendingInterrupts.length === 1)
             assert.strictEqual(waiting.pendingInterrupts[0]!.toolName, "own__launch")
             yield* client.resolveInterrupt("k1", { interruptId: "x1", approved: true })
             const snapshot = yield* awaitTurns("k1", 1)

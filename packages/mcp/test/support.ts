@@ -1,25 +1,23 @@
-// Test support: a session worker whose tools come from McpToolSource, on the embedded engine (a fresh SQLite
-// file per test), with the session's scripted model (the only stand-in: everything MCP is real), and helpers
-// to wait for a snapshot.
+// Test support: a session worker whose tools come from McpToolSource, on the session's testing kit (a fresh
+// embedded engine per test), with the session's scripted model (the only stand-in: everything MCP is real),
+// and helpers to wait for a snapshot and read the events.
 import { mkdtempSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { type Client, Engine } from "@durable-agent/engine"
+import type { Client } from "@durable-agent/engine"
 import {
   AgentSessionClient,
-  AgentSessionFlow,
   type AgentSnapshot,
   ModelClient,
   type ModelRequest,
   type ScriptedStep,
-  Stepwise,
   type ToolPolicy,
   ToolSource
 } from "@durable-agent/session"
+import * as SessionTesting from "@durable-agent/session/testing"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { McpToolSource } from "../src/index.ts"
 
@@ -52,54 +50,38 @@ export interface McpKit {
 
 export const FLOW_TYPE = "McpAgent"
 
-/** Runs `body` with a session worker over `setup.source` and a client, on a fresh embedded engine. */
+/**
+ * Runs `body` with a session worker over `setup.source` and a client, on the session's testing kit (a fresh
+ * embedded engine), with the scripted model recording each request.
+ */
 export const withMcpSession = <A, E>(
   setup: McpSetup,
   body: (kit: McpKit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
 ) =>
   Effect.gen(function* () {
-    const dir = yield* tempDir("das-mcp-session-")
     const source = "call" in setup.source ? setup.source : yield* McpToolSource.make(setup.source)
     const requests: Array<ModelRequest> = []
-    const flow = AgentSessionFlow.make({
-      flowType: FLOW_TYPE,
-      retryInitialInterval: "100 millis",
-      ...(setup.toolPolicies === undefined ? {} : { toolPolicies: setup.toolPolicies })
-    })
-    const worker = AgentSessionFlow.layerWorker(flow).pipe(
-      Layer.provide(Stepwise.layer({ name: "mcp-agent", instructions: "You are a test agent." })),
-      Layer.provide(
-        Layer.mergeAll(
-          ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
-          Layer.succeed(ToolSource, source)
-        )
-      )
-    )
-    const engine = Engine.layerEmbedded({ filename: join(dir, "session.db"), pollInterval: "50 millis" })
     return yield* body({ requests, source }).pipe(
-      Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine)))
+      Effect.provide(
+        SessionTesting.layer({
+          model: ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
+          tools: Layer.succeed(ToolSource, source),
+          flow: {
+            flowType: FLOW_TYPE,
+            ...(setup.toolPolicies === undefined ? {} : { toolPolicies: setup.toolPolicies })
+          }
+        })
+      )
     )
   }).pipe(Effect.scoped)
 
 /** The snapshot once `predicate` holds (60 s at most). */
-export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
-  Effect.flatMap(AgentSessionClient, (client) =>
-    client.getSnapshot(sessionId).pipe(
-      Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: predicate }),
-      Effect.timeoutOrElse({
-        duration: "60 seconds",
-        orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
-      })
-    )
-  )
+export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean) =>
+  SessionTesting.awaitSnapshot(sessionId, predicate, { timeout: "60 seconds" })
 
 /** The snapshot once `turns` turns ended. */
 export const awaitTurns = (sessionId: string, turns: number) =>
-  awaitSnapshot(
-    sessionId,
-    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
-    `${turns} finished turns`
-  )
+  SessionTesting.awaitTurn(sessionId, { turn: turns, timeout: "60 seconds" })
 
 /** The tool results a model request carries, by tool call ID. */
 export const toolResults = (request: ModelRequest) =>

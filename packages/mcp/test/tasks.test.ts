@@ -2,7 +2,14 @@
 // as its heartbeat checkpoint and returns ToolTaskStarted, PollToolTask Steps poll it with tasks/get, and a
 // retried attempt returns the same task. The server is written with the SDK (test/fixtures/task-server.ts).
 import { Client } from "@durable-agent/engine"
-import { AgentSessionClient, EventWriter, Heartbeat, isToolTaskStarted } from "@durable-agent/session"
+import {
+  AgentSessionClient,
+  EventWriter,
+  Heartbeat,
+  isToolTaskStarted,
+  OUTCOME_UNKNOWN_TEXT,
+  type WrittenEvent
+} from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -100,6 +107,41 @@ describe("MCP tasks any connection can poll", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live("a task that asks for input is cancelled, and the call fails with text naming the input", () =>
+    Effect.gen(function* () {
+      const server = yield* taskServer
+      const source = yield* McpToolSource.make({ servers: { own: { url: server.url } } })
+      const started = yield* source.call(request("own__job", false)).pipe(Effect.provide(stepServices([])))
+      assert.isTrue(isToolTaskStarted(started))
+      const taskId = server.created[0]!.taskId
+      yield* Effect.promise(() => server.askInput(taskId, "which region?"))
+      const events: Array<WrittenEvent> = []
+      const failure = yield* Effect.flip(
+        source.pollToolTask!({
+          flowId: "f",
+          turnId: "t",
+          toolCallId: "c",
+          toolName: "own__job",
+          taskId,
+          pollIntervalSeconds: 1,
+          continuation: null,
+          toolSourceReference: null,
+          idempotencyKey: "f/t/c",
+          attempt: 1
+        }).pipe(Effect.provide(Layer.mergeAll(Heartbeat.layerNoop, EventWriter.layerTest(events))))
+      )
+      assert.strictEqual(failure._tag, "ToolExecutionError")
+      assert.include(failure.message, "which region?")
+      assert.deepStrictEqual(server.cancels, [taskId])
+      assert.deepStrictEqual(events, [
+        {
+          type: "mcp.task_status",
+          payload: { task_id: taskId, status: "input_required", status_message: "which region?" }
+        }
+      ])
+    }).pipe(Effect.scoped)
+  )
+
   it.live(
     "through a session: waiting_for_task, PollToolTask Steps until the task completes, then the turn goes on",
     () =>
@@ -114,11 +156,7 @@ describe("MCP tasks any connection can poll", () => {
             Effect.gen(function* () {
               const client = yield* AgentSessionClient
               yield* client.startSession("t1", { initialMessage: "run the job" })
-              const waiting = yield* awaitSnapshot(
-                "t1",
-                (s) => s.toolCalls[0]?.status === "waiting_for_task",
-                "a record waiting for its task"
-              )
+              const waiting = yield* awaitSnapshot("t1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
               const record = waiting.toolCalls[0]!
               assert.strictEqual(record.taskId, server.created[0]!.taskId)
               assert.strictEqual(record.taskPollIntervalSeconds, 1)
@@ -153,5 +191,39 @@ describe("MCP tasks any connection can poll", () => {
             })
         )
       }).pipe(Effect.scoped)
+  )
+
+  it.live("a task whose server is gone: three poll attempts fail, and the call is recorded by its effect", () =>
+    Effect.gen(function* () {
+      const server = yield* taskServer
+      yield* withMcpSession(
+        {
+          source: { servers: { own: { url: server.url } } },
+          script: [{ toolCalls: [{ id: "j1", name: "own__job" }] }, { text: "done" }]
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("g1", { initialMessage: "run the job" })
+            yield* awaitSnapshot("g1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
+            yield* Effect.promise(() => server.close())
+            yield* awaitTurns("g1", 1)
+            // an idempotent write whose task may have run: outcome_unknown, not failed
+            assert.strictEqual(toolResults(kit.requests[1]!).j1, OUTCOME_UNKNOWN_TEXT)
+            const outcomes = yield* toolCallOutcomes("g1")
+            assert.strictEqual(outcomes.j1!.status, "outcome_unknown")
+            const steps = yield* Effect.flatMap(Client.Client, (c) => c.stepExecutions("g1"))
+            const poll = steps.filter((s) => s.stepType === "PollToolTask")
+            assert.deepStrictEqual(
+              poll.map((s) => s.attempts.map((a) => a.outcome)),
+              [["failure", "failure", "failure"]]
+            )
+            assert.deepStrictEqual(
+              steps.map((s) => s.stepType).filter((t) => t.startsWith("Record")),
+              ["RecordToolFailure"]
+            )
+          })
+      )
+    }).pipe(Effect.scoped)
   )
 })

@@ -196,8 +196,12 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
     turnId: turn.turnId,
     sessionSettings: turn.sessionSettings
   })
-  const effectOf = (name: string): ToolEffect | undefined =>
-    agent.toolEffects?.[name] ?? (tools[name] !== undefined ? annotationEffect(tools[name]) : undefined)
+  const toolNamed = (name: string): MastraTool | undefined => (Object.hasOwn(tools, name) ? tools[name] : undefined)
+  const effectOf = (name: string): ToolEffect | undefined => {
+    const t = toolNamed(name)
+    const named = agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
+    return named ? agent.toolEffects![name] : t !== undefined ? annotationEffect(t) : undefined
+  }
 
   const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
@@ -305,7 +309,7 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
         pending: result.toolCalls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName }))
       } satisfies RunState),
       toolCalls: result.toolCalls.map((c) => {
-        const known = Object.hasOwn(tools, c.toolName)
+        const known = toolNamed(c.toolName) !== undefined
         return {
           toolCallId: c.toolCallId,
           toolName: c.toolName,
@@ -326,7 +330,7 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
     call: DeferredToolExecution
   ) {
     const name = call.toolCall.toolName
-    const t = Object.hasOwn(tools, name) ? tools[name] : undefined
+    const t = toolNamed(name)
     if (t?.execute === undefined) return yield* new ToolExecutionError({ message: `unknown tool ${name}` })
     const input = parseToolArguments(call.toolCall.arguments)
     if (Option.isNone(input)) return yield* new ToolExecutionError({ message: "arguments must be a JSON object" })

@@ -31,6 +31,8 @@
  *
  * @since 0.1.0
  */
+
+import * as DeltaBuffer from "@durable-agent/runner-ai-sdk/DeltaBuffer"
 import {
   AgentFrameworkRunner,
   type AgentFrameworkRunnerShape,
@@ -190,6 +192,17 @@ type Json = { [key: string]: any }
 
 const count = (value: unknown): number => (Array.isArray(value) ? value.length : 0)
 
+/** The state's JSON without the first `stored` items of its original input (the session holds them). */
+const withoutStored = (state: RunState<any, any>, stored: number): { [key: string]: unknown } => {
+  const full = state._originalInput
+  state._originalInput = Array.isArray(full) ? full.slice(stored) : full
+  try {
+    return state.toJSON() as { [key: string]: unknown }
+  } finally {
+    state._originalInput = full
+  }
+}
+
 /** The `function_call` items of a model response. */
 const functionCalls = (response: Json | undefined): Array<Json> =>
   Array.isArray(response?.output) ? response.output.filter((item: Json) => item?.type === "function_call") : []
@@ -224,7 +237,8 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         })
       }
       const agent = yield* agentNamed(saved.agent)
-      const json = JSON.parse(State.restore(saved, stored)) as Json
+      // `saved` was parsed for this call alone, so its items may be patched in place
+      const json = saved.runState as Json
       const records = new Map(turn.toolCalls.map((r) => [r.toolCallId, r]))
       // calls the SDK answered itself (arguments that are not JSON): the model sees the session's record
       for (const item of Array.isArray(json.generatedItems) ? json.generatedItems : []) {
@@ -242,6 +256,9 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         try: () => RunState.fromStringWithContext(agent, JSON.stringify(json), context),
         catch: (e) => new ModelCallError({ message: `the run state does not restore: ${errorMessage(e)}` })
       })
+      // the stored messages go back in front of the turn's own input after the restore, which thus parses
+      // and checks only the turn's part
+      state._originalInput = [...stored, ...(Array.isArray(json.originalInput) ? json.originalInput : [])]
       for (const interruption of state.getInterruptions()) {
         const callId = (interruption.rawItem as Json).callId as string | undefined
         const record: AgentToolCall | undefined = callId === undefined ? undefined : records.get(callId)
@@ -280,14 +297,16 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         try: () => sdk.run(agent, input, { stream: true, maxTurns, signal: controller.signal }),
         catch: (e) => e
       })
+      // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
+      const text = DeltaBuffer.make(events.textDelta)
       yield* Stream.fromAsyncIterable(raw, (e) => e).pipe(
-        Stream.map(textDelta),
-        Stream.filter((delta): delta is string => delta !== undefined && delta !== ""),
-        // a merged delta is written once it holds 64 pieces or its first piece is 100 ms old
-        Stream.groupedWithin(64, "100 millis"),
-        Stream.runForEach((pieces) => events.textDelta(pieces.join(""))),
+        Stream.runForEach((event) => {
+          const delta = textDelta(event)
+          return delta === undefined ? Effect.void : text.push(delta)
+        }),
         Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
       )
+      yield* text.flush
       yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
       if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
       return { state: raw.state, guarded: false } satisfies RunEnd
@@ -314,9 +333,9 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
             itemsBefore: 0
           }
     const end = yield* runOnce(start.agent, start.input, start.maxTurns, events)
-    const json = end.state.toJSON() as Json
-    const responses: Array<Json> = Array.isArray(json.modelResponses) ? json.modelResponses : []
-    const made = responses.slice(start.responsesBefore)
+    // the state's own fields: its JSON is built only for a run state the session stores
+    const state = end.state
+    const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
     const stepRule = (what: string) =>
       new ModelCallError({ message: `${what}; Step mode allows one model call per RunModel` })
     if (made.length > 1) return yield* stepRule(`the framework made ${made.length} model calls in one RunModel`)
@@ -326,26 +345,27 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       requestModel: typeof start.agent.model === "string" ? start.agent.model : undefined,
       responseId: typeof last?.responseId === "string" ? last.responseId : undefined
     }
-    const generated: Array<Json> = Array.isArray(json.generatedItems) ? json.generatedItems : []
-    const handoffs = generated.slice(start.itemsBefore).filter((item) => item?.type === "handoff_output_item")
+    const handoffs = state._generatedItems
+      .slice(start.itemsBefore)
+      .flatMap((item) => (item.type === "handoff_output_item" ? [item] : []))
     for (const item of handoffs) {
       yield* events.write({
         type: "openai_agents.handoff",
         payload: {
-          from_agent: item.sourceAgent?.name ?? null,
-          to_agent: item.targetAgent?.name ?? null,
-          tool_call_id: item.rawItem?.callId ?? null
+          from_agent: item.sourceAgent.name,
+          to_agent: item.targetAgent.name,
+          tool_call_id: item.rawItem.callId
         }
       })
     }
-    const history = end.state.history
+    const history = state.history
     if (end.guarded && handoffs.length > 0) {
       // the guard stopped the next agent's model call: the next RunModel makes it
       return AgentTurnOutcome.turnContinued({
         frameworkRunState: JSON.stringify({
           v: 1,
           kind: "history",
-          agent: json.currentAgent?.name ?? start.agent.name,
+          agent: state.currentAgent.name,
           items: history.slice(stored.length)
         } satisfies State.HandoffState),
         newMessages: [],
@@ -353,7 +373,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         modelCallMetadata
       })
     }
-    const waiting = json.currentStep?.type === "next_step_interruption"
+    const waiting = state._currentStep?.type === "next_step_interruption"
     const calls: Array<DeferredToolCall> = functionCalls(last)
       .filter((c) => graph.tools.has(c.name))
       .map((c) => ({
@@ -364,7 +384,9 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       }))
     if (calls.length > 0 && (waiting || end.guarded)) {
       return AgentTurnOutcome.toolCallsRequested({
-        frameworkRunState: JSON.stringify(State.interrupted(start.agent.name, stored.length, json)),
+        frameworkRunState: JSON.stringify(
+          State.interrupted(start.agent.name, stored.length, withoutStored(state, stored.length))
+        ),
         toolCalls: calls,
         usage,
         modelCallMetadata

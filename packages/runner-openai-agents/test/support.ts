@@ -2,12 +2,11 @@
 // fresh engine (embedded SQLite or cluster Postgres, the session tests' engine factories); tools count
 // their side effects.
 import type { Client } from "@durable-agent/engine"
-import { AgentSessionClient, AgentSessionFlow, type AgentSnapshot } from "@durable-agent/session"
+import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import { Agent, type AgentInputItem } from "@openai/agents"
 import { ScriptedModel, type ScriptedModelInput } from "@openai/agents/testing"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import { z } from "zod"
 import type { EngineFactory } from "../../session/test/support.ts"
 import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
@@ -124,28 +123,8 @@ export const withOpenAiSession = <A, E>(
   ) as Effect.Effect<A, unknown>
 }
 
-/** Polls until `predicate` holds (20 s at most). */
-export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient
-    const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
-    return yield* client
-      .getSnapshot(sessionId)
-      .pipe(
-        Effect.repeat({ schedule: Schedule.spaced("30 millis"), until: predicate }),
-        Effect.timeoutOrElse({ duration: "20 seconds", orElse: () => timeout })
-      )
-  })
-
-export const awaitTurns = (sessionId: string, turns: number) =>
-  awaitSnapshot(
-    sessionId,
-    (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null,
-    `${turns} finished turns`
-  )
-
-/** The Step types of a session's executions, in scheduling order. */
-export { stepShape } from "../../session/test/support.ts"
+/** Polling helpers and the Step types of a session's executions, from the session's own tests. */
+export { awaitSnapshot, awaitTurns, stepShape } from "../../session/test/support.ts"
 
 /** The input items of the model call at `index`. */
 export const prompt = (kit: Kit, index: number): ReadonlyArray<AgentInputItem> => {

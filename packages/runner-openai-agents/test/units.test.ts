@@ -13,9 +13,11 @@ import { Agent, tool, Usage } from "@openai/agents"
 import { assistantMessage, functionCall, ScriptedModel } from "@openai/agents/testing"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { z } from "zod"
 import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
 import { fromStoredMessage, toFrameworkMessage } from "../src/internal/items.ts"
+import { approvedRecord } from "./records.ts"
 
 const lookup = openAiAgentsTool({
   name: "lookup",
@@ -180,34 +182,10 @@ describe("OpenAI Agents runner: units", () => {
         .executeDeferredToolCall({
           flowId: "f",
           turnId: "t1",
-          toolCall: {
-            toolCallId: "c1",
-            turnId: "t1",
-            toolName: "lookup",
-            arguments: '{"word":3}',
-            effect: "read",
-            requiresApproval: false,
-            status: "approved",
-            output: null,
-            error: null,
-            rejectionMessage: null,
-            deferralOrder: 0,
-            toolSourceReference: null,
-            traceContext: null,
-            waitUntil: null,
-            inputContinuation: null,
-            inputAnswers: [],
-            inputQuestion: null,
-            inputChoices: [],
-            inputAllowsFreeText: true,
-            cancellationReason: null,
-            taskId: null,
-            taskPollIntervalSeconds: null,
-            taskAnswerPending: false
-          },
+          toolCall: approvedRecord("t1", { toolCallId: "c1", toolName: "lookup", arguments: '{"word":3}' }),
           idempotencyKey: "f/t1/c1",
           attempt: 1,
-          heartbeatCheckpoint: { _tag: "None" } as never
+          heartbeatCheckpoint: Option.none()
         })
         .pipe(Effect.flip)
       assert.strictEqual(result._tag, "ToolExecutionError")

@@ -5,10 +5,16 @@
  *
  * @since 0.1.0
  */
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { ModelCallError } from "./Errors.ts"
 
 /**
@@ -206,6 +212,111 @@ export const scripted = (script: ReadonlyArray<ScriptedStep>, options?: Scripted
   }
 }
 
+/** A model request as an effect/ai prompt: the instructions as the system message, then the conversation. */
+const toPrompt = (request: ModelRequest): Array<Prompt.MessageEncoded> => [
+  { role: "system", content: request.instructions },
+  ...request.messages.map((m): Prompt.MessageEncoded => {
+    switch (m.role) {
+      case "user":
+        return { role: "user", content: m.text }
+      case "assistant":
+        return {
+          role: "assistant",
+          content: [
+            ...(m.text === null || m.text.length === 0 ? [] : [{ type: "text" as const, text: m.text }]),
+            ...m.toolCalls.map((c) => ({
+              type: "tool-call" as const,
+              id: c.toolCallId,
+              name: c.toolName,
+              params: parseArguments(c.arguments),
+              providerExecuted: false
+            }))
+          ]
+        }
+      case "tool":
+        return {
+          role: "tool",
+          content: [{ type: "tool-result", id: m.toolCallId, name: m.toolName, isFailure: false, result: m.output }]
+        }
+    }
+  })
+]
+
+const parseArguments = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return {}
+  }
+}
+
+/** The usage of a finish part in the session's terms. */
+const usageOf = (usage: Response.Usage): ModelUsage => ({
+  inputTokens: usage.inputTokens.total ?? 0,
+  outputTokens: usage.outputTokens.total ?? 0,
+  cachedInputTokens: usage.inputTokens.cacheRead ?? 0,
+  reasoningTokens: usage.outputTokens.reasoning ?? 0
+})
+
+/**
+ * A model client over any effect/ai `LanguageModel`: one streamed call per request, text and reasoning deltas
+ * passed on as they arrive, the tool calls left to the session (the toolkit only describes the tools), usage
+ * from the finish part. Interrupting the call (a cancelled or timed-out Step) interrupts the stream, which
+ * aborts the provider request. Failures are {@link ModelCallError}s, so RunModel retries them.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromLanguageModel = (model: LanguageModel.LanguageModel): ModelClientShape => ({
+  generate: Effect.fn("ModelClient.generate")(function* (request: ModelRequest) {
+    const toolkit = Toolkit.make(
+      ...request.tools.map((t) =>
+        Tool.dynamic(t.name, { description: t.description, parameters: t.parameters as Record<string, unknown> })
+      )
+    )
+    let text = ""
+    let reasoning = ""
+    const toolCalls: Array<ModelToolCall> = []
+    let usage: ModelUsage = zeroUsage
+    const finishReasons: Array<string> = []
+    let responseModel: string | undefined
+    let responseId: string | undefined
+    yield* model.streamText({ prompt: toPrompt(request), toolkit, disableToolCallResolution: true }).pipe(
+      Stream.runForEach((part) => {
+        switch (part.type) {
+          case "text-delta":
+            text += part.delta
+            return request.onTextDelta ? request.onTextDelta(part.delta) : Effect.void
+          case "reasoning-delta":
+            reasoning += part.delta
+            return request.onReasoningDelta ? request.onReasoningDelta(part.delta) : Effect.void
+          case "tool-call":
+            toolCalls.push({ toolCallId: part.id, toolName: part.name, arguments: JSON.stringify(part.params ?? {}) })
+            return Effect.void
+          case "response-metadata":
+            responseModel = part.modelId ?? responseModel
+            responseId = part.id ?? responseId
+            return Effect.void
+          case "finish":
+            usage = usageOf(part.usage)
+            finishReasons.push(part.reason)
+            return Effect.void
+          default:
+            return Effect.void
+        }
+      }),
+      Effect.mapError((error) => new ModelCallError({ message: error.message }))
+    )
+    return {
+      text: text.length > 0 ? text : null,
+      reasoning: reasoning.length > 0 ? reasoning : null,
+      toolCalls,
+      usage,
+      metadata: { responseModel, responseId, finishReasons }
+    } satisfies ModelResponse
+  })
+})
+
 /**
  * The model the built-in Stepwise loop calls. `AgentDefinition.resolveModel` may pick another client per
  * turn from the session settings.
@@ -222,6 +333,15 @@ export class ModelClient extends Context.Service<ModelClient, ModelClientShape>(
   /** A layer from a `generate` function. */
   static readonly layer = (generate: ModelClientShape["generate"]): Layer.Layer<ModelClient> =>
     Layer.succeed(ModelClient, ModelClient.make(generate))
+
+  /** A client over an effect/ai `LanguageModel` (see {@link fromLanguageModel}). */
+  static readonly fromLanguageModel = fromLanguageModel
+
+  /** The client over the `LanguageModel` service in context, such as a provider's model layer. */
+  static readonly layerLanguageModel: Layer.Layer<ModelClient, never, LanguageModel.LanguageModel> = Layer.effect(
+    ModelClient,
+    Effect.map(LanguageModel.LanguageModel, fromLanguageModel)
+  )
 
   /** A scripted model (see {@link scripted}); every build of the layer starts the script from the top. */
   static readonly layerScripted = (

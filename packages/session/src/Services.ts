@@ -68,6 +68,59 @@ export class EventWriter extends Context.Service<EventWriter, EventWriterShape>(
 }
 
 /**
+ * Where an event writer writes for: the Flow, turn, Step execution and attempt.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EventWriterScope {
+  readonly flowId: string
+  readonly turnId: string | null
+  readonly stepExecutionId: string
+  readonly attempt: number
+}
+
+/**
+ * Wraps the `EventWriter` the session builds for each Step attempt, for example to mirror events to a second
+ * sink. Provide it to the worker layer with {@link layerEventWriterDecorator}; decorators compose, the last
+ * provided outermost.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type EventWriterDecorator = (writer: EventWriterShape, scope: EventWriterScope) => EventWriterShape
+
+/**
+ * The decorators of the per-attempt `EventWriter`; none by default.
+ *
+ * @category references
+ * @since 0.1.0
+ */
+export const EventWriterDecorators: Context.Reference<ReadonlyArray<EventWriterDecorator>> = Context.Reference<
+  ReadonlyArray<EventWriterDecorator>
+>("@durable-agent/session/EventWriterDecorators", { defaultValue: () => [] })
+
+/**
+ * Adds a decorator of the per-attempt `EventWriter`; provide it to the worker layer.
+ *
+ * @example
+ * ```ts
+ * const mirror = layerEventWriterDecorator((writer, scope) =>
+ *   EventWriter.make((event) => Effect.andThen(writer.write(event), sink.publish({ ...scope, event })))
+ * )
+ * const worker = AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(runner), Layer.provide(mirror))
+ * ```
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerEventWriterDecorator = (decorate: EventWriterDecorator): Layer.Layer<never> =>
+  Layer.effect(
+    EventWriterDecorators,
+    Effect.map(Effect.service(EventWriterDecorators), (current) => [...current, decorate])
+  )
+
+/**
  * The service shape of {@link Heartbeat}.
  *
  * @category models

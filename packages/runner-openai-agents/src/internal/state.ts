@@ -45,18 +45,18 @@ export const decode = (text: string | null): FrameworkRunState | undefined => {
   }
 }
 
-/** The run state of an interrupted run, from the SDK's `RunState.toJSON()`. */
+/** The run state of an interrupted run, from the SDK's `RunState.toJSON()` without the stored messages. */
 export const interrupted = (
   agent: string,
   stored: number,
   runState: { readonly [key: string]: unknown }
-): InterruptedState => {
-  const input = Array.isArray(runState.originalInput) ? runState.originalInput : []
-  return { v: 1, kind: "run_state", agent, stored, runState: { ...runState, originalInput: input.slice(stored) } }
-}
+): InterruptedState => ({ v: 1, kind: "run_state", agent, stored, runState })
 
-/** The SDK's `RunState` JSON text with the stored messages put back at the start of `originalInput`. */
-export const restore = (state: InterruptedState, storedItems: ReadonlyArray<AgentInputItem>): string => {
+/** The SDK's `RunState` JSON with the stored messages put back at the start of `originalInput`. */
+export const restore = (
+  state: InterruptedState,
+  storedItems: ReadonlyArray<AgentInputItem>
+): { [key: string]: unknown } => {
   const rest = Array.isArray(state.runState.originalInput) ? state.runState.originalInput : []
-  return JSON.stringify({ ...state.runState, originalInput: [...storedItems, ...rest] })
+  return { ...state.runState, originalInput: [...storedItems, ...rest] }
 }

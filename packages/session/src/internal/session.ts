@@ -11,7 +11,7 @@ import * as Schema from "effect/Schema"
 import * as P from "../Persistence.ts"
 import type { ToolPolicy } from "../Policy.ts"
 import type { AgentFrameworkRunnerShape, FrameworkMessage } from "../Runner.ts"
-import { EventWriter, Heartbeat } from "../Services.ts"
+import { EventWriter, EventWriterDecorators, Heartbeat, type WrittenEvent } from "../Services.ts"
 import * as Wire from "../wire/index.ts"
 import { maxValueBytes, oversize, truncateText } from "./sizes.ts"
 
@@ -83,16 +83,26 @@ export const announce = (ctx: ExecuteContext): Effect.Effect<void> =>
 
 /** Writes typed session events for one Step attempt; best effort, never fails. */
 export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
-  const raw = (type: string, payload: unknown) =>
+  const write = (event: WrittenEvent) =>
     Effect.andThen(
       announce(ctx),
       ctx.emit(config.events, {
-        type,
+        type: event.type,
         turnId,
         attempt: ctx.attempt,
-        payload: JSON.stringify(payload),
+        payload: JSON.stringify(event.payload),
         stepExecutionId: ctx.stepExecutionId
       })
+    )
+  const scope = { flowId: ctx.flowId, turnId, stepExecutionId: ctx.stepExecutionId, attempt: ctx.attempt }
+  // Every event, the session's own and the runner's, goes through the decorators provided to the worker.
+  const raw = (type: string, payload: unknown) =>
+    Effect.flatMap(Effect.service(EventWriterDecorators), (decorators) =>
+      decorators.length === 0
+        ? write({ type, payload: payload as WrittenEvent["payload"] })
+        : decorators
+            .reduce((writer, decorate) => decorate(writer, scope), EventWriter.make(write))
+            .write({ type, payload: payload as WrittenEvent["payload"] })
     )
   const typed =
     <A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>) =>

@@ -6,6 +6,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type { ToolAttemptError, ToolExecutionError } from "../Errors.ts"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
 import {
@@ -15,8 +16,10 @@ import {
   type FrameworkMessage,
   isToolTaskPending,
   isToolTaskStarted,
+  type ToolExecutionResult,
   type ToolTaskStarted
 } from "../Runner.ts"
+import type { EventWriter, Heartbeat } from "../Services.ts"
 import * as Wire from "../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput, ToolCallIdInput } from "./schemas.ts"
 import {
@@ -433,6 +436,36 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // Tool Steps
   // -------------------------------------------------------------------------------------------------------
 
+  /** The span attributes of a tool Step or a poll. */
+  const annotateToolSpan = (ctx: ExecuteContext, record: Wire.AgentToolCall) =>
+    Effect.annotateCurrentSpan({
+      "gen_ai.tool.name": record.toolName,
+      "gen_ai.tool.call.id": record.toolCallId,
+      "dex.flow.id": ctx.flowId,
+      "dex.step.execution_id": ctx.stepExecutionId,
+      "dex.step.attempt": ctx.attempt,
+      "dex.agent.turn.id": record.turnId
+    })
+
+  /**
+   * Runs a tool call or a task poll with heartbeats and the Step's services: a result becomes `succeeded`, a
+   * ToolExecutionError `failed`, and what `passOn` recognizes (a started or a pending task) comes back as is.
+   */
+  const settle = <T>(
+    ctx: ExecuteContext,
+    record: Wire.AgentToolCall,
+    passOn: (outcome: ToolExecutionResult | T) => outcome is T,
+    call: Effect.Effect<ToolExecutionResult | T, ToolExecutionError | ToolAttemptError, EventWriter | Heartbeat>
+  ) =>
+    call.pipe(
+      Effect.map((r) => (passOn(r) ? r : { status: "succeeded" as const, output: r.output, error: null })),
+      Effect.catchTag("ToolExecutionError", (e) =>
+        Effect.succeed({ status: "failed" as const, output: null, error: e.message })
+      ),
+      withHeartbeats(ctx, config.heartbeatInterval),
+      provideStepServices(ctx, config, record.turnId)
+    )
+
   const runTool = (name: string) =>
     Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
@@ -443,18 +476,14 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const record = found.value
       const runner = yield* config.runner
       const events = emitter(ctx, config, record.turnId)
-      yield* Effect.annotateCurrentSpan({
-        "gen_ai.tool.name": record.toolName,
-        "gen_ai.tool.call.id": record.toolCallId,
-        "dex.flow.id": ctx.flowId,
-        "dex.step.execution_id": ctx.stepExecutionId,
-        "dex.step.attempt": ctx.attempt,
-        "dex.agent.turn.id": record.turnId
-      })
+      yield* annotateToolSpan(ctx, record)
       // The event's heartbeat (see `announce`) comes first: a started tool is never handed out again as never-run.
       yield* events.toolCallStarted({ toolCallId: record.toolCallId, toolName: record.toolName })
-      const outcome = yield* runner
-        .executeDeferredToolCall({
+      const outcome = yield* settle(
+        ctx,
+        record,
+        isToolTaskStarted,
+        runner.executeDeferredToolCall({
           flowId: ctx.flowId,
           turnId: record.turnId,
           toolCall: record,
@@ -464,16 +493,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
           supportsToolTasks: runner.pollToolTask !== undefined,
           saveHeartbeatCheckpoint: (checkpoint) => ctx.heartbeat(checkpoint)
         })
-        .pipe(
-          Effect.map((r) =>
-            isToolTaskStarted(r) ? r : { status: "succeeded" as const, output: r.output, error: null }
-          ),
-          Effect.catchTag("ToolExecutionError", (e) =>
-            Effect.succeed({ status: "failed" as const, output: null, error: e.message })
-          ),
-          withHeartbeats(ctx, config.heartbeatInterval),
-          provideStepServices(ctx, config, record.turnId)
-        )
+      )
       if ("_tag" in outcome) return yield* recordTaskStarted(ctx, events, record, outcome, runner)
       return yield* finishCall(ctx, events, record, outcome)
     })
@@ -656,14 +676,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const record = found.value
       const runner = yield* config.runner
       const events = emitter(ctx, config, record.turnId)
-      yield* Effect.annotateCurrentSpan({
-        "gen_ai.tool.name": record.toolName,
-        "gen_ai.tool.call.id": record.toolCallId,
-        "dex.flow.id": ctx.flowId,
-        "dex.step.execution_id": ctx.stepExecutionId,
-        "dex.step.attempt": ctx.attempt,
-        "dex.agent.turn.id": record.turnId
-      })
+      yield* annotateToolSpan(ctx, record)
       if (runner.pollToolTask === undefined) {
         yield* finalizeRecord(ctx, events, record, {
           status: exhaustedStatus(record),
@@ -671,24 +684,18 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         })
         return StepDecision.deadEnd()
       }
-      const outcome = yield* runner
-        .pollToolTask({
+      const outcome = yield* settle(
+        ctx,
+        record,
+        isToolTaskPending,
+        runner.pollToolTask({
           flowId: ctx.flowId,
           turnId: record.turnId,
           toolCall: record,
           idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
           attempt: ctx.attempt
         })
-        .pipe(
-          Effect.map((r) =>
-            isToolTaskPending(r) ? r : { status: "succeeded" as const, output: r.output, error: null }
-          ),
-          Effect.catchTag("ToolExecutionError", (e) =>
-            Effect.succeed({ status: "failed" as const, output: null, error: e.message })
-          ),
-          withHeartbeats(ctx, config.heartbeatInterval),
-          provideStepServices(ctx, config, record.turnId)
-        )
+      )
       if ("_tag" in outcome) {
         ctx.setAt(P.AgentToolCalls, toolCallId, {
           ...record,

@@ -1,0 +1,93 @@
+// EventWriter and Tracer as layers at the edge: a worker composed with a decorator that mirrors every event of
+// every Step attempt to a second sink, and with a Tracer layer that sees the session's spans.
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Engine } from "@durable-agent/engine"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  EventWriter,
+  type EventWriterScope,
+  layerEventWriterDecorator,
+  ModelClient,
+  Stepwise,
+  ToolSource,
+  tool,
+  type WrittenEvent
+} from "@durable-agent/session"
+import * as SessionTesting from "@durable-agent/session/testing"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
+
+const dir = mkdtempSync(join(tmpdir(), "das-edge-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+describe("EventWriter and Tracer layers at the edge", () => {
+  it.live("a worker with a mirroring EventWriter decorator and its own Tracer", () => {
+    const mirrored: Array<{ readonly scope: EventWriterScope; readonly event: WrittenEvent }> = []
+    const spans: Array<string> = []
+    const mirror = layerEventWriterDecorator((writer, scope) =>
+      EventWriter.make((event) =>
+        Effect.andThen(
+          writer.write(event),
+          Effect.sync(() => void mirrored.push({ scope, event }))
+        )
+      )
+    )
+    const tracer = Layer.succeed(
+      Tracer.Tracer,
+      Tracer.make({
+        span: (options) => {
+          spans.push(options.name)
+          return new Tracer.NativeSpan(options)
+        }
+      })
+    )
+    const flow = AgentSessionFlow.make({ flowType: "EdgeAgent" })
+    const worker = AgentSessionFlow.layerWorker(flow).pipe(
+      Layer.provide(Stepwise.layer({ name: "edge", instructions: "Be brief." })),
+      Layer.provide(
+        Layer.mergeAll(
+          ModelClient.layerScripted([
+            { toolCalls: [{ id: "c1", name: "noop", arguments: {} }] },
+            { text: "Done.", textDeltas: ["Do", "ne."] }
+          ]),
+          ToolSource.layer([
+            tool({ name: "noop", description: "Nothing.", effect: "read", handler: () => Effect.succeed("ok") })
+          ])
+        )
+      ),
+      Layer.provide(Layer.mergeAll(mirror, tracer))
+    )
+    const app = Layer.mergeAll(worker, AgentSessionClient.layer(flow.type)).pipe(
+      Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "edge.db"), pollInterval: "20 millis" }))
+    )
+    return Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient
+      yield* sessions.startSession("s-edge", { initialMessage: "go" })
+      yield* SessionTesting.awaitTurn("s-edge")
+      const stored = Array.from(yield* Stream.runCollect(sessions.events("s-edge")), (e) => [
+        e.event.type,
+        e.event.stepExecutionId
+      ])
+      assert.deepStrictEqual(
+        mirrored.map((m) => [m.event.type, m.scope.stepExecutionId]),
+        stored,
+        "every event, the session's and the runner's, reached the mirror"
+      )
+      assert.isTrue(mirrored.every((m) => m.scope.flowId === "s-edge" && m.scope.attempt === 1))
+      for (const name of [
+        "AgentSession.RunModel",
+        "Stepwise.runModelStep",
+        "ModelClient.generate",
+        "AgentSession.CallTool"
+      ]) {
+        assert.include(spans, name)
+      }
+    }).pipe(Effect.provide(app))
+  })
+})
