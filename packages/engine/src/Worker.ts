@@ -12,6 +12,7 @@ import type { SqlClient } from "effect/sql"
 import type { EngineConfig } from "./EngineConfig.ts"
 import type { DefinitionError } from "./Errors.ts"
 import type { FlowDef } from "./Flow.ts"
+import { GroupCommit } from "./internal/groupCommit.ts"
 import { FlowEntityLayer } from "./internal/owner.ts"
 import { type FlowRegistry, registerFlows } from "./internal/registry.ts"
 
@@ -27,4 +28,9 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
   never,
   DefinitionError,
   Services<Flows> | Sharding.Sharding | SqlClient.SqlClient | FlowRegistry | EngineConfig
-> => FlowEntityLayer.pipe(Layer.provide(Layer.effectDiscard(registerFlows(flows)))) as any
+> =>
+  // the Flow types' services (`R`) are erased in the registry; the signature restores them
+  FlowEntityLayer.pipe(
+    Layer.provide(Layer.effectDiscard(registerFlows(flows))),
+    Layer.provide(GroupCommit.layer)
+  ) as any

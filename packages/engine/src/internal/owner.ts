@@ -35,6 +35,7 @@ import {
 } from "../Errors.ts"
 import { runAttempt } from "./attempt.ts"
 import { encodeMovement, errorInfo, type Outcome, oversized, resolveOptions } from "./decision.ts"
+import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
 import {
@@ -74,6 +75,7 @@ const build = Effect.gen(function* () {
   const registry = yield* FlowRegistry
   const config = yield* EngineConfig
   const flowClient = yield* FlowEntity.client
+  const groupCommit = yield* GroupCommit
   const clusterContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
   const entityScope = yield* Scope.Scope
   // Step fibers live in a child scope, closed after the grace period when the entity stops
@@ -227,8 +229,8 @@ const build = Effect.gen(function* () {
       Effect.gen(function* () {
         if (tx.dirty) {
           const { batch, versions } = tx.batch(visibleVersions, cache)
-          const written = yield* sql
-            .withTransaction(
+          const written = yield* groupCommit
+            .run(
               Effect.gen(function* () {
                 const ok = yield* writeTransition(sql, batch)
                 if (!ok) return false
