@@ -62,6 +62,32 @@ export interface TestSessionOptions {
 }
 
 /**
+ * An embedded engine on a new SQLite file in its own temporary directory, removed when the layer's scope
+ * closes (after the engine closed the file).
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerEngine = (options: {
+  readonly maxValueBytes?: number | undefined
+  readonly pollInterval?: Duration.Input | undefined
+}): Layer.Layer<Engine.EngineServices, unknown> =>
+  Layer.unwrap(
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "das-session-test-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      ),
+      (dir) =>
+        Engine.layerEmbedded({
+          filename: join(dir, "session.db"),
+          pollInterval: options.pollInterval ?? "20 millis",
+          ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
+        })
+    )
+  )
+
+/**
  * A worker for the session Flow and an `AgentSessionClient` (with the engine's `Client`) on an embedded
  * engine in a new temporary directory, removed when the layer's scope closes.
  *
@@ -81,20 +107,7 @@ export const layer = (options: TestSessionOptions = {}): Layer.Layer<AgentSessio
     Stepwise.layer({ name: "test-agent", instructions: "You are a test agent.", ...options.agent }).pipe(
       Layer.provide(Layer.mergeAll(model, tools))
     )
-  const engine = Layer.unwrap(
-    Effect.map(
-      Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "das-session-test-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      ),
-      (dir) =>
-        Engine.layerEmbedded({
-          filename: join(dir, "session.db"),
-          pollInterval: "20 millis",
-          ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
-        })
-    )
-  )
+  const engine = layerEngine({ maxValueBytes: options.maxValueBytes })
   const app = Layer.mergeAll(
     AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(runner)),
     AgentSessionClient.layer(flow.type)

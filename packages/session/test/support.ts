@@ -1,10 +1,7 @@
 // Test support: a session worker and client on a fresh engine (by default embedded, on its own SQLite file; a
 // fresh Postgres database and runner with `engine: clusterEngine` or SESSION_TEST_ENGINE=cluster), a scripted
 // model whose requests are recorded, tools that count their side effects, and polling helpers.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { Client, Engine, type Inspect } from "@durable-agent/engine"
+import { Client, type Engine, type Inspect } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
@@ -21,6 +18,7 @@ import {
   type Tool,
   ToolSource
 } from "../src/index.ts"
+import * as SessionTesting from "../src/testing.ts"
 
 export const FLOW_TYPE = "TestAgent"
 
@@ -46,20 +44,7 @@ export type EngineFactory = (options: EngineOptions) => Layer.Layer<Engine.Engin
  * (after the engine closed the file).
  */
 export const embeddedEngine: EngineFactory = (options) =>
-  Layer.unwrap(
-    Effect.map(
-      Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "das-session-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      ),
-      (dir) =>
-        Engine.layerEmbedded({
-          filename: join(dir, "session.db"),
-          pollInterval: "50 millis",
-          ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
-        })
-    )
-  )
+  SessionTesting.layerEngine({ maxValueBytes: options.maxValueBytes, pollInterval: "50 millis" })
 
 /**
  * The cluster engine on a fresh Postgres database (dropped afterwards) with a runner on a free port. Loaded
