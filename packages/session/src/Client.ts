@@ -265,7 +265,11 @@ export const makeAgentSessionClient = (flowType: string) =>
           return yield* Effect.flatMap(idle, (steps) =>
             Effect.map(snapshot, (s) => (steps ? s : { ...s, queuedMessageCount: s.queuedMessageCount + 1 }))
           ).pipe(
-            Effect.tap((s) => Effect.sync(() => void (last = s))),
+            Effect.tap((s) =>
+              Effect.sync(() => {
+                last = s
+              })
+            ),
             Effect.repeat({ schedule: Schedule.spaced(options?.pollInterval ?? "50 millis"), until: settled }),
             Effect.timeoutOrElse({
               duration: timeout,

@@ -233,7 +233,7 @@ const toPrompt = (request: ModelRequest): Array<Prompt.MessageEncoded> => [
             }))
           ]
         }
-      case "tool":
+      default:
         return {
           role: "tool",
           content: [{ type: "tool-result", id: m.toolCallId, name: m.toolName, isFailure: false, result: m.output }]

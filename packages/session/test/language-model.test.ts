@@ -88,7 +88,13 @@ describe("ModelClient.fromLanguageModel", () => {
           Stream.concat(
             Stream.make({ type: "text-delta", id: "t", delta: "Once upon" } as Response.StreamPartEncoded),
             Stream.never
-          ).pipe(Stream.ensuring(Effect.sync(() => void (aborted = true))))
+          ).pipe(
+            Stream.ensuring(
+              Effect.sync(() => {
+                aborted = true
+              })
+            )
+          )
       })
       const seen: Array<string> = []
       const fiber = yield* ModelClient.fromLanguageModel(language)

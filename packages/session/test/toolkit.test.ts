@@ -19,7 +19,14 @@ class WeatherApi extends Context.Service<
 >()("test/WeatherApi") {
   static readonly layer = Layer.sync(WeatherApi, () => {
     const calls: Array<string> = []
-    return { calls, current: (city) => Effect.sync(() => (calls.push(city), city === "Paris" ? 21 : 15)) }
+    return {
+      calls,
+      current: (city) =>
+        Effect.sync(() => {
+          calls.push(city)
+          return city === "Paris" ? 21 : 15
+        })
+    }
   })
 }
 
