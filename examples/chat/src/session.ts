@@ -94,6 +94,9 @@ interface View {
   readonly rerun: Set<string>
 }
 
+/** When this process started: a Step created before it and run after it waited across a restart. */
+const processStartedAt = Date.now() - Math.round(process.uptime() * 1000)
+
 const makeView = (sessionId: string, afterStart = false): View => ({
   sessionId,
   afterStart,
@@ -384,7 +387,7 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
             const steps = yield* engine.stepExecutions(sessionId)
             return [
               `Steps of session ${sessionId} (${steps.length}; /history full shows the engine's whole history):`,
-              stepLines(steps)
+              stepLines(steps, processStartedAt)
             ].join("\n")
           })
 

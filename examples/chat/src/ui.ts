@@ -243,8 +243,18 @@ const time = (at: number) => new Date(at).toLocaleTimeString("en-GB", { hour12: 
 
 const ms = (from: number, to: number | null) => (to === null ? "" : `${Math.max(0, to - from)} ms`)
 
-/** `/history`: one line per Step execution, and one more per further attempt. */
-export const stepLines = (steps: ReadonlyArray<Inspect.StepExecution>): string => {
+/** A wait in words: milliseconds below a second, else seconds with one decimal. */
+const waited = (millis: number) => (millis < 1000 ? `${millis} ms` : `${(millis / 1000).toFixed(1)} s`)
+
+/**
+ * `/history`: one line per Step execution, and one more per further attempt. A Step that waited before its
+ * first attempt (an approval, a queued message) shows the wait, and `across a restart` when this process
+ * started during it (`processStartedAt`), so a wait that a crash interrupted does not read as a quick success.
+ */
+export const stepLines = (
+  steps: ReadonlyArray<Inspect.StepExecution>,
+  processStartedAt: number = Date.now()
+): string => {
   const width = Math.max(10, ...steps.map((s) => s.stepExecutionId.length))
   const lines = steps.flatMap((s) => {
     const attempts = s.attempts.map((a) => {
@@ -252,6 +262,12 @@ export const stepLines = (steps: ReadonlyArray<Inspect.StepExecution>): string =
       const error = a.errorType ? ` ${a.errorType}${a.detail ? `: ${clip(a.detail, 70)}` : ""}` : ""
       return `#${a.attempt} ${outcome}${error} ${ms(a.startedAt, a.finishedAt)}`.trimEnd()
     })
+    const first = s.attempts[0]
+    const wait = first === undefined ? 0 : first.startedAt - s.createdAt
+    const restart = first !== undefined && s.createdAt < processStartedAt && processStartedAt <= first.startedAt
+    if (first !== undefined && (wait >= 1000 || restart)) {
+      attempts[0] = `waited ${waited(wait)}${restart ? " across a restart" : ""}, then ${attempts[0]}`
+    }
     const head = `  ${time(s.createdAt)}  ${s.stepExecutionId.padEnd(width)}  ${s.status.padEnd(9)}`
     const pad = " ".repeat(head.length)
     return [`${head}  ${attempts[0] ?? ""}`.trimEnd(), ...attempts.slice(1).map((a) => `${pad}  ${a}`)]

@@ -200,7 +200,8 @@ describe("the terminal chat", () => {
           "ResumeTurn-2",
           "RunModel-3"
         ]) {
-          assert.match(history, new RegExp(`${step}\\s+completed\\s+#1 success`), step)
+          // a Step that waited (ResumeTurn, the approval) shows "waited <n> s, then" before its attempt
+          assert.match(history, new RegExp(`${step}\\s+completed\\s+(waited [\\d.]+ m?s, then )?#1 success`), step)
         }
 
         yield* type(chat, "/sessions")
@@ -248,7 +249,7 @@ describe("the terminal chat", () => {
 
         yield* type(chat, "/history")
         const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
-        assert.match(history, /AwaitToolApproval-1\s+completed/)
+        assert.match(history, /AwaitToolApproval-1\s+completed\s+waited [\d.]+ m?s across a restart, then #1 success/)
         assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
         assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
 
