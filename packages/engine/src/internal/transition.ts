@@ -627,6 +627,9 @@ export class Transition {
       this.attrWrites,
       visible(new Map([...this.steps].filter(([seid]) => this.views.has(seid))))
     )
+    // a message published and consumed by the same transition is never stored
+    const inserted = new Set(this.messages.map((m) => m.id))
+    const consumed = new Set(this.messageDeletes)
     const batch: TransitionBatch = {
       flow: this.flow,
       expectedVersion: this.expectedVersion,
@@ -634,8 +637,8 @@ export class Transition {
       attempts: [...this.attemptWrites.values()],
       attrs: [...this.attrWrites.values()],
       attrDeletes: deletes,
-      messages: this.messages,
-      messageDeletes: this.messageDeletes,
+      messages: this.messages.filter((m) => !consumed.has(m.id)),
+      messageDeletes: this.messageDeletes.filter((id) => !inserted.has(id)),
       history: this.history,
       reply: this.reply
     }
