@@ -206,7 +206,7 @@ export const make = Effect.gen(function* () {
       )
     )
 
-  const control = (flowId: string, command: any) =>
+  const control = (flowId: string, command: ControlPayload["command"]) =>
     mapClusterErrors(
       flows(flowId).Control(new ControlPayload({ flowId, requestId: requestId(), command })) as Effect.Effect<
         boolean,
@@ -252,7 +252,7 @@ export const make = Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
         yield* control(flowId, { _tag: "Publish", channel: channel.name, key, value: text })
       }),
-    skipTimer: (flowId, seid, timer) => control(flowId, { _tag: "SkipTimer", seid, timer }),
+    skipTimer: (flowId, stepExecutionId, timer) => control(flowId, { _tag: "SkipTimer", stepExecutionId, timer }),
     stopFlow: (flowId, options) =>
       Effect.asVoid(control(flowId, { _tag: "Stop", mode: options.mode, reason: options.reason ?? "" })),
     describeFlow: (flowId) => provideSql(Inspect.describeFlow(flowId)),
@@ -303,7 +303,7 @@ export const make = Effect.gen(function* () {
             }
           }
           const page = () =>
-            sql<any>`SELECT seq, value, seid, attempt, at FROM dex_stream WHERE flow_id = ${flowId}
+            sql<any>`SELECT seq, value, step_execution_id, attempt, at FROM dex_stream WHERE flow_id = ${flowId}
             AND stream = ${stream.name} AND seq > ${after} ORDER BY seq LIMIT 500`.pipe(
               Effect.mapError((e) => new EngineError({ reason: e.message }))
             )
@@ -323,7 +323,7 @@ export const make = Effect.gen(function* () {
                     (r: any): StreamMessage<any> => ({
                       token: tokenFor(flowId, stream.name, Number(r.seq)),
                       value: decodeJson(stream.schema, r.value),
-                      stepExecutionId: r.seid,
+                      stepExecutionId: r.step_execution_id,
                       attempt: Number(r.attempt),
                       at: Number(r.at)
                     })

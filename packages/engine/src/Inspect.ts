@@ -89,9 +89,9 @@ const describeRows = Effect.fnUntraced(function* (rows: ReadonlyArray<any>) {
   if (flows.length === 0) return []
   const steps = yield* sql<{
     flow_id: string
-    seid: string
+    step_execution_id: string
     status: string
-  }>`SELECT flow_id, seid, status FROM dex_steps
+  }>`SELECT flow_id, step_execution_id, status FROM dex_steps
     WHERE flow_id IN ${sql.in(flows.map((f) => f.flow_id))} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`
   return flows.map(
     (f): FlowDescription => ({
@@ -105,8 +105,12 @@ const describeRows = Effect.fnUntraced(function* (rows: ReadonlyArray<any>) {
       output: parseOutput(f.output),
       outputs: f.outputs === null ? [] : (JSON.parse(f.outputs) as Array<string | null>).map(parseOutput),
       errorType: f.error_type,
-      waitingSteps: steps.filter((s) => s.flow_id === f.flow_id && s.status === "waiting").map((s) => s.seid),
-      runningSteps: steps.filter((s) => s.flow_id === f.flow_id && s.status !== "waiting").map((s) => s.seid)
+      waitingSteps: steps
+        .filter((s) => s.flow_id === f.flow_id && s.status === "waiting")
+        .map((s) => s.step_execution_id),
+      runningSteps: steps
+        .filter((s) => s.flow_id === f.flow_id && s.status !== "waiting")
+        .map((s) => s.step_execution_id)
     })
   )
 })
@@ -159,13 +163,13 @@ export const stepExecutions = (
     )
     return steps.map(
       (s): StepExecution => ({
-        stepExecutionId: s.seid,
+        stepExecutionId: s.step_execution_id,
         stepType: s.step_type,
         status: s.status,
-        fromStepExecutionId: s.from_seid,
+        fromStepExecutionId: s.from_step_execution_id,
         createdAt: s.created_at,
         attempts: attempts
-          .filter((a) => a.seid === s.seid)
+          .filter((a) => a.step_execution_id === s.step_execution_id)
           .map((a) => ({
             attempt: a.attempt,
             startedAt: a.started_at,
@@ -189,7 +193,7 @@ export const history = (flowId: string): Effect.Effect<ReadonlyArray<HistoryEven
         id: Number(r.id),
         at: Number(r.at),
         kind: r.kind,
-        stepExecutionId: r.seid ?? null,
+        stepExecutionId: r.step_execution_id ?? null,
         attempt: r.attempt === null || r.attempt === undefined ? null : Number(r.attempt),
         data: JSON.parse(r.data)
       })

@@ -57,7 +57,9 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   }
   const now = yield* Clock.currentTimeMillis
   const options = JSON.parse(step.options) as ResolvedOptions
-  const checkpoint = i.mayHaveCheckpoint ? yield* Effect.orDie(loadCheckpoint(sql, flow.flow_id, step.seid)) : undefined
+  const checkpoint = i.mayHaveCheckpoint
+    ? yield* Effect.orDie(loadCheckpoint(sql, flow.flow_id, step.step_execution_id))
+    : undefined
   const waitResult: StoredWaitResult =
     step.wait_result === null ? { timers: [], values: {} } : JSON.parse(step.wait_result)
   const staged = emptyStaged()
@@ -69,7 +71,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
       yield* recordHeartbeat(
         sql,
         flow.flow_id,
-        step.seid,
+        step.step_execution_id,
         attempt,
         at,
         value === undefined ? null : JSON.stringify(value)
@@ -80,8 +82,8 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     flowId: flow.flow_id,
     runId: flow.run_id,
     flowType: flow.flow_type,
-    stepExecutionId: step.seid,
-    fromStepExecutionId: step.from_seid ?? undefined,
+    stepExecutionId: step.step_execution_id,
+    fromStepExecutionId: step.from_step_execution_id ?? undefined,
     attempt,
     firstAttemptAt: step.first_attempt_at ?? now,
     timerFired: (index) => (index === undefined ? waitResult.timers.some((t) => t) : waitResult.timers[index] === true),
@@ -95,7 +97,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     heartbeatCheckpoint: Option.fromNullishOr(checkpoint).pipe(Option.map((c) => JSON.parse(c))),
     heartbeat,
     emit: (stream, value) =>
-      emitStream(sql, config, registered.def.type, stream, flow.flow_id, step.seid, attempt, value)
+      emitStream(sql, config, registered.def.type, stream, flow.flow_id, step.step_execution_id, attempt, value)
   }
   const body = Effect.suspend(() => def.execute(ctx, decodeJson(def.input, step.input))).pipe(
     Effect.provideContext(registered.context)

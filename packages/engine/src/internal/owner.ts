@@ -133,10 +133,13 @@ const build = Effect.gen(function* () {
     const views = new Map<string, FlowState>()
     for (const s of steps) {
       if (s.status !== "running") continue
-      const a = open.find((r) => r.seid === s.seid && r.attempt === s.attempt)
-      if (a !== undefined) attempts.set(s.seid, { attempt: a.attempt, startedAt: a.started_at })
+      const a = open.find((r) => r.step_execution_id === s.step_execution_id && r.attempt === s.attempt)
+      if (a !== undefined) attempts.set(s.step_execution_id, { attempt: a.attempt, startedAt: a.started_at })
       const counts = s.view_channels === null ? [] : (JSON.parse(s.view_channels) as Array<[string, number]>)
-      views.set(s.seid, { attrs: attrsAt(versions, s.view_version ?? flow.version), channels: new Map(counts) })
+      views.set(s.step_execution_id, {
+        attrs: attrsAt(versions, s.view_version ?? flow.version),
+        channels: new Map(counts)
+      })
     }
     const attrVersions = new Map<string, Array<number>>()
     for (const v of versions) {
@@ -148,7 +151,7 @@ const build = Effect.gen(function* () {
     const cache: FlowCache = {
       flow,
       state: { attrs: attrsAt(versions, flow.version), channels },
-      steps: new Map(steps.map((s) => [s.seid, s])),
+      steps: new Map(steps.map((s) => [s.step_execution_id, s])),
       views,
       attempts,
       attrVersions
@@ -176,7 +179,7 @@ const build = Effect.gen(function* () {
    */
   const recover = (
     cache: FlowCache,
-    open: ReadonlyArray<{ seid: string; attempt: number; output_at: number | null }>
+    open: ReadonlyArray<{ step_execution_id: string; attempt: number; output_at: number | null }>
   ): Effect.Effect<void, EngineError> =>
     Effect.gen(function* () {
       const reg = yield* registered(cache.flow.flow_type).pipe(
@@ -184,26 +187,26 @@ const build = Effect.gen(function* () {
       )
       const now = yield* Clock.currentTimeMillis
       const tx = new Transition(reg, now, cache)
-      const lost: Array<{ seid: string; attempt: number }> = []
+      const lost: Array<{ stepExecutionId: string; attempt: number }> = []
       for (const s of cache.steps.values()) {
-        if (s.status !== "running" || fibers.has(s.seid)) continue
-        const a = open.find((r) => r.seid === s.seid && r.attempt === s.attempt)
+        if (s.status !== "running" || fibers.has(s.step_execution_id)) continue
+        const a = open.find((r) => r.step_execution_id === s.step_execution_id && r.attempt === s.attempt)
         if (a === undefined) {
           tx.starts.push({
-            seid: s.seid,
+            stepExecutionId: s.step_execution_id,
             attempt: s.attempt,
             delayMs: Math.max(0, (s.retry_at ?? now) - now),
             recorded: false
           })
         } else if (a.output_at !== null) {
-          lost.push({ seid: s.seid, attempt: s.attempt })
+          lost.push({ stepExecutionId: s.step_execution_id, attempt: s.attempt })
         } else {
-          tx.startAttempt(s.seid, s.attempt, { redelivered: true })
+          tx.startAttempt(s.step_execution_id, s.attempt, { redelivered: true })
         }
       }
       for (const l of lost) {
         yield* Effect.orDie(
-          tx.finishAttempt(l.seid, l.attempt, {
+          tx.finishAttempt(l.stepExecutionId, l.attempt, {
             _tag: "Failure",
             errorType: "WorkerLost",
             detail: "the worker running this attempt stopped after the attempt produced output",
@@ -235,9 +238,12 @@ const build = Effect.gen(function* () {
                 const ok = yield* writeTransition(sql, batch)
                 if (!ok) return false
                 for (const w of tx.wakes) {
-                  yield* flowClient(flowId).Wake(new WakePayload({ flowId, seid: w.seid, at: w.at }), {
-                    discard: true
-                  })
+                  yield* flowClient(flowId).Wake(
+                    new WakePayload({ flowId, stepExecutionId: w.stepExecutionId, at: w.at }),
+                    {
+                      discard: true
+                    }
+                  )
                 }
                 return true
               })
@@ -276,13 +282,13 @@ const build = Effect.gen(function* () {
   })
 
   const afterCommit = Effect.fnUntraced(function* (tx: Transition) {
-    for (const seid of tx.interrupts) {
-      const f = fibers.get(seid)
+    for (const stepExecutionId of tx.interrupts) {
+      const f = fibers.get(stepExecutionId)
       if (f === undefined) continue
-      fibers.delete(seid)
+      fibers.delete(stepExecutionId)
       yield* Effect.forkDetach(Fiber.interrupt(f))
     }
-    for (const s of tx.starts) yield* launch(tx.registered, s.seid, s.attempt, s.delayMs, s.recorded)
+    for (const s of tx.starts) yield* launch(tx.registered, s.stepExecutionId, s.attempt, s.delayMs, s.recorded)
     const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
     const running =
       cache !== undefined &&
@@ -333,23 +339,23 @@ const build = Effect.gen(function* () {
   /** Starts an attempt's fiber (after a retry's backoff, with its start record when not yet written). */
   const launch = (
     reg: RegisteredFlow,
-    seid: string,
+    stepExecutionId: string,
     attempt: number,
     delayMs: number,
     recorded: boolean
   ): Effect.Effect<void> =>
     Effect.gen(function* () {
-      if (fibers.has(seid)) return
+      if (fibers.has(stepExecutionId)) return
       const run = Effect.gen(function* () {
         if (delayMs > 0) yield* Effect.sleep(Duration.millis(delayMs))
         if (!recorded) {
           const started = yield* withCache((cache) =>
             Effect.gen(function* () {
-              const step = cache.steps.get(seid)
+              const step = cache.steps.get(stepExecutionId)
               if (step === undefined || step.status !== "running" || step.attempt !== attempt) return false
               const now = yield* Clock.currentTimeMillis
               const tx = new Transition(reg, now, cache)
-              tx.startRetry(seid, attempt)
+              tx.startRetry(stepExecutionId, attempt)
               yield* commit(tx, cache)
               return true
             })
@@ -357,8 +363,8 @@ const build = Effect.gen(function* () {
           if (!started) return
         }
         const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
-        const step = cache?.steps.get(seid)
-        const view = cache?.views.get(seid)
+        const step = cache?.steps.get(stepExecutionId)
+        const view = cache?.views.get(stepExecutionId)
         if (cache === undefined || step === undefined || view === undefined || step.attempt !== attempt) return
         const outcome = yield* runAttempt({
           sql,
@@ -368,29 +374,32 @@ const build = Effect.gen(function* () {
           step,
           attempt,
           view,
-          mayHaveCheckpoint: attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(seid)?.startedAt
+          mayHaveCheckpoint:
+            attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt
         })
-        yield* finish(seid, attempt, outcome)
+        yield* finish(stepExecutionId, attempt, outcome)
       }).pipe(
         Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.logError(`Step ${seid} of Flow ${flowId}`, cause)
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.interrupt
+            : Effect.logError(`Step ${stepExecutionId} of Flow ${flowId}`, cause)
         ),
         Effect.ensuring(
           Effect.sync(() => {
-            if (fibers.get(seid) === self) fibers.delete(seid)
+            if (fibers.get(stepExecutionId) === self) fibers.delete(stepExecutionId)
           })
         )
       )
       let self: Fiber.Fiber<void> | undefined
       self = yield* Effect.forkIn(run, attemptScope, { startImmediately: false })
-      fibers.set(seid, self)
+      fibers.set(stepExecutionId, self)
     })
 
   /** Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. */
-  const finish = (seid: string, attempt: number, outcome: Outcome) =>
+  const finish = (stepExecutionId: string, attempt: number, outcome: Outcome) =>
     withCache((cache) =>
       Effect.gen(function* () {
-        const step = cache.steps.get(seid)
+        const step = cache.steps.get(stepExecutionId)
         if (
           cache.flow.status !== "running" ||
           step === undefined ||
@@ -402,13 +411,15 @@ const build = Effect.gen(function* () {
         const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
         const now = yield* Clock.currentTimeMillis
         const tx = new Transition(reg, now, cache)
-        fibers.delete(seid)
-        const applied = yield* Effect.exit(tx.finishAttempt(seid, attempt, outcome))
+        fibers.delete(stepExecutionId)
+        const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
         if (Exit.isFailure(applied)) {
           // the result could not be applied (a consumed message, an unknown Step): the attempt fails
           const info = errorInfo(applied.cause)
           const retry = new Transition(reg, now, cache)
-          yield* Effect.orDie(retry.finishAttempt(seid, attempt, { _tag: "Failure", ...info, retryable: true }))
+          yield* Effect.orDie(
+            retry.finishAttempt(stepExecutionId, attempt, { _tag: "Failure", ...info, retryable: true })
+          )
           retry.settle()
           return yield* commit(retry, cache)
         }
@@ -615,7 +626,7 @@ const build = Effect.gen(function* () {
             break
           }
           case "SkipTimer": {
-            const step = tx.steps.get(c.seid)
+            const step = tx.steps.get(c.stepExecutionId)
             if (step === undefined || step.status !== "waiting") return false
             const wait = JSON.parse(step.wait!) as StoredWait
             let index = -1
@@ -629,7 +640,7 @@ const build = Effect.gen(function* () {
             })
             if (!skipped) return false
             tx.setStep({ ...step, wait: JSON.stringify({ ...wait, conditions }) })
-            tx.record("TimerSkipped", step.seid, null, { timer: c.timer })
+            tx.record("TimerSkipped", step.step_execution_id, null, { timer: c.timer })
             break
           }
         }

@@ -21,11 +21,11 @@ import { AttrWriteSchema } from "./decision.ts"
 /** Wakes a Flow whose wait has a timer due at `at` (delivered then, to whichever runner owns the Flow). */
 export class WakePayload extends Schema.Class<WakePayload>("@durable-agent/engine/Wake")({
   flowId: Schema.String,
-  seid: Schema.String,
+  stepExecutionId: Schema.String,
   at: Schema.Number
 }) {
   [PrimaryKey.symbol]() {
-    return `wake/${this.seid}@${this.at}`
+    return `wake/${this.stepExecutionId}@${this.at}`
   }
   [DeliverAt.symbol]() {
     return DateTime.makeUnsafe(this.at)
@@ -65,7 +65,7 @@ const ControlCommand = Schema.Union([
   }),
   Schema.Struct({
     _tag: Schema.Literal("SkipTimer"),
-    seid: Schema.String,
+    stepExecutionId: Schema.String,
     timer: Schema.Union([Schema.String, Schema.Number])
   }),
   Schema.Struct({ _tag: Schema.Literal("Publish"), channel: Schema.String, key: Schema.String, value: Schema.String })

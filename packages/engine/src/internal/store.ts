@@ -96,18 +96,18 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     flow_id TEXT NOT NULL, id BIGINT NOT NULL, channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     published_at BIGINT NOT NULL, PRIMARY KEY (flow_id, id))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_steps (
-    flow_id TEXT NOT NULL, seid TEXT NOT NULL, step_type TEXT NOT NULL, status TEXT NOT NULL,
-    input TEXT NOT NULL, options TEXT NOT NULL, from_seid TEXT, wait TEXT, wait_result TEXT,
+    flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, step_type TEXT NOT NULL, status TEXT NOT NULL,
+    input TEXT NOT NULL, options TEXT NOT NULL, from_step_execution_id TEXT, wait TEXT, wait_result TEXT,
     wait_failed INTEGER NOT NULL DEFAULT 0, waiting_since BIGINT, attempt INTEGER NOT NULL DEFAULT 0,
     first_attempt_at BIGINT, retry_at BIGINT, view_version BIGINT, view_channels TEXT, recovery TEXT,
-    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, seid))`)
+    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, step_execution_id))`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_active ON dex_steps (flow_id, status)`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attempts (
-    flow_id TEXT NOT NULL, seid TEXT NOT NULL, attempt INTEGER NOT NULL, started_at BIGINT NOT NULL,
+    flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, started_at BIGINT NOT NULL,
     output_at BIGINT, heartbeat_at BIGINT, checkpoint TEXT, finished_at BIGINT, outcome TEXT,
-    error_type TEXT, detail TEXT, PRIMARY KEY (flow_id, seid, attempt))`)
+    error_type TEXT, detail TEXT, PRIMARY KEY (flow_id, step_execution_id, attempt))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_history (
-    id ${autoId}, flow_id TEXT NOT NULL, at BIGINT NOT NULL, kind TEXT NOT NULL, seid TEXT,
+    id ${autoId}, flow_id TEXT NOT NULL, at BIGINT NOT NULL, kind TEXT NOT NULL, step_execution_id TEXT,
     attempt INTEGER, data TEXT NOT NULL)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_history_flow ON dex_history (flow_id, id)`)
   // replies of requests from other processes, written with their transition: a redelivered request gets
@@ -117,7 +117,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     PRIMARY KEY (flow_id, request_id))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream (
     seq ${autoId}, flow_type TEXT NOT NULL, stream TEXT NOT NULL, flow_id TEXT NOT NULL,
-    seid TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL)`)
+    step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_read ON dex_stream (flow_id, stream, seq)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_trim ON dex_stream (flow_type, stream, seq)`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream_usage (
@@ -155,12 +155,12 @@ export interface FlowRow {
 
 export interface StepRow {
   readonly flow_id: string
-  readonly seid: string
+  readonly step_execution_id: string
   readonly step_type: string
   readonly status: StepStatus
   readonly input: string
   readonly options: string
-  readonly from_seid: string | null
+  readonly from_step_execution_id: string | null
   readonly wait: string | null
   readonly wait_result: string | null
   readonly wait_failed: number
@@ -188,7 +188,7 @@ export const ACTIVE_STEP_STATUSES: ReadonlyArray<StepStatus> = ["waiting", "read
 
 export interface AttemptRow {
   readonly flow_id: string
-  readonly seid: string
+  readonly step_execution_id: string
   readonly attempt: number
   readonly started_at: number
   readonly output_at: number | null
@@ -236,14 +236,15 @@ export const loadFlow = (sql: Sql, flowId: string) =>
     rows.length === 0 ? undefined : normalizeFlow(rows[0])
   )
 
-export const loadStep = (sql: Sql, flowId: string, seid: string) =>
-  Effect.map(sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} AND seid = ${seid}`, (rows) =>
-    rows.length === 0 ? undefined : normalizeStep(rows[0])
+export const loadStep = (sql: Sql, flowId: string, step_execution_id: string) =>
+  Effect.map(
+    sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}`,
+    (rows) => (rows.length === 0 ? undefined : normalizeStep(rows[0]))
   )
 
-export const loadAttempt = (sql: Sql, flowId: string, seid: string, attempt: number) =>
+export const loadAttempt = (sql: Sql, flowId: string, step_execution_id: string, attempt: number) =>
   Effect.map(
-    sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} AND seid = ${seid} AND attempt = ${attempt}`,
+    sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id} AND attempt = ${attempt}`,
     (rows) => (rows.length === 0 ? undefined : normalizeAttempt(rows[0]))
   )
 
@@ -308,7 +309,7 @@ export interface HistoryRow {
   readonly flow_id: string
   readonly at: number
   readonly kind: string
-  readonly seid: string | null
+  readonly step_execution_id: string | null
   readonly attempt: number | null
   readonly data: string
 }
@@ -316,7 +317,7 @@ export interface HistoryRow {
 /** An attempt row as a transition writes it (heartbeat columns are left to `recordHeartbeat`). */
 export interface AttemptWrite {
   readonly flow_id: string
-  readonly seid: string
+  readonly step_execution_id: string
   readonly attempt: number
   readonly started_at: number
   readonly finished_at: number | null
@@ -357,7 +358,7 @@ const STEP_COLUMNS = [
   "status",
   "input",
   "options",
-  "from_seid",
+  "from_step_execution_id",
   "wait",
   "wait_result",
   "wait_failed",
@@ -393,11 +394,11 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     if (fenced.length === 0) return false
   }
   if (b.steps.length > 0) {
-    yield* sql`INSERT INTO dex_steps ${sql.insert(rows(b.steps))} ON CONFLICT (flow_id, seid) DO UPDATE SET
+    yield* sql`INSERT INTO dex_steps ${sql.insert(rows(b.steps))} ON CONFLICT (flow_id, step_execution_id) DO UPDATE SET
       ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
   }
   if (b.attempts.length > 0) {
-    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(b.attempts))} ON CONFLICT (flow_id, seid, attempt)
+    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(b.attempts))} ON CONFLICT (flow_id, step_execution_id, attempt)
       DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
       error_type = excluded.error_type, detail = excluded.detail`
   }
@@ -436,18 +437,20 @@ export const loadReply = (sql: Sql, flowId: string, requestId: string) =>
 export const recordHeartbeat = (
   sql: Sql,
   flowId: string,
-  seid: string,
+  step_execution_id: string,
   attempt: number,
   at: number,
   checkpoint: string | null
 ) =>
   sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
-    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND seid = ${seid} AND attempt = ${attempt}`
+    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id} AND attempt = ${attempt}`
 
 /** The newest heartbeat checkpoint of a Step execution's attempts. */
-export const loadCheckpoint = (sql: Sql, flowId: string, seid: string) =>
+export const loadCheckpoint = (sql: Sql, flowId: string, step_execution_id: string) =>
   Effect.map(
-    sql<{ checkpoint: string | null }>`SELECT checkpoint FROM dex_attempts WHERE flow_id = ${flowId} AND seid = ${seid}
+    sql<{
+      checkpoint: string | null
+    }>`SELECT checkpoint FROM dex_attempts WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}
       AND checkpoint IS NOT NULL ORDER BY attempt DESC LIMIT 1`,
     (rows) => rows[0]?.checkpoint ?? undefined
   )

@@ -13,7 +13,7 @@ export const emitStream = <A>(
   flowType: string,
   stream: StreamDef<A>,
   flowId: string,
-  seid: string,
+  stepExecutionId: string,
   attempt: number,
   value: A
 ): Effect.Effect<void> =>
@@ -21,7 +21,7 @@ export const emitStream = <A>(
     const text = encodeJson(stream.schema, value)
     const size = byteLength(text)
     if (size > config.maxStreamMessageBytes) return
-    const charge = size + byteLength(flowId) + byteLength(seid) + 512
+    const charge = size + byteLength(flowId) + byteLength(stepExecutionId) + 512
     const now = yield* Clock.currentTimeMillis
     yield* sql.withTransaction(
       Effect.gen(function* () {
@@ -33,8 +33,8 @@ export const emitStream = <A>(
             VALUES (${flowType}, ${stream.name}, 0, 0)`
         }
         if (used + charge > stream.capacityBytes) return // full: the write is rejected, the Step goes on
-        yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, seid, attempt, value, bytes, at)
-          VALUES (${flowType}, ${stream.name}, ${flowId}, ${seid}, ${attempt}, ${text}, ${charge}, ${now})`
+        yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at)
+          VALUES (${flowType}, ${stream.name}, ${flowId}, ${stepExecutionId}, ${attempt}, ${text}, ${charge}, ${now})`
         used += charge
         let trimmedThrough: number | undefined
         if (used > stream.capacityBytes * 0.9) {

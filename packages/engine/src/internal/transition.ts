@@ -56,7 +56,7 @@ export interface FlowCache {
 
 /** A Step attempt to start once the transition has committed. */
 export interface AttemptStart {
-  readonly seid: string
+  readonly stepExecutionId: string
   readonly attempt: number
   /** Milliseconds to wait first (a retry's backoff). */
   readonly delayMs: number
@@ -65,7 +65,7 @@ export interface AttemptStart {
 }
 
 export interface StepFinished {
-  readonly seid: string
+  readonly stepExecutionId: string
   readonly attempt: number
 }
 
@@ -100,7 +100,7 @@ export class Transition {
   /** Running attempts to interrupt after COMMIT (cancelled, or their Flow closed). */
   readonly interrupts: Array<string> = []
   /** Timer deadlines of waits this transition registered (each gets one persisted wake-up). */
-  readonly wakes: Array<{ readonly seid: string; readonly at: number }> = []
+  readonly wakes: Array<{ readonly stepExecutionId: string; readonly at: number }> = []
 
   readonly registered: RegisteredFlow
   readonly now: number
@@ -174,41 +174,42 @@ export class Transition {
     return { attrs: this.attrs, channels: this.channels }
   }
 
-  record(kind: string, seid: string | null, attempt: number | null, data: unknown) {
+  record(kind: string, stepExecutionId: string | null, attempt: number | null, data: unknown) {
     this.history.push({
       flow_id: this.flowId,
       at: this.now,
       kind,
-      seid,
+      step_execution_id: stepExecutionId,
       attempt,
       data: JSON.stringify(data ?? {})
     })
   }
 
   setStep(row: StepRow) {
-    this.touched.set(row.seid, row)
-    if (row.status === "waiting" || row.status === "ready" || row.status === "running") this.steps.set(row.seid, row)
+    this.touched.set(row.step_execution_id, row)
+    if (row.status === "waiting" || row.status === "ready" || row.status === "running")
+      this.steps.set(row.step_execution_id, row)
     else {
-      this.steps.delete(row.seid)
-      this.views.delete(row.seid)
-      this.attempts.delete(row.seid)
+      this.steps.delete(row.step_execution_id)
+      this.views.delete(row.step_execution_id)
+      this.attempts.delete(row.step_execution_id)
     }
   }
 
-  private patchStep(seid: string, patch: Partial<StepRow>) {
-    const row = this.steps.get(seid)!
+  private patchStep(stepExecutionId: string, patch: Partial<StepRow>) {
+    const row = this.steps.get(stepExecutionId)!
     this.setStep({ ...row, ...patch })
   }
 
   writeAttempt(
-    seid: string,
+    stepExecutionId: string,
     attempt: number,
     startedAt: number,
-    end?: Omit<AttemptWrite, "flow_id" | "seid" | "attempt" | "started_at">
+    end?: Omit<AttemptWrite, "flow_id" | "step_execution_id" | "attempt" | "started_at">
   ) {
-    this.attemptWrites.set(`${seid}#${attempt}`, {
+    this.attemptWrites.set(`${stepExecutionId}#${attempt}`, {
       flow_id: this.flowId,
-      seid,
+      step_execution_id: stepExecutionId,
       attempt,
       started_at: startedAt,
       finished_at: end?.finished_at ?? null,
@@ -300,26 +301,26 @@ export class Transition {
   scheduleStep = Effect.fnUntraced(function* (
     this: Transition,
     movement: EncodedMovement,
-    fromSeid: string | null,
+    fromStepExecutionId: string | null,
     recovery: RecoveryError | null
   ) {
     const step = this.registered.steps.get(movement.step)
     if (step === undefined) {
       return yield* new DefinitionError({ flowType: this.def.type, reason: `unknown Step type ${movement.step}` })
     }
-    const seid = `${step.type}-${this.nextCounter(step.type)}`
+    const stepExecutionId = `${step.type}-${this.nextCounter(step.type)}`
     const seq = this.nextCounter(SEQ)
     const options = JSON.parse(movement.options) as ResolvedOptions
     let wait: StoredWait | null = null
     let waitFailed = 0
     const row = (status: StepRow["status"]): StepRow => ({
       flow_id: this.flowId,
-      seid,
+      step_execution_id: stepExecutionId,
       step_type: step.type,
       status,
       input: movement.input,
       options: movement.options,
-      from_seid: fromSeid,
+      from_step_execution_id: fromStepExecutionId,
       wait: wait === null ? null : JSON.stringify(wait),
       wait_result: null,
       wait_failed: waitFailed,
@@ -341,8 +342,8 @@ export class Transition {
         flowId: this.flowId,
         runId: this.flow.run_id,
         flowType: this.def.type,
-        stepExecutionId: seid,
-        fromStepExecutionId: fromSeid ?? undefined
+        stepExecutionId: stepExecutionId,
+        fromStepExecutionId: fromStepExecutionId ?? undefined
       }
       const result = yield* Effect.exit(
         Effect.suspend(() => {
@@ -362,25 +363,30 @@ export class Transition {
         waitFailed = 1
       } else {
         const info = errorInfo(result.cause)
-        this.record("WaitForFailed", seid, null, info)
+        this.record("WaitForFailed", stepExecutionId, null, info)
         this.setStep(row("failed"))
-        this.closeFlow("failed", null, `${seid}.waitFor failed: ${info.errorType}: ${info.detail}`, "WaitForFailed")
-        return seid
+        this.closeFlow(
+          "failed",
+          null,
+          `${stepExecutionId}.waitFor failed: ${info.errorType}: ${info.detail}`,
+          "WaitForFailed"
+        )
+        return stepExecutionId
       }
     }
     this.setStep(row(wait ? "waiting" : "ready"))
-    this.record("StepScheduled", seid, null, {
+    this.record("StepScheduled", stepExecutionId, null, {
       stepType: step.type,
-      from: fromSeid,
+      from: fromStepExecutionId,
       wait: wait === null ? null : wait.kind,
       recovery: recovery === null ? null : { errorType: recovery.errorType, attemptProgress: recovery.attemptProgress }
     })
     if (wait !== null) {
       for (const c of wait.conditions) {
-        if (c._tag === "Timer" && c.deadline > this.now) this.wakes.push({ seid, at: c.deadline })
+        if (c._tag === "Timer" && c.deadline > this.now) this.wakes.push({ stepExecutionId, at: c.deadline })
       }
     }
-    return seid
+    return stepExecutionId
   })
 
   /** Re-evaluates every waiting Step (oldest wait first), then dispatches ready Steps whose locks are free. */
@@ -407,11 +413,11 @@ export class Transition {
         )
         for (const id of ids) this.messageDeletes.push(Number(id))
       }
-      this.patchStep(step.seid, {
+      this.patchStep(step.step_execution_id, {
         status: "ready",
         wait_result: JSON.stringify({ timers: result.timers, values } satisfies StoredWaitResult)
       })
-      this.record("WaitSatisfied", step.seid, null, {
+      this.record("WaitSatisfied", step.step_execution_id, null, {
         timers: result.timers,
         consumed: Object.fromEntries(Object.entries(values).map(([k, v]) => [splitChannelKey(k).join("/"), v.length]))
       })
@@ -436,58 +442,58 @@ export class Transition {
         const n = typeof v === "number" ? v : v.length
         if (n > 0) counts.push([k, n])
       }
-      this.patchStep(step.seid, {
+      this.patchStep(step.step_execution_id, {
         status: "running",
         attempt: 1,
         first_attempt_at: this.now,
         view_version: this.version,
         view_channels: counts.length === 0 ? null : JSON.stringify(counts)
       })
-      this.views.set(step.seid, view)
-      this.startAttempt(step.seid, 1, {})
+      this.views.set(step.step_execution_id, view)
+      this.startAttempt(step.step_execution_id, 1, {})
     }
   }
 
   /** Records that an attempt starts now; the owner runs it after COMMIT. */
-  startAttempt(seid: string, attempt: number, data: Record<string, unknown>) {
-    this.attempts.set(seid, { attempt, startedAt: this.now })
-    this.writeAttempt(seid, attempt, this.now)
-    this.record("AttemptStarted", seid, attempt, data)
-    this.starts.push({ seid, attempt, delayMs: 0, recorded: true })
+  startAttempt(stepExecutionId: string, attempt: number, data: Record<string, unknown>) {
+    this.attempts.set(stepExecutionId, { attempt, startedAt: this.now })
+    this.writeAttempt(stepExecutionId, attempt, this.now)
+    this.record("AttemptStarted", stepExecutionId, attempt, data)
+    this.starts.push({ stepExecutionId, attempt, delayMs: 0, recorded: true })
   }
 
   /** A retry whose backoff ended: its start record, written before it runs. */
-  startRetry(seid: string, attempt: number) {
-    this.patchStep(seid, { retry_at: null })
-    this.attempts.set(seid, { attempt, startedAt: this.now })
-    this.writeAttempt(seid, attempt, this.now)
-    this.record("AttemptStarted", seid, attempt, {})
+  startRetry(stepExecutionId: string, attempt: number) {
+    this.patchStep(stepExecutionId, { retry_at: null })
+    this.attempts.set(stepExecutionId, { attempt, startedAt: this.now })
+    this.writeAttempt(stepExecutionId, attempt, this.now)
+    this.record("AttemptStarted", stepExecutionId, attempt, {})
   }
 
   /** Cancels every current execution of the given Step types, except `exclude`. */
   cancelTypes(types: ReadonlyArray<string>, exclude: ReadonlySet<string>, reason: string) {
     if (types.length === 0) return
     for (const s of [...this.steps.values()]) {
-      if (!types.includes(s.step_type) || exclude.has(s.seid)) continue
+      if (!types.includes(s.step_type) || exclude.has(s.step_execution_id)) continue
       this.cancelStep(s, reason)
     }
   }
 
   private cancelStep(s: StepRow, reason: string) {
-    const current = this.attempts.get(s.seid)
+    const current = this.attempts.get(s.step_execution_id)
     this.setStep({ ...s, status: "cancelled" })
     if (s.status === "running") {
       if (current !== undefined) {
-        this.writeAttempt(s.seid, current.attempt, current.startedAt, {
+        this.writeAttempt(s.step_execution_id, current.attempt, current.startedAt, {
           finished_at: this.now,
           outcome: "cancelled",
           error_type: null,
           detail: null
         })
       }
-      this.interrupts.push(s.seid)
+      this.interrupts.push(s.step_execution_id)
     }
-    this.record("StepCancelled", s.seid, s.status === "running" ? s.attempt : null, {
+    this.record("StepCancelled", s.step_execution_id, s.status === "running" ? s.attempt : null, {
       previousStatus: s.status,
       reason
     })
@@ -550,12 +556,17 @@ export class Transition {
   })
 
   /** The result of a running attempt: completes the Step, schedules a retry, or fails it. */
-  finishAttempt = Effect.fnUntraced(function* (this: Transition, seid: string, attempt: number, outcome: Outcome) {
-    const step = this.steps.get(seid)!
-    const started = this.attempts.get(seid)?.startedAt ?? this.now
+  finishAttempt = Effect.fnUntraced(function* (
+    this: Transition,
+    stepExecutionId: string,
+    attempt: number,
+    outcome: Outcome
+  ) {
+    const step = this.steps.get(stepExecutionId)!
+    const started = this.attempts.get(stepExecutionId)?.startedAt ?? this.now
     const options = JSON.parse(step.options) as ResolvedOptions
     if (outcome._tag === "Success") {
-      this.writeAttempt(seid, attempt, started, {
+      this.writeAttempt(stepExecutionId, attempt, started, {
         finished_at: this.now,
         outcome: "success",
         error_type: null,
@@ -563,21 +574,21 @@ export class Transition {
       })
       this.setStep({ ...step, status: "completed" })
       yield* this.applyWrites(outcome.writes, outcome.publishes, [])
-      this.record("StepCompleted", seid, attempt, {
+      this.record("StepCompleted", stepExecutionId, attempt, {
         decision: outcome.decision._tag,
         next: outcome.decision._tag === "Next" ? outcome.decision.movements.map((m) => m.step) : [],
         cancel: outcome.decision.cancel
       })
-      yield* this.applyDecision(seid, outcome.decision)
+      yield* this.applyDecision(stepExecutionId, outcome.decision)
       return
     }
-    this.writeAttempt(seid, attempt, started, {
+    this.writeAttempt(stepExecutionId, attempt, started, {
       finished_at: this.now,
       outcome: "failure",
       error_type: outcome.errorType,
       detail: outcome.detail
     })
-    this.record("AttemptFailed", seid, attempt, { errorType: outcome.errorType, detail: outcome.detail })
+    this.record("AttemptFailed", stepExecutionId, attempt, { errorType: outcome.errorType, detail: outcome.detail })
     const elapsed = this.now - (step.first_attempt_at ?? this.now)
     const delay = Math.min(
       options.initialIntervalMs * options.backoffCoefficient ** (attempt - 1),
@@ -586,10 +597,10 @@ export class Transition {
     const attemptsLeft = options.maxAttempts === null || attempt < options.maxAttempts
     const withinTotal = options.totalDurationMs === null || elapsed + delay <= options.totalDurationMs
     if (outcome.retryable && attemptsLeft && withinTotal) {
-      this.attempts.delete(seid)
-      this.patchStep(seid, { attempt: attempt + 1, retry_at: this.now + delay })
-      this.record("RetryScheduled", seid, attempt + 1, { delayMs: delay })
-      this.starts.push({ seid, attempt: attempt + 1, delayMs: delay, recorded: false })
+      this.attempts.delete(stepExecutionId)
+      this.patchStep(stepExecutionId, { attempt: attempt + 1, retry_at: this.now + delay })
+      this.record("RetryScheduled", stepExecutionId, attempt + 1, { delayMs: delay })
+      this.starts.push({ stepExecutionId, attempt: attempt + 1, delayMs: delay, recorded: false })
       return
     }
     this.setStep({ ...step, status: "failed" })
@@ -598,7 +609,7 @@ export class Transition {
       detail: outcome.detail,
       attemptProgress: outcome.reached === false && attempt === 1 ? "not_started" : "not_completed"
     })
-    this.record("StepFailed", seid, attempt, {
+    this.record("StepFailed", stepExecutionId, attempt, {
       errorType: recovery.errorType,
       attemptProgress: recovery.attemptProgress,
       failureRoute: options.failureRoute
@@ -607,14 +618,14 @@ export class Transition {
       return this.closeFlow(
         "failed",
         null,
-        `${seid} failed: ${outcome.errorType}: ${outcome.detail}`,
+        `${stepExecutionId} failed: ${outcome.errorType}: ${outcome.detail}`,
         outcome.errorType
       )
     }
     const route = this.registered.steps.get(options.failureRoute)!
     yield* this.scheduleStep(
       { step: route.type, input: step.input, options: JSON.stringify(resolveOptions(route.options, undefined)) },
-      seid,
+      stepExecutionId,
       recovery
     )
   })
@@ -625,7 +636,7 @@ export class Transition {
     const { deletes, versions } = collectGarbage(
       cache?.attrVersions ?? new Map(),
       this.attrWrites,
-      visible(new Map([...this.steps].filter(([seid]) => this.views.has(seid))))
+      visible(new Map([...this.steps].filter(([stepExecutionId]) => this.views.has(stepExecutionId))))
     )
     // a message published and consumed by the same transition is never stored
     const inserted = new Set(this.messages.map((m) => m.id))

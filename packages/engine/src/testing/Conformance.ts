@@ -85,8 +85,8 @@ export const awaitHistory = (
     )
   })
 
-const has = (kind: string, seid?: string) => (events: ReadonlyArray<HistoryEvent>) =>
-  events.some((e) => e.kind === kind && (seid === undefined || e.stepExecutionId === seid))
+const has = (kind: string, step_execution_id?: string) => (events: ReadonlyArray<HistoryEvent>) =>
+  events.some((e) => e.kind === kind && (step_execution_id === undefined || e.stepExecutionId === step_execution_id))
 
 const waitClosed = (flowId: string) =>
   Effect.gen(function* () {
