@@ -57,7 +57,7 @@ const withEngine = <E, R>(
     Layer.provideMerge(engine),
     Layer.provideMerge(EngineConfig.layer(options)),
     Layer.provideMerge(sql)
-  ) as any
+  )
 }
 
 export interface EmbeddedOptions extends CommonOptions {
@@ -84,7 +84,7 @@ export const layerEmbedded = (options: EmbeddedOptions): Layer.Layer<EngineServi
     Layer.provide(Digest.layerWebCrypto),
     mapLayerError((e) => `cluster configuration: ${String(e)}`)
   )
-  return withEngine(cluster, sql as any, options)
+  return withEngine(cluster, sql, options)
 }
 
 export interface ClusterOptions extends CommonOptions {
@@ -118,7 +118,7 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
-  return withEngine(cluster as any, sql as any, options)
+  return withEngine(cluster, sql, options)
 }
 
 /** Re-exported so applications can read the configured limits. */

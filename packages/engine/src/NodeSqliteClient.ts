@@ -134,6 +134,7 @@ export const make = (config: Config) =>
               db.prepare(sql).iterate(...bind(params)) as IterableIterator<any>,
               256
             )
+            // the row transform is typed for non-empty arrays, and a stream chunk is never empty
             return t ? Stream.mapArray(rows, (chunk) => t(chunk) as any) : rows
           } catch (cause) {
             // errors thrown while iterating stay defects

@@ -28,9 +28,4 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
   never,
   DefinitionError,
   Services<Flows> | Sharding.Sharding | SqlClient.SqlClient | FlowRegistry | EngineConfig
-> =>
-  // the Flow types' services (`R`) are erased in the registry; the signature restores them
-  FlowEntityLayer.pipe(
-    Layer.provide(Layer.effectDiscard(registerFlows(flows))),
-    Layer.provide(GroupCommit.layer)
-  ) as any
+> => FlowEntityLayer.pipe(Layer.provide(Layer.effectDiscard(registerFlows(flows))), Layer.provide(GroupCommit.layer))

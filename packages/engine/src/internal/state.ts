@@ -24,6 +24,7 @@ const jsonCodecs = new WeakMap<object, { encode: (a: unknown) => unknown; decode
 const jsonCodec = (schema: Codec<any>) => {
   let c = jsonCodecs.get(schema)
   if (c === undefined) {
+    // a `Codec<A>` with an erased encoded type: Schema's JSON codec helpers need the concrete schema type
     const json = Schema.toCodecJson(schema as any)
     c = { encode: Schema.encodeUnknownSync(json as any), decode: Schema.decodeUnknownSync(json as any) }
     jsonCodecs.set(schema, c)
