@@ -1,7 +1,6 @@
-// Merges benchmark figures into bench-results.json at the repository root, by stable names, keeping every
-// entry other benchmarks wrote.
-import { existsSync, readFileSync, writeFileSync } from "node:fs"
-import { fileURLToPath } from "node:url"
+// The runner benchmarks' figures in bench-results.json, through the engine's BenchResults (one format for
+// every benchmark of `npm run bench`).
+import * as BenchResults from "@durable-agent/engine/testing/BenchResults"
 
 /** One figure with the baseline it is compared to. */
 export interface BenchFigure {
@@ -14,31 +13,22 @@ export interface BenchFigure {
   readonly note?: string | undefined
 }
 
-const file = fileURLToPath(new URL("../../../bench-results.json", import.meta.url))
-
-/** Writes `figures` over the entries of the same names; returns the file's path. */
+/** Records `figures` over the entries of the same names; returns the file's path. */
 export const mergeResults = (figures: Readonly<Record<string, BenchFigure>>): string => {
-  let existing: Record<string, unknown> = {}
-  if (existsSync(file)) {
-    try {
-      const parsed: unknown = JSON.parse(readFileSync(file, "utf8"))
-      if (parsed !== null && typeof parsed === "object" && !Array.isArray(parsed)) {
-        existing = parsed as Record<string, unknown>
-      }
-    } catch {
-      // an unreadable file is replaced
-    }
-  }
-  const measuredAt = new Date().toISOString()
-  const stamped = Object.fromEntries(
-    Object.entries(figures).map(([name, f]) => [name, { ...f, measured_at: measuredAt, node: process.version }])
+  BenchResults.record(
+    Object.fromEntries(
+      Object.entries(figures).map(([name, f]) => [
+        name,
+        {
+          value: f.value,
+          unit: f.unit,
+          baseline: { name: f.baseline_name, value: f.baseline, unit: f.unit },
+          target: f.target,
+          met: f.pass,
+          note: f.note
+        }
+      ])
+    )
   )
-  const merged = { ...existing, ...stamped }
-  const sorted = Object.fromEntries(
-    Object.keys(merged)
-      .sort()
-      .map((k) => [k, merged[k]])
-  )
-  writeFileSync(file, `${JSON.stringify(sorted, null, 2)}\n`)
-  return file
+  return BenchResults.file()
 }

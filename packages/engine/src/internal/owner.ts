@@ -156,7 +156,7 @@ const build = Effect.gen(function* () {
       attempts,
       attrVersions
     }
-    return { _tag: "Loaded", cache, outputs: open } as const
+    return { _tag: "Loaded", cache, openAttempts: open } as const
   })
 
   /** The cache, loaded (and the Flow recovered) on first use and after a failed commit. */
@@ -166,7 +166,7 @@ const build = Effect.gen(function* () {
       const result = yield* sqlDefect(load())
       loaded = result._tag === "Missing" ? result : { _tag: "Loaded", cache: result.cache }
       if (result._tag === "Loaded" && result.cache.flow.status === "running") {
-        yield* recover(result.cache, result.outputs ?? [])
+        yield* recover(result.cache, result.openAttempts ?? [])
       }
       return loaded
     })
@@ -374,6 +374,7 @@ const build = Effect.gen(function* () {
           step,
           attempt,
           view,
+          // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
           mayHaveCheckpoint:
             attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt
         })

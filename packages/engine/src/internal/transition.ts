@@ -64,11 +64,6 @@ export interface AttemptStart {
   readonly recorded: boolean
 }
 
-export interface StepFinished {
-  readonly stepExecutionId: string
-  readonly attempt: number
-}
-
 const COMPLETION_REQUESTED = "\u0000complete"
 const SEQ = "\u0000seq"
 const MESSAGE_ID = "\u0000msg"

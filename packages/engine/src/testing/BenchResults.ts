@@ -18,6 +18,8 @@ export interface Figure {
   /** The target, as text (for example `<= 3x`), and whether the figure met it. */
   readonly target?: string | undefined
   readonly met?: boolean | undefined
+  /** What the figure measures, where its name does not say it all. */
+  readonly note?: string | undefined
 }
 
 /** The file the figures go to. */
