@@ -11,5 +11,7 @@ export const projects = [
   "packages/mcp",
   "packages/ui-stream",
   "examples/chat",
-  "examples/basics"
+  "examples/basics",
+  "examples/web",
+  "examples/cluster"
 ] as const
