@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Client, Engine, Flow, Step, StepDecision, Worker } from "../src/index.ts"
+import { freePort } from "./support/ports.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-dberr-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -92,8 +93,50 @@ describe("embedded engine: bad database files", () => {
       assert.notStrictEqual(foreign.code, 0)
       assert.include(foreign.stderr, "not an engine database")
       const bad = yield* cli("nonsense")
-      assert.strictEqual(bad.code, 2)
-      assert.include(bad.stderr, "usage")
+      assert.notStrictEqual(bad.code, 0)
+      assert.include(bad.stderr, 'Unknown subcommand "nonsense"')
+      const badStatus = yield* cli("flows", "--db", file, "--status", "sleeping")
+      assert.notStrictEqual(badStatus.code, 0)
+      assert.include(badStatus.stderr, "Invalid value for flag --status")
+      const unknownFlow = yield* cli("history", "no-such-flow", "--db", file)
+      assert.notStrictEqual(unknownFlow.code, 0)
+      assert.include(unknownFlow.stderr, `no Flow no-such-flow in ${file}`)
+    })
+  )
+
+  it.live("the inspection command explains a missing file, a file a worker holds, and a refused connection", () =>
+    Effect.gen(function* () {
+      const help = yield* cli("--help")
+      assert.strictEqual(help.code, 0, help.stderr)
+      assert.include(help.stdout, "flows")
+      assert.include(help.stdout, "history")
+
+      const missing = yield* cli("flows", "--db", join(dir, "missing.db"))
+      assert.notStrictEqual(missing.code, 0)
+      assert.include(missing.stderr, `no such file: ${join(dir, "missing.db")}`)
+      assert.notInclude(missing.stderr, "Cause(")
+
+      // A running embedded engine holds its file with an exclusive lock for as long as its layer lives.
+      const held = join(dir, "held.db")
+      const locked = yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Layer.build(Engine.layerEmbedded({ filename: held }))
+          return yield* cli("flows", "--db", held)
+        })
+      )
+      assert.notStrictEqual(locked.code, 0)
+      assert.include(locked.stderr, "is in use by a running worker")
+      assert.notInclude(locked.stderr, "not an engine database")
+      // Once the worker is gone the same file reads.
+      const after = yield* cli("flows", "--db", held)
+      assert.strictEqual(after.code, 0, after.stderr)
+      assert.include(after.stdout, "no Flows")
+
+      const port = yield* Effect.promise(freePort)
+      const refused = yield* cli("flows", "--db", `postgres://someone:secret@127.0.0.1:${port}/db`)
+      assert.notStrictEqual(refused.code, 0)
+      assert.include(refused.stderr, "cannot connect to postgres://someone:***@127.0.0.1")
+      assert.notInclude(refused.stderr, "secret")
     })
   )
 })
