@@ -5,9 +5,11 @@
  *
  * @since 0.1.0
  */
+import * as AiTool from "effect/ai/Tool"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { type ToolAttemptError, ToolExecutionError } from "./Errors.ts"
 import type { ModelToolDefinition } from "./ModelClient.ts"
 import type { ToolExecutionResult, ToolTaskPollOutcome, ToolTaskStarted } from "./Runner.ts"
@@ -107,47 +109,154 @@ export interface ToolSourceShape {
 }
 
 /**
- * A tool with an Effect handler. A string result is the output as it is; any other value is encoded as
- * JSON.
+ * A tool with an Effect handler, as {@link tool} builds it. A string result is the output as it is; any
+ * other value is encoded as JSON. `R` is what the handler needs besides `EventWriter` and `Heartbeat` (the
+ * session provides those per call); {@link ToolSource.layer} takes it from its context.
  *
  * @category models
  * @since 0.1.0
  */
-export interface Tool extends ToolDefinition {
+export interface Tool<R = never> extends ToolDefinition {
+  /** The effect/ai tool this one is: `Tool.make` for a Schema, `Tool.dynamic` for JSON Schema parameters. */
+  readonly aiTool: AiTool.Any
   readonly handler: (
     args: { readonly [key: string]: unknown },
     request: ToolCallRequest
-  ) => Effect.Effect<unknown, ToolCallError, EventWriter | Heartbeat>
+  ) => Effect.Effect<unknown, ToolCallError, R | EventWriter | Heartbeat>
 }
 
 /**
- * Declares a tool; `parameters` defaults to an object schema that accepts any arguments.
+ * What {@link tool} takes besides its parameters.
  *
- * @category constructors
+ * @category models
  * @since 0.1.0
  */
-export const tool = (definition: Omit<Tool, "parameters"> & { readonly parameters?: Tool["parameters"] }): Tool => ({
-  ...definition,
-  parameters: definition.parameters ?? { type: "object", additionalProperties: true }
-})
+export interface ToolOptions {
+  readonly name: string
+  readonly description: string
+  /** The effect class; without it the session's `ToolPolicy`, then its default, decides. */
+  readonly effect?: ToolEffect | undefined
+  readonly toolSourceReference?: string | undefined
+}
+
+const annotate = (aiTool: AiTool.Any, effect: ToolEffect | undefined): AiTool.Any =>
+  effect === "read"
+    ? aiTool.annotate(AiTool.Readonly, true)
+    : effect === "idempotent_write"
+      ? aiTool.annotate(AiTool.Idempotent, true)
+      : effect === "non_idempotent_write"
+        ? aiTool.annotate(AiTool.Destructive, true)
+        : aiTool
 
 /**
- * A source over a list of tools. A call to a name that is not listed fails with
- * {@link ToolExecutionError} `unknown tool <name>`.
+ * Declares a tool: a thin helper over effect/ai's `Tool.make` (with a Schema) or `Tool.dynamic` (with JSON
+ * Schema, or none: any object), plus its handler. With a Schema the handler gets the decoded, typed
+ * arguments, and arguments that do not decode fail the call with a {@link ToolExecutionError} the model
+ * sees. The handler may use any service; `ToolSource.layer` requires them.
+ *
+ * For a set of tools with their own handler layers, an effect/ai `Toolkit` through `ToolkitSource` is the
+ * other way in.
+ *
+ * @example
+ * ```ts
+ * const getWeather = tool({
+ *   name: "get_weather",
+ *   description: "The weather of a city.",
+ *   effect: "read",
+ *   parameters: Schema.Struct({ city: Schema.String }),
+ *   handler: ({ city }) => Effect.flatMap(WeatherApi, (api) => api.current(city))
+ * })
+ * const tools = ToolSource.layer([getWeather]) // Layer<ToolSource, never, WeatherApi>
+ * ```
  *
  * @category constructors
  * @since 0.1.0
  */
-export const fromTools = (tools: ReadonlyArray<Tool>): ToolSourceShape => {
+export function tool<S extends Schema.Top, R = never>(
+  definition: ToolOptions & {
+    readonly parameters: S
+    readonly handler: (
+      args: S["Type"],
+      request: ToolCallRequest
+    ) => Effect.Effect<unknown, ToolCallError, R | EventWriter | Heartbeat>
+  }
+): Tool<Exclude<R, EventWriter | Heartbeat> | S["DecodingServices"]>
+export function tool<R = never>(
+  definition: ToolOptions & {
+    /** JSON Schema of the arguments; default: any object. */
+    readonly parameters?: { readonly [key: string]: unknown } | undefined
+    readonly handler: (
+      args: { readonly [key: string]: unknown },
+      request: ToolCallRequest
+    ) => Effect.Effect<unknown, ToolCallError, R | EventWriter | Heartbeat>
+  }
+): Tool<Exclude<R, EventWriter | Heartbeat>>
+export function tool(
+  definition: ToolOptions & {
+    readonly parameters?: Schema.Top | { readonly [key: string]: unknown } | undefined
+    readonly handler: (args: never, request: ToolCallRequest) => Effect.Effect<unknown, ToolCallError, unknown>
+  }
+): Tool<unknown> {
+  const { parameters, handler, ...rest } = definition
+  const handle = handler as (args: unknown, request: ToolCallRequest) => Effect.Effect<unknown, ToolCallError, unknown>
+  if (Schema.isSchema(parameters)) {
+    const schema = parameters as Schema.Top
+    const aiTool = annotate(
+      AiTool.make(definition.name, { description: definition.description, parameters: schema }),
+      definition.effect
+    )
+    const decode = Schema.decodeUnknownEffect(schema as Schema.Codec<unknown, unknown, unknown, unknown>)
+    return {
+      ...rest,
+      aiTool,
+      parameters: AiTool.getJsonSchema(aiTool) as { readonly [key: string]: unknown },
+      handler: (args, request) =>
+        decode(args).pipe(
+          Effect.mapError(
+            (issue) => new ToolExecutionError({ message: `invalid arguments for ${definition.name}: ${issue.message}` })
+          ),
+          Effect.flatMap((decoded) => handle(decoded, request))
+        )
+    }
+  }
+  const jsonSchema = (parameters as { readonly [key: string]: unknown } | undefined) ?? {
+    type: "object",
+    additionalProperties: true
+  }
+  const aiTool = annotate(
+    AiTool.dynamic(definition.name, { description: definition.description, parameters: jsonSchema as never }),
+    definition.effect
+  )
+  return { ...rest, aiTool, parameters: jsonSchema, handler: handle }
+}
+
+/**
+ * A source over a list of tools whose handlers need nothing beyond `EventWriter` and `Heartbeat`. A call to
+ * a name that is not listed fails with {@link ToolExecutionError} `unknown tool <name>`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromTools = (tools: ReadonlyArray<Tool>): ToolSourceShape => fromToolsWith(tools, Context.empty())
+
+const fromToolsWith = <R>(
+  tools: ReadonlyArray<Tool<R>>,
+  services: Context.Context<Exclude<R, EventWriter | Heartbeat>>
+): ToolSourceShape => {
   const byName = new Map(tools.map((t) => [t.name, t]))
   return {
-    tools: tools.map(({ handler: _handler, ...definition }) => definition),
+    tools: tools.map(({ handler: _handler, aiTool: _aiTool, ...definition }) => definition),
     call: Effect.fn("ToolSource.call")(function* (request: ToolCallRequest) {
       const found = byName.get(request.toolName)
       if (found === undefined) {
         return yield* new ToolExecutionError({ message: `unknown tool ${request.toolName}` })
       }
-      const value = yield* found.handler(request.arguments, request)
+      // The handler's own services were captured when the layer was built; EventWriter and Heartbeat come per call.
+      const value = yield* Effect.updateContext(
+        found.handler(request.arguments, request),
+        (context: Context.Context<EventWriter | Heartbeat>) =>
+          Context.merge(services, context) as Context.Context<R | EventWriter | Heartbeat>
+      )
       return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
     })
   }
@@ -160,9 +269,14 @@ export const fromTools = (tools: ReadonlyArray<Tool>): ToolSourceShape => {
  * @since 0.1.0
  */
 export class ToolSource extends Context.Service<ToolSource, ToolSourceShape>()("@durable-agent/session/ToolSource") {
-  /** A source over a list of tools. */
-  static readonly layer = (tools: ReadonlyArray<Tool>): Layer.Layer<ToolSource> =>
-    Layer.succeed(ToolSource, fromTools(tools))
+  /** A source over a list of tools; requires what their handlers need besides `EventWriter` and `Heartbeat`. */
+  static readonly layer = <R = never>(
+    tools: ReadonlyArray<Tool<R>>
+  ): Layer.Layer<ToolSource, never, Exclude<R, EventWriter | Heartbeat>> =>
+    Layer.effect(
+      ToolSource,
+      Effect.map(Effect.context<Exclude<R, EventWriter | Heartbeat>>(), (services) => fromToolsWith(tools, services))
+    )
 
   /** A source with no tools. */
   static readonly layerEmpty: Layer.Layer<ToolSource> = Layer.succeed(ToolSource, fromTools([]))
