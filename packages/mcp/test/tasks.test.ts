@@ -193,6 +193,47 @@ describe("MCP tasks any connection can poll", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live(
+    "a cancelled turn cancels its task: CancelToolTask sends tasks/cancel, the call is outcome_unknown, the session goes on",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* taskServer
+        yield* withMcpSession(
+          {
+            source: { servers: { own: { url: server.url } } },
+            script: [{ toolCalls: [{ id: "j1", name: "own__job", arguments: { size: 3 } }] }, { text: "next answer" }]
+          },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient
+              yield* client.startSession("c1", { initialMessage: "run the job" })
+              const waiting = yield* awaitSnapshot("c1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
+              const taskId = waiting.toolCalls[0]!.taskId!
+              yield* awaitPolls(server, 1)
+              assert.isTrue(yield* client.cancelTurn("c1"))
+              yield* awaitTurns("c1", 1)
+              // the server was told, once, and the record says the task may have taken effect
+              assert.deepStrictEqual(server.cancels, [taskId])
+              const outcomes = yield* toolCallOutcomes("c1")
+              assert.strictEqual(outcomes.j1!.status, "outcome_unknown")
+              const steps = yield* Effect.flatMap(Client.Client, (c) => c.stepExecutions("c1"))
+              const types = steps.map((s) => s.stepType)
+              assert.includeMembers(types, ["FinishTurnCancellation", "CancelToolTask"])
+              assert.strictEqual(types.filter((t) => t === "CancelToolTask").length, 1)
+              const events = yield* sessionEvents("c1")
+              assert.isTrue(events.some((e) => e.type === "turn_cancelled"))
+              // the model was not called again in the cancelled turn, and no second task was created
+              assert.strictEqual(kit.requests.length, 1)
+              assert.strictEqual(server.created.length, 1)
+              // cancelling a turn leaves the session open: the next message gets an answer
+              assert.isTrue(yield* client.sendUserMessage("c1", "and now?"))
+              const after = yield* awaitTurns("c1", 2)
+              assert.strictEqual(after.messages.at(-1)?.text, "next answer")
+            })
+        )
+      }).pipe(Effect.scoped)
+  )
+
   it.live("a task whose server is gone: three poll attempts fail, and the call is recorded by its effect", () =>
     Effect.gen(function* () {
       const server = yield* taskServer
