@@ -1,12 +1,23 @@
-// The Steps of the session Flow (docs/session-contract.md, "Session Flow contract"). Each execute body is an Effect
-// whose error channel carries only attempt errors (ModelCallError, ToolAttemptError); ToolExecutionError is
-// recorded as `failed`, and commit-time ValueTooLarge reaches the failure routes as a recovery error.
-import { type ExecuteContext, Step, StepDecision, type StepDef, StepMovement, Timer, Wait } from "@durable-agent/engine"
+// The Steps of the session Flow (docs/session-contract.md, "Session Flow contract"). Every Step declares its
+// errors (`StepDef<Input, Error, Runner, Recovers>`): RunModel fails with ModelCallError; a tool Step's body
+// fails with ToolExecutionError | ToolAttemptError, and the Step records the first as `failed` (the model sees
+// it, no retry) while the second fails the attempt. The failure routes recover those errors and the engine's
+// (a commit that is too large arrives as a typed ValueTooLarge).
+import {
+  type ExecuteContext,
+  RecoveryError,
+  Step,
+  StepDecision,
+  type StepDef,
+  StepMovement,
+  Timer,
+  Wait
+} from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type { ToolAttemptError, ToolExecutionError } from "../Errors.ts"
+import { ModelCallError, ToolAttemptError, type ToolExecutionError } from "../Errors.ts"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
 import {
@@ -57,19 +68,40 @@ const recoveryRetry = { maxAttempts: 5 } as const
 /** The heartbeat timeout of RunModel and the tool Steps. */
 const HEARTBEAT_TIMEOUT = "2 minutes"
 
-export interface SessionSteps {
-  readonly StartAgentSession: StepDef<typeof StartInput.Type, any>
-  readonly AwaitUserMessage: StepDef<null, any>
-  readonly RunModel: StepDef<Wire.RecordTurnFailureInput, any>
-  readonly RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, any>
-  readonly CallTool: StepDef<string, any>
-  readonly CallSingleAttemptTool: StepDef<string, any>
-  readonly AwaitToolApproval: StepDef<string, any>
-  readonly RecordToolFailure: StepDef<string, any>
-  readonly RecordToolOutcomeUnknown: StepDef<string, any>
-  readonly PollToolTask: StepDef<string, any>
-  readonly ResumeTurn: StepDef<number, any>
+/**
+ * The session's Steps with their failure channels; `Id` is the runner's service key. RunModel fails with
+ * ModelCallError, which RecordTurnFailure recovers; the tool Steps and PollToolTask fail with ToolAttemptError
+ * (their bodies also raise ToolExecutionError, which they record themselves), which RecordToolFailure and
+ * RecordToolOutcomeUnknown recover. Every failure route also reads the engine's own failures.
+ */
+export interface SessionSteps<Id = unknown> {
+  readonly StartAgentSession: StepDef<typeof StartInput.Type, never, Id>
+  readonly AwaitUserMessage: StepDef<null, never, Id>
+  readonly RunModel: StepDef<Wire.RecordTurnFailureInput, ModelCallError, Id>
+  readonly RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, never, Id, ModelCallError>
+  readonly CallTool: StepDef<string, ToolAttemptError, Id>
+  readonly CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id>
+  readonly AwaitToolApproval: StepDef<string>
+  readonly RecordToolFailure: StepDef<string, never, never, ToolAttemptError>
+  readonly RecordToolOutcomeUnknown: StepDef<string, never, never, ToolAttemptError>
+  readonly PollToolTask: StepDef<string, ToolAttemptError, Id>
+  readonly ResumeTurn: StepDef<number>
 }
+
+/** The bodies of the tool Steps, before the Step records a ToolExecutionError. */
+export interface ToolStepBodies<Id = unknown> {
+  readonly callTool: ToolStepBody<Id>
+  readonly pollToolTask: ToolStepBody<Id>
+}
+
+/**
+ * The body of a tool Step (CallTool, CallSingleAttemptTool, PollToolTask): it fails with the tool's
+ * ToolExecutionError, which the Step records as `failed`, or ToolAttemptError, which fails the attempt.
+ */
+export type ToolStepBody<Id = unknown> = (
+  ctx: ExecuteContext,
+  toolCallId: string
+) => Effect.Effect<StepDecision, ToolExecutionError | ToolAttemptError, Id>
 
 /** The longest wait between two polls of a task: a day. */
 const MAX_TASK_POLL_SECONDS = 86_400
@@ -128,8 +160,8 @@ const runStateTooLargeDetail = (ctx: ExecuteContext): string | undefined =>
   Option.match(ctx.recoveryError, {
     onNone: () => undefined,
     onSome: (e) =>
-      e.errorType === "ValueTooLarge" &&
-      (e.detail.includes("run state of") || e.detail.startsWith(`Value ${P.FrameworkRunState.name} `))
+      RecoveryError.is(e, "ValueTooLarge") &&
+      (e.detail.includes("run state of") || e.error.name === P.FrameworkRunState.name)
         ? e.detail.includes("run state of")
           ? e.detail
           : `ValueTooLarge: ${e.detail}`
@@ -161,8 +193,10 @@ const endSession = Effect.fnUntraced(function* (
   return StepDecision.forceFail(detail)
 })
 
-export const makeSteps = (config: SessionConfig): SessionSteps => {
-  const toolStep = (effect: Wire.ToolEffect): StepDef<string, any> =>
+export const makeSteps = <Id>(
+  config: SessionConfig<Id>
+): { readonly steps: SessionSteps<Id>; readonly toolBodies: ToolStepBodies<Id> } => {
+  const toolStep = (effect: Wire.ToolEffect): StepDef<string, ToolAttemptError, Id> =>
     EFFECT_TABLE[effect].step === "CallTool" ? CallTool : CallSingleAttemptTool
 
   const turnContext = (
@@ -194,7 +228,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // StartAgentSession
   // -------------------------------------------------------------------------------------------------------
 
-  const StartAgentSession: StepDef<typeof StartInput.Type, any> = Step({
+  const StartAgentSession: StepDef<typeof StartInput.Type, never, Id> = Step({
     type: "StartAgentSession",
     input: StartInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
@@ -225,7 +259,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // AwaitUserMessage
   // -------------------------------------------------------------------------------------------------------
 
-  const AwaitUserMessage: StepDef<null, any> = Step({
+  const AwaitUserMessage: StepDef<null, never, Id> = Step({
     type: "AwaitUserMessage",
     input: NoInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
@@ -253,9 +287,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     return (v.role === "user" || v.role === "assistant" || v.role === "tool") && typeof v.frameworkItem === "string"
   }
 
-  const RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, any> = Step({
+  const RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, never, Id, ModelCallError> = Step({
     type: "RecordTurnFailure",
     input: Wire.RecordTurnFailureInput,
+    recovers: ModelCallError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
     execute: Effect.fn("AgentSession.RecordTurnFailure")(function* (ctx) {
       const runner = yield* config.runner
@@ -290,9 +325,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // RunModel
   // -------------------------------------------------------------------------------------------------------
 
-  const RunModel: StepDef<Wire.RecordTurnFailureInput, any> = Step({
+  const RunModel: StepDef<Wire.RecordTurnFailureInput, ModelCallError, Id> = Step({
     type: "RunModel",
     input: Wire.RecordTurnFailureInput,
+    error: ModelCallError,
     options: {
       ...sync,
       execute: {
@@ -448,8 +484,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     })
 
   /**
-   * Runs a tool call or a task poll with heartbeats and the Step's services: a result becomes `succeeded`, a
-   * ToolExecutionError `failed`, and what `passOn` recognizes (a started or a pending task) comes back as is.
+   * Runs a tool call or a task poll with heartbeats and the Step's services: a result becomes `succeeded`, and
+   * what `passOn` recognizes (a started or a pending task) comes back as is. Both errors pass through.
    */
   const settle = <T>(
     ctx: ExecuteContext,
@@ -459,15 +495,30 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   ) =>
     call.pipe(
       Effect.map((r) => (passOn(r) ? r : { status: "succeeded" as const, output: r.output, error: null })),
-      Effect.catchTag("ToolExecutionError", (e) =>
-        Effect.succeed({ status: "failed" as const, output: null, error: e.message })
-      ),
       withHeartbeats(ctx, config.heartbeatInterval),
       provideStepServices(ctx, config, record.turnId)
     )
 
-  const runTool = (name: string) =>
+  /**
+   * A tool Step's execute: its body, with a ToolExecutionError recorded as `failed` with the error's message
+   * (the model sees it; not retried). ToolAttemptError fails the attempt.
+   */
+  const recordingToolErrors = (name: string, body: ToolStepBody<Id>) =>
     Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
+      return yield* body(ctx, toolCallId).pipe(
+        Effect.catchTag("ToolExecutionError", (e) =>
+          Effect.gen(function* () {
+            const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+            if (Option.isNone(found)) return StepDecision.deadEnd()
+            const events = emitter(ctx, config, found.value.turnId)
+            return yield* finishCall(ctx, events, found.value, { status: "failed", output: null, error: e.message })
+          })
+        )
+      )
+    })
+
+  const callToolBody = (ctx: ExecuteContext, toolCallId: string) =>
+    Effect.gen(function* () {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       // A record that is gone (the turn ended) or already final ends the Step without running or publishing.
       if (Option.isNone(found) || isFinal(found.value) || found.value.status !== "approved") {
@@ -606,23 +657,26 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       return StepDecision.deadEnd()
     })
 
-  const RecordToolFailure: StepDef<string, any> = Step({
+  const RecordToolFailure: StepDef<string, never, never, ToolAttemptError> = Step({
     type: "RecordToolFailure",
     input: ToolCallIdInput,
+    recovers: ToolAttemptError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
     execute: recordExhausted("AgentSession.RecordToolFailure", (r) => EFFECT_TABLE[r.effect].exhausted)
   })
 
-  const RecordToolOutcomeUnknown: StepDef<string, any> = Step({
+  const RecordToolOutcomeUnknown: StepDef<string, never, never, ToolAttemptError> = Step({
     type: "RecordToolOutcomeUnknown",
     input: ToolCallIdInput,
+    recovers: ToolAttemptError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
     execute: recordExhausted("AgentSession.RecordToolOutcomeUnknown", () => "outcome_unknown")
   })
 
-  const CallTool: StepDef<string, any> = Step({
+  const CallTool: StepDef<string, ToolAttemptError, Id> = Step({
     type: "CallTool",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: {
@@ -632,19 +686,20 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolFailure
     },
-    execute: runTool("AgentSession.CallTool")
+    execute: recordingToolErrors("AgentSession.CallTool", callToolBody)
   })
 
-  const CallSingleAttemptTool: StepDef<string, any> = Step({
+  const CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id> = Step({
     type: "CallSingleAttemptTool",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: { ...sync.execute, retry: { maxAttempts: EFFECT_TABLE.unclassified.maxAttempts } },
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolOutcomeUnknown
     },
-    execute: runTool("AgentSession.CallSingleAttemptTool")
+    execute: recordingToolErrors("AgentSession.CallSingleAttemptTool", callToolBody)
   })
 
   // -------------------------------------------------------------------------------------------------------
@@ -653,9 +708,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
 
   // One poll per execution, after the record's interval; a pending task moves to itself again. The failure
   // route records by effect: RecordToolFailure records `failed` for a read and `outcome_unknown` otherwise.
-  const PollToolTask: StepDef<string, any> = Step({
+  const PollToolTask: StepDef<string, ToolAttemptError, Id> = Step({
     type: "PollToolTask",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: {
@@ -670,7 +726,11 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const seconds = record === undefined || record.taskAnswerPending ? 0 : (record.taskPollIntervalSeconds ?? 1)
       return Wait.anyOf(Timer.seconds(seconds))
     },
-    execute: Effect.fn("AgentSession.PollToolTask")(function* (ctx, toolCallId) {
+    execute: recordingToolErrors("AgentSession.PollToolTask", (ctx, toolCallId) => pollToolTaskBody(ctx, toolCallId))
+  })
+
+  const pollToolTaskBody = (ctx: ExecuteContext, toolCallId: string) =>
+    Effect.gen(function* () {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || found.value.status !== "waiting_for_task") return StepDecision.deadEnd()
       const record = found.value
@@ -707,13 +767,12 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       }
       return yield* finishCall(ctx, events, record, outcome)
     })
-  })
 
   // -------------------------------------------------------------------------------------------------------
   // AwaitToolApproval
   // -------------------------------------------------------------------------------------------------------
 
-  const AwaitToolApproval: StepDef<string, any> = Step({
+  const AwaitToolApproval: StepDef<string> = Step({
     type: "AwaitToolApproval",
     input: ToolCallIdInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
@@ -787,7 +846,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // ResumeTurn
   // -------------------------------------------------------------------------------------------------------
 
-  const ResumeTurn: StepDef<number, any> = Step({
+  const ResumeTurn: StepDef<number> = Step({
     type: "ResumeTurn",
     input: ResultCountInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
@@ -807,7 +866,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     })
   })
 
-  return {
+  const steps: SessionSteps<Id> = {
     StartAgentSession,
     AwaitUserMessage,
     RunModel,
@@ -820,4 +879,5 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     PollToolTask,
     ResumeTurn
   }
+  return { steps, toolBodies: { callTool: callToolBody, pollToolTask: pollToolTaskBody } }
 }
