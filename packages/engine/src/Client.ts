@@ -49,7 +49,23 @@ export interface StartFlowOptions {
    * ever lost and replayed.
    */
   readonly stepDurability?: "sync" | "async" | undefined
+  /**
+   * The Flow's execution timeout, overriding the definition's `executionTimeout.after`: once it has passed, a
+   * running Flow fails with error type `ExecutionTimeout`, or runs the definition's timeout handler Step.
+   */
+  readonly executionTimeout?: Duration.Input | undefined
+  /**
+   * What a start does with the ID of a Flow that is closed: `reject` (the default: FlowAlreadyStarted, as for
+   * a running Flow), `allowIfClosed` (a new run replaces any closed run), `allowIfFailed` (only a failed,
+   * cancelled or terminated run is replaced; a completed one is kept). A replaced run's state, Steps,
+   * history and stream messages are deleted in the transaction that starts the new run. A running Flow's ID
+   * is always FlowAlreadyStarted.
+   */
+  readonly idReusePolicy?: IdReusePolicy | undefined
 }
+
+/** Whether a closed Flow's ID may start a new run; see `StartFlowOptions.idReusePolicy`. */
+export type IdReusePolicy = "reject" | "allowIfClosed" | "allowIfFailed"
 
 /** One attribute value a Flow starts with (`key` for an AttributeMap). */
 export interface InitialAttribute {
@@ -111,6 +127,21 @@ export interface ClientShape {
     stepExecutionId: string,
     timer: number | string
   ) => Effect.Effect<boolean, FlowNotFound | FlowNotActive | DefinitionError | ValueTooLarge | ClusterError>
+  /**
+   * Sets an Attribute (or one AttributeMap key) of a running Flow; `null` deletes it. The write is one
+   * transition of its own, ordered with Step results by the Flow's owner: Steps dispatched after it read the
+   * value, a Step already running keeps the view it was dispatched with (and its own later write of the same
+   * value wins), and a write to a value a running Step holds a lock on fails at once with RpcLockConflict.
+   */
+  readonly setAttribute: <A>(
+    flowId: string,
+    attribute: Attribute<A> | AttributeMap<A>,
+    value: A | null,
+    key?: string
+  ) => Effect.Effect<
+    void,
+    FlowNotFound | FlowNotActive | RpcLockConflict | InvalidInput | ValueTooLarge | DefinitionError | ClusterError
+  >
   readonly stopFlow: (
     flowId: string,
     options: { readonly mode: StopMode; readonly reason?: string | undefined }
@@ -135,6 +166,15 @@ export interface ClientShape {
       readonly timeout?: Duration.Input
     }
   ) => Effect.Effect<Inspect.FlowDescription, FlowNotFound | LongPollTimeout | EngineError>
+  /**
+   * Waits until a Step execution ended (completed, failed or cancelled), polling the database; gives up with
+   * `LongPollTimeout` after `timeout`. An ID not scheduled yet is waited for as well.
+   */
+  readonly waitForStepExecution: (
+    flowId: string,
+    stepExecutionId: string,
+    options?: { readonly pollInterval?: Duration.Input; readonly timeout?: Duration.Input }
+  ) => Effect.Effect<Inspect.StepExecution, FlowNotFound | LongPollTimeout | EngineError>
   /**
    * Reads a stream from the oldest retained message or after a resume token. With `follow`, keeps
    * polling for new messages until the Flow closes.
@@ -170,6 +210,14 @@ const mapClusterErrorsOnly = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     | EngineError,
     R
   >
+
+/** The control errors only a SetAttribute command fails with: another command never does. */
+const setAttributeOnly = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+  Effect.catchIf(
+    effect,
+    (e): e is Extract<E, RpcLockConflict | InvalidInput> => e._tag === "RpcLockConflict" || e._tag === "InvalidInput",
+    (e) => Effect.die(e)
+  )
 
 const tokenFor = (flowId: string, stream: string, seq: number) =>
   `v1.${Buffer.from(JSON.stringify([flowId, stream, seq])).toString("base64url")}`
@@ -207,12 +255,7 @@ export const make = Effect.gen(function* () {
     )
 
   const control = (flowId: string, command: ControlPayload["command"]) =>
-    mapClusterErrors(
-      flows(flowId).Control(new ControlPayload({ flowId, requestId: requestId(), command })) as Effect.Effect<
-        boolean,
-        any
-      >
-    )
+    mapClusterErrors(flows(flowId).Control(new ControlPayload({ flowId, requestId: requestId(), command })))
 
   const shape: ClientShape = {
     startFlow: (flow, flowId, input, options) =>
@@ -232,29 +275,39 @@ export const make = Effect.gen(function* () {
               requestId: options?.requestId ?? requestId(),
               ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
               stepDurability: options?.stepDurability ?? "sync",
-              initialAttributes: attributes
+              initialAttributes: attributes,
+              ...(options?.idReusePolicy === undefined ? {} : { idReusePolicy: options.idReusePolicy }),
+              ...(options?.executionTimeout === undefined
+                ? {}
+                : { executionTimeoutMs: Duration.toMillis(Duration.fromInputUnsafe(options.executionTimeout)) })
             })
-          ) as Effect.Effect<string, any>
+          )
         )
       }),
     invokeRpc: (_flow, rpc, flowId, input) =>
       Effect.gen(function* () {
         const text = yield* encodeInput(rpc.input, input, `input of RPC ${rpc.name}`)
         const output = yield* mapClusterErrors(
-          flows(flowId).Invoke(
-            new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
-          ) as Effect.Effect<string, any>
+          flows(flowId).Invoke(new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() }))
         )
         return decodeJson(rpc.output, output)
       }),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
-        yield* control(flowId, { _tag: "Publish", channel: channel.name, key, value: text })
+        yield* setAttributeOnly(control(flowId, { _tag: "Publish", channel: channel.name, key, value: text }))
       }),
-    skipTimer: (flowId, stepExecutionId, timer) => control(flowId, { _tag: "SkipTimer", stepExecutionId, timer }),
+    skipTimer: (flowId, stepExecutionId, timer) =>
+      setAttributeOnly(control(flowId, { _tag: "SkipTimer", stepExecutionId, timer })),
+    setAttribute: (flowId, attribute, value, key = "") =>
+      Effect.gen(function* () {
+        const text = value === null ? null : yield* encodeInput(attribute.schema, value, `value of ${attribute.name}`)
+        yield* control(flowId, { _tag: "SetAttribute", name: attribute.name, key, value: text })
+      }),
     stopFlow: (flowId, options) =>
-      Effect.asVoid(control(flowId, { _tag: "Stop", mode: options.mode, reason: options.reason ?? "" })),
+      Effect.asVoid(
+        setAttributeOnly(control(flowId, { _tag: "Stop", mode: options.mode, reason: options.reason ?? "" }))
+      ),
     describeFlow: (flowId) => provideSql(Inspect.describeFlow(flowId)),
     listFlows: (options) => provideSql(Inspect.listFlows(options)),
     getAttribute: (flowId, attribute, key = "") =>
@@ -285,6 +338,25 @@ export const make = Effect.gen(function* () {
         orElse: () => Effect.fail(new LongPollTimeout({ flowId, waitedMs: Duration.toMillis(timeout) }))
       })
     },
+    waitForStepExecution: (flowId, stepExecutionId, options) =>
+      Effect.gen(function* () {
+        yield* provideSql(Inspect.describeFlow(flowId))
+        const ended = provideSql(Inspect.stepExecutions(flowId)).pipe(
+          Effect.map((steps) => steps.find((s) => s.stepExecutionId === stepExecutionId)),
+          Effect.repeat({
+            schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
+            until: (s) => s !== undefined && s.status !== "waiting" && s.status !== "ready" && s.status !== "running"
+          }),
+          Effect.map((s) => s!)
+        )
+        if (options?.timeout === undefined) return yield* ended
+        const timeout = Duration.fromInputUnsafe(options.timeout)
+        return yield* Effect.timeoutOrElse(ended, {
+          duration: timeout,
+          orElse: () =>
+            Effect.fail(new LongPollTimeout({ flowId, stepExecutionId, waitedMs: Duration.toMillis(timeout) }))
+        })
+      }),
     readStream: (flowId, stream, options) =>
       Stream.unwrap(
         Effect.gen(function* () {

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
 /** `startFlow` named a Flow ID that already exists (and the request was not an idempotent repeat). */
@@ -126,23 +127,112 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInp
 export const AttemptProgress = Schema.Literals(["not_started", "not_completed", "unspecified"])
 export type AttemptProgress = typeof AttemptProgress.Type
 
-/**
- * The recovery error a failure-route Step reads (`ctx.recoveryError`): the last attempt's error type
- * and detail, plus the furthest progress of all attempts. `errorType` `ValueTooLarge` marks an
- * oversized commit.
- */
-export class RecoveryError extends Schema.Class<RecoveryError>("@durable-agent/engine/RecoveryError")({
-  errorType: Schema.String,
-  detail: Schema.String,
-  attemptProgress: AttemptProgress
-}) {}
+/** An attempt ran longer than its method timeout (`options.execute.timeout`); its fiber was interrupted. */
+export class MethodTimeout extends Schema.TaggedError<MethodTimeout>()("MethodTimeout", { ms: Schema.Number }) {
+  override get message() {
+    return `execute did not finish within ${this.ms} ms`
+  }
+}
 
-/** A client wait (`waitForFlow`) ran out of time before the Flow closed. */
-export class LongPollTimeout extends Schema.TaggedError<LongPollTimeout>()("LongPollTimeout", {
-  flowId: Schema.String,
-  waitedMs: Schema.Number
+/** An attempt sent no heartbeat within its heartbeat timeout; its fiber was interrupted. */
+export class HeartbeatTimeout extends Schema.TaggedError<HeartbeatTimeout>()("HeartbeatTimeout", {
+  ms: Schema.Number
 }) {
   override get message() {
-    return `Flow ${this.flowId} did not close within ${this.waitedMs} ms`
+    return `no heartbeat for ${this.ms} ms`
+  }
+}
+
+/** The worker running an attempt stopped after the attempt produced output (a heartbeat). */
+export class WorkerLost extends Schema.TaggedError<WorkerLost>()("WorkerLost", { detail: Schema.String }) {
+  override get message() {
+    return this.detail
+  }
+}
+
+/**
+ * A Step failed with something it did not declare: a defect (`Effect.die`, a thrown exception), or a
+ * failure its error Schema cannot encode. `errorType` names what it was (a tag or a class name).
+ */
+export class Defect extends Schema.TaggedError<Defect>()("Defect", {
+  errorType: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `${this.errorType}: ${this.detail}`
+  }
+}
+
+/** The engine's own reasons a Step attempt fails, besides the errors a Step declares. */
+export type StepFailure = ValueTooLarge | MethodTimeout | HeartbeatTimeout | WorkerLost | DefinitionError | Defect
+
+/** The schema of {@link StepFailure}: how the engine stores its own failures with an attempt. */
+export const StepFailure: Schema.Codec<StepFailure, unknown> = Schema.Union([
+  ValueTooLarge,
+  MethodTimeout,
+  HeartbeatTimeout,
+  WorkerLost,
+  DefinitionError,
+  Defect
+])
+
+/** The tags of the engine's own Step failures. */
+export type StepFailureType = StepFailure["_tag"]
+
+/** The `_tag` of an error type, or `string` for an error without a literal tag. */
+export type ErrorTag<E> = [E] extends [never] ? never : E extends { readonly _tag: infer T extends string } ? T : string
+
+/**
+ * The recovery error a failure-route Step reads (`ctx.recoveryError`): the last attempt's typed error
+ * (one the failing Step declares, `E`, or one of the engine's {@link StepFailure}s), its type and
+ * detail, and the furthest progress of all attempts. The error was stored with its Schema and decoded
+ * again, so it is an instance of its class on whichever worker runs the route.
+ */
+export interface RecoveryError<E = never> {
+  /** The error's tag: a declared tag, or ValueTooLarge, MethodTimeout, HeartbeatTimeout, WorkerLost, DefinitionError, Defect. */
+  readonly errorType: ErrorTag<E> | StepFailureType
+  readonly detail: string
+  readonly attemptProgress: AttemptProgress
+  /** The typed error. Match it with `RecoveryError.failure(r).pipe(Effect.catchTag(...))` or `RecoveryError.is`. */
+  readonly error: E | StepFailure
+}
+
+/** Constructors and matchers of {@link RecoveryError}. */
+export const RecoveryError = {
+  /** A recovery error for `error` (its type from its tag, its detail from its message). */
+  make: <E extends { readonly _tag: string; readonly message: string }>(
+    error: E,
+    attemptProgress: AttemptProgress
+  ): RecoveryError<Exclude<E, StepFailure>> => ({
+    errorType: error._tag as ErrorTag<Exclude<E, StepFailure>> | StepFailureType,
+    detail: error.message,
+    attemptProgress,
+    error: error as Exclude<E, StepFailure> | StepFailure
+  }),
+  /** The typed error as a failed Effect, to handle with `Effect.catchTag` / `Effect.catchTags`. */
+  failure: <E>(recovery: RecoveryError<E>): Effect.Effect<never, E | StepFailure> => Effect.fail(recovery.error),
+  /** Whether the error has this tag; narrows `recovery.error`. */
+  is: <E, const T extends ErrorTag<E> | StepFailureType>(
+    recovery: RecoveryError<E>,
+    tag: T
+  ): recovery is RecoveryError<E> & {
+    readonly errorType: T
+    readonly error: Extract<E | StepFailure, { readonly _tag: T }>
+  } => recovery.errorType === tag
+}
+
+/**
+ * A client wait ran out of time: `waitForFlow` before the Flow closed, or `waitForStepExecution` (with
+ * `stepExecutionId`) before the Step execution ended.
+ */
+export class LongPollTimeout extends Schema.TaggedError<LongPollTimeout>()("LongPollTimeout", {
+  flowId: Schema.String,
+  waitedMs: Schema.Number,
+  stepExecutionId: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    return this.stepExecutionId === undefined
+      ? `Flow ${this.flowId} did not close within ${this.waitedMs} ms`
+      : `Step execution ${this.stepExecutionId} of Flow ${this.flowId} did not end within ${this.waitedMs} ms`
   }
 }

@@ -215,8 +215,11 @@ export interface StepOptions {
   readonly execute?: MethodOptions | undefined
   /** An attempt that sends no heartbeat for this long fails with `HeartbeatTimeout`; 0 disables. */
   readonly heartbeatTimeout?: Duration.Input | undefined
-  /** The Step scheduled with the same input and a recovery error when Execute runs out of attempts. */
-  readonly onExecuteFailure?: StepDef<any, any> | undefined
+  /**
+   * The Step scheduled with the same input and a recovery error when Execute runs out of attempts. `Step`
+   * checks that it recovers every error the failing Step declares (see `Step`).
+   */
+  readonly onExecuteFailure?: AnyStepDef | undefined
   /** What a failing `waitFor` does: fail the Flow (default) or run Execute with `waitForFailed`. */
   readonly waitForFailure?: "fail" | "proceed" | undefined
 }
@@ -250,8 +253,11 @@ export interface StepContext extends TxView {
   readonly fromStepExecutionId: string | undefined
 }
 
-/** Context of a Step's `execute`. */
-export interface ExecuteContext extends StepContext {
+/**
+ * Context of a Step's `execute`. `RE` is what a failure route recovers: the errors of the Steps that
+ * route to it (`Step({ recovers })`); other Steps see only the engine's own failures, and never one.
+ */
+export interface ExecuteContext<RE = unknown> extends StepContext {
   readonly attempt: number
   readonly firstAttemptAt: number
   /** Whether the timer at `index` (declaration order among the wait's conditions) fired; any timer when omitted. */
@@ -260,7 +266,7 @@ export interface ExecuteContext extends StepContext {
   channelResults<A>(channel: Channel<A> | ChannelMap<A>, key?: string): ReadonlyArray<A>
   readonly waitForFailed: boolean
   /** Set on a failure-route Step: why the failing Step ran out of attempts. */
-  readonly recoveryError: Option.Option<RecoveryError>
+  readonly recoveryError: Option.Option<RecoveryError<RE>>
   /** The checkpoint saved by the last heartbeat of an earlier attempt. */
   readonly heartbeatCheckpoint: Option.Option<unknown>
   /** A durable heartbeat; resolves once persisted. The first one marks the attempt as having produced output. */
@@ -292,29 +298,69 @@ export interface RpcContext extends TxView {
 // Steps and decisions
 // ---------------------------------------------------------------------------------------------
 
-/** A Step: an optional `waitFor` (evaluated when the Step is scheduled) and an `execute`. */
-export interface StepDef<I, R = never> {
+/**
+ * A Step: an optional `waitFor` (evaluated when the Step is scheduled) and an `execute` whose failure
+ * channel is typed. `E` is what `execute` may fail with, declared by the `error` Schema (as effect's
+ * `Activity` declares its error): a failed attempt stores it with that Schema and its failure route
+ * reads it back typed. `RE` is what this Step recovers as a failure route.
+ */
+export interface StepDef<I, E = never, R = never, RE = never> {
   readonly type: string
   readonly input: Codec<I>
+  /** The Schema of the errors `execute` fails with; anything else it fails with is a `Defect`. */
+  readonly error?: Codec<E> | undefined
   readonly options?: StepOptions | undefined
   /** Pure read of state that returns the wait; runs inside the commit that schedules the Step. */
   readonly waitFor?: ((ctx: StepContext, input: I) => Wait) | undefined
-  readonly execute: (ctx: ExecuteContext, input: I) => Effect.Effect<StepDecision, unknown, R>
+  readonly execute: (ctx: ExecuteContext<RE>, input: I) => Effect.Effect<StepDecision, E, R>
 }
 
-/** Declares a Step. */
-export const Step = <I, R = never>(def: StepDef<I, R>): StepDef<I, R> => def
+/** Any Step, whatever its errors and services (its input type is checked where it is scheduled). */
+export type AnyStepDef = StepDef<any, unknown, unknown, never>
+
+/** Type-level accessors of a StepDef. */
+export declare namespace StepDef {
+  /** The input of a Step. */
+  export type Input<S> = S extends StepDef<infer I, infer _E, infer _R, infer _RE> ? I : never
+  /** What a Step's `execute` fails with (its declared errors). */
+  export type Error<S> = S extends StepDef<infer _I, infer E, infer _R, infer _RE> ? E : never
+  /** The services a Step's `execute` needs. */
+  export type Services<S> = S extends StepDef<infer _I, infer _E, infer R, infer _RE> ? R : never
+  /** What a failure-route Step recovers (besides the engine's own failures). */
+  export type Recovers<S> = S extends StepDef<infer _I, infer _E, infer _R, infer RE> ? RE : never
+}
+
+/**
+ * Declares a Step. `error` declares what `execute` fails with (default: nothing, so a Step that fails
+ * with an undeclared type does not compile); `recovers` declares, for a failure route, the errors of the
+ * Steps that route to it. A Step's `onExecuteFailure` must recover every error the Step declares.
+ */
+export const Step = <I, E = never, R = never, RE = never>(def: {
+  readonly type: string
+  readonly input: Codec<I>
+  readonly error?: Codec<E> | undefined
+  readonly recovers?: Codec<RE> | undefined
+  readonly options?:
+    | (StepOptions & { readonly onExecuteFailure?: StepDef<any, unknown, unknown, NoInfer<E>> | undefined })
+    | undefined
+  readonly waitFor?: ((ctx: StepContext, input: I) => Wait) | undefined
+  readonly execute: (ctx: ExecuteContext<NoInfer<RE>>, input: I) => Effect.Effect<StepDecision, NoInfer<E>, R>
+}): StepDef<I, E, R, RE> => def
 
 /** One Step to schedule, with an optional per-execution options override. */
 export interface StepMovement {
-  readonly step: StepDef<any, any>
+  readonly step: AnyStepDef
   readonly input: unknown
   readonly options?: StepOptions | undefined
 }
 
 /** StepMovement constructor. */
 export const StepMovement = {
-  of: <I>(step: StepDef<I, any>, input: NoInfer<I>, options?: StepOptions): StepMovement => ({ step, input, options })
+  of: <I>(step: StepDef<I, unknown, unknown, never>, input: NoInfer<I>, options?: StepOptions): StepMovement => ({
+    step,
+    input,
+    options
+  })
 }
 
 /** What `execute` returns. `cancel` lists Step types whose current executions are cancelled at commit. */
@@ -327,7 +373,7 @@ export type StepDecision =
 
 /** StepDecision constructors. */
 export const StepDecision = {
-  goTo: <I>(step: StepDef<I, any>, input: NoInfer<I>, options?: StepOptions): StepDecision => ({
+  goTo: <I>(step: StepDef<I, unknown, unknown, never>, input: NoInfer<I>, options?: StepOptions): StepDecision => ({
     _tag: "Next",
     movements: [{ step, input, options }],
     cancel: []
@@ -338,7 +384,7 @@ export const StepDecision = {
   forceComplete: (output?: unknown): StepDecision => ({ _tag: "ForceComplete", output, cancel: [] }),
   forceFail: (reason: string): StepDecision => ({ _tag: "ForceFail", reason, cancel: [] }),
   /** Also cancels every current execution of these Step types (queued, waiting or running) at commit. */
-  withCancelingSteps: (decision: StepDecision, ...steps: ReadonlyArray<StepDef<any, any>>): StepDecision => ({
+  withCancelingSteps: (decision: StepDecision, ...steps: ReadonlyArray<AnyStepDef>): StepDecision => ({
     ...decision,
     cancel: [...decision.cancel, ...steps.map((s) => s.type)]
   })
@@ -352,7 +398,7 @@ export const StepDecision = {
 export interface RpcResult<O> {
   readonly output: O
   readonly nextSteps?: ReadonlyArray<StepMovement> | undefined
-  readonly cancelSteps?: ReadonlyArray<StepDef<any, any>> | undefined
+  readonly cancelSteps?: ReadonlyArray<AnyStepDef> | undefined
 }
 
 /**
@@ -371,35 +417,53 @@ export interface RpcDef<I, O, R = never> {
 /** Declares an RPC. */
 export const Rpc = <I, O, R = never>(def: Omit<RpcDef<I, O, R>, "_tag">): RpcDef<I, O, R> => ({ _tag: "Rpc", ...def })
 
+/**
+ * A Flow's execution timeout: once `after` has passed since the start, a running Flow fails with error type
+ * `ExecutionTimeout`; with a `handler`, its active Steps are cancelled instead and the handler Step runs
+ * with the Flow's input (it decides how the Flow ends).
+ */
+export interface FlowTimeout<I, R = never> {
+  readonly after: Duration.Input
+  readonly handler?: StepDef<I, unknown, R, never> | undefined
+}
+
 /** A Flow type: its Steps, persistence schema, streams and RPCs. */
 export interface FlowDef<I, R = never> {
   readonly type: string
-  readonly start: StepDef<I, R>
-  readonly steps: ReadonlyArray<StepDef<any, R>>
+  readonly start: StepDef<I, unknown, R, never>
+  readonly steps: ReadonlyArray<StepDef<any, unknown, R, never>>
   readonly attributes: ReadonlyArray<Attribute<any> | AttributeMap<any>>
   readonly channels: ReadonlyArray<Channel<any> | ChannelMap<any>>
   readonly streams: ReadonlyArray<StreamDef<any>>
   readonly rpcs: ReadonlyArray<RpcDef<any, any, R>>
+  /** The default execution timeout and its policy; `startFlow(..., { executionTimeout })` overrides `after`. */
+  readonly executionTimeout?: FlowTimeout<I, R> | undefined
 }
 
-/** Declares a Flow. `steps` may omit the start Step; it is added. */
+/** Declares a Flow. `steps` may omit the start Step and the timeout handler; they are added. */
 export const Flow = <I, R = never>(def: {
   readonly type: string
-  readonly start: StepDef<I, R>
-  readonly steps?: ReadonlyArray<StepDef<any, R>>
+  readonly start: StepDef<I, unknown, R, never>
+  readonly steps?: ReadonlyArray<StepDef<any, unknown, R, never>>
   readonly attributes?: ReadonlyArray<Attribute<any> | AttributeMap<any>>
   readonly channels?: ReadonlyArray<Channel<any> | ChannelMap<any>>
   readonly streams?: ReadonlyArray<StreamDef<any>>
   readonly rpcs?: ReadonlyArray<RpcDef<any, any, R>>
-}): FlowDef<I, R> => ({
-  type: def.type,
-  start: def.start,
-  steps: def.steps?.includes(def.start) ? def.steps : [def.start, ...(def.steps ?? [])],
-  attributes: def.attributes ?? [],
-  channels: def.channels ?? [],
-  streams: def.streams ?? [],
-  rpcs: def.rpcs ?? []
-})
+  readonly executionTimeout?: FlowTimeout<I, R>
+}): FlowDef<I, R> => {
+  const steps = def.steps?.includes(def.start) ? def.steps : [def.start, ...(def.steps ?? [])]
+  const handler = def.executionTimeout?.handler
+  return {
+    type: def.type,
+    start: def.start,
+    steps: handler === undefined || steps.includes(handler) ? steps : [...steps, handler],
+    attributes: def.attributes ?? [],
+    channels: def.channels ?? [],
+    streams: def.streams ?? [],
+    rpcs: def.rpcs ?? [],
+    ...(def.executionTimeout === undefined ? {} : { executionTimeout: def.executionTimeout })
+  }
+}
 
 /** The services a Flow's handlers need. */
 export type FlowServices<F> = F extends FlowDef<any, infer R> ? R : never

@@ -29,7 +29,7 @@ export interface FlowDescription {
   readonly outputs: ReadonlyArray<unknown>
   /**
    * What failed a failed Flow: the failing Step's error type (`ValueTooLarge`, `WorkerLost`, a tag...),
-   * `ForceFail`, `WaitForFailed`, or `Stopped` for `stopFlow` with mode `fail`; null otherwise.
+   * `ForceFail`, `WaitForFailed`, `ExecutionTimeout`, or `Stopped` for `stopFlow` with mode `fail`; null otherwise.
    */
   readonly errorType: string | null
   /** Step executions waiting for a condition. */
@@ -63,7 +63,8 @@ export interface StepExecution {
 /**
  * One history event. Kinds: FlowStarted, StepScheduled, WaitSatisfied, AttemptStarted,
  * AttemptFailed, RetryScheduled, StepCompleted, StepFailed, StepCancelled, WaitForFailed,
- * TimerSkipped, Published, RpcCompleted, FlowCompleted, FlowFailed, FlowStopped.
+ * WaitForRetryScheduled, WaitForEvaluated, ExecutionTimedOut, AttributeSet, TimerSkipped, Published,
+ * RpcCompleted, FlowCompleted, FlowFailed, FlowStopped.
  */
 export interface HistoryEvent {
   readonly id: number

@@ -78,7 +78,7 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
  */
 export interface AgentSessionFlowDef<R = AgentFrameworkRunner> extends FlowDef<AgentSessionStartInput, R> {
   readonly session: {
-    readonly steps: SessionSteps
+    readonly steps: SessionSteps<R>
     readonly rpcs: SessionRpcs
     readonly events: StreamDef<Wire.AgentEventEnvelope>
     readonly toolPolicies: Readonly<Record<string, ToolPolicy>>
@@ -113,7 +113,7 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
       : Duration.toMillis(Duration.fromInputUnsafe(options.interruptDeadline))
   if (deadline !== null && !(deadline >= 0)) fail("interruptDeadline must not be negative")
   const events = P.agentEvents(options.eventsCapacityBytes)
-  const steps = makeSteps({
+  const { steps } = makeSteps({
     flowType: options.flowType,
     toolPolicies,
     defaultToolEffect,

@@ -6,7 +6,7 @@ import * as Option from "effect/Option"
 import type { AgentEventEnvelope } from "../src/index.ts"
 
 export interface FakeEnv {
-  readonly ctx: ExecuteContext
+  readonly ctx: ExecuteContext<never>
   readonly published: Array<readonly [string, unknown]>
   readonly emitted: Array<AgentEventEnvelope>
   readonly heartbeats: () => number
@@ -14,14 +14,14 @@ export interface FakeEnv {
 
 export const makeEnv = (options: {
   readonly stepExecutionId: string
-  readonly recoveryError?: RecoveryError | undefined
+  readonly recoveryError?: RecoveryError<never> | undefined
 }): FakeEnv => {
   const values = new Map<string, unknown>()
   const published: Array<readonly [string, unknown]> = []
   const emitted: Array<AgentEventEnvelope> = []
   let beats = 0
   const slot = (name: string, key = "") => `${name}\u0000${key}`
-  const ctx: ExecuteContext = {
+  const ctx: ExecuteContext<never> = {
     get: (attribute) => Option.fromUndefinedOr(values.get(slot(attribute.name))) as never,
     getAt: (map, key) => Option.fromUndefinedOr(values.get(slot(map.name, key))) as never,
     keys: (map) =>

@@ -1,4 +1,4 @@
-import { type ExecuteContext, RecoveryError } from "@durable-agent/engine"
+import { RecoveryError, WorkerLost } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -198,10 +198,10 @@ describe("failure routes", () => {
       const flow = AgentSessionFlow.make({ flowType: "Routes" })
       const env = makeEnv({
         stepExecutionId: `${step}-1`,
-        recoveryError: new RecoveryError({ errorType: "WorkerLost", detail: "worker gone", attemptProgress: progress })
+        recoveryError: RecoveryError.make(new WorkerLost({ detail: "worker gone" }), progress)
       })
       env.ctx.setAt({ _tag: "AttributeMap", name: "AgentToolCalls" } as never, rec.toolCallId, rec)
-      const decision = yield* flow.session.steps[step].execute(env.ctx as ExecuteContext, rec.toolCallId)
+      const decision = yield* flow.session.steps[step].execute(env.ctx, rec.toolCallId)
       return { decision, env, after: env.ctx.getAt({ _tag: "AttributeMap", name: "AgentToolCalls" } as never, "t1") }
     })
 

@@ -9,26 +9,23 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { EngineConfigShape } from "../EngineConfig.ts"
-import { DefinitionError, RecoveryError, ValueTooLarge } from "../Errors.ts"
+import { DefinitionError, HeartbeatTimeout, MethodTimeout, type RecoveryError } from "../Errors.ts"
 import type { ExecuteContext } from "../Flow.ts"
-import { encodeDecision, errorInfo, type Outcome, oversized, type ResolvedOptions } from "./decision.ts"
+import {
+  decodeRecovery,
+  encodeDecision,
+  engineFailure,
+  failureOf,
+  type Outcome,
+  oversized,
+  type ResolvedOptions,
+  StoredRecovery
+} from "./decision.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
 import { type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
 import { emitStream } from "./streams.ts"
 import type { StoredWaitResult } from "./transition.ts"
-
-class HeartbeatTimeout extends Schema.TaggedError<HeartbeatTimeout>()("HeartbeatTimeout", { ms: Schema.Number }) {
-  override get message() {
-    return `no heartbeat for ${this.ms} ms`
-  }
-}
-
-class MethodTimeout extends Schema.TaggedError<MethodTimeout>()("MethodTimeout", { ms: Schema.Number }) {
-  override get message() {
-    return `execute did not finish within ${this.ms} ms`
-  }
-}
 
 export interface AttemptInput {
   readonly sql: Sql
@@ -47,13 +44,11 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   const { sql, config, registered, flow, step, attempt } = i
   const def = registered.steps.get(step.step_type)
   if (def === undefined) {
-    return {
-      _tag: "Failure",
-      errorType: "DefinitionError",
-      detail: `this worker does not know Step ${step.step_type} of Flow ${flow.flow_type}`,
-      retryable: true,
-      reached: false
-    } satisfies Outcome as Outcome
+    const missing = new DefinitionError({
+      flowType: flow.flow_type,
+      reason: `this worker does not know Step ${step.step_type} of Flow ${flow.flow_type}`
+    })
+    return engineFailure(missing, true, false) as Outcome
   }
   const now = yield* Clock.currentTimeMillis
   const options = JSON.parse(step.options) as ResolvedOptions
@@ -77,7 +72,8 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
         value === undefined ? null : JSON.stringify(value)
       )
     }).pipe(Effect.orDie)
-  const ctx: ExecuteContext = {
+  // the route's recovered errors (`RE`) cover the failing Step's declared errors: `Step` checks it
+  const ctx: ExecuteContext<never> = {
     ...makeTxView(registered.def, i.view, staged),
     flowId: flow.flow_id,
     runId: flow.run_id,
@@ -93,7 +89,12 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     recoveryError:
       step.recovery === null
         ? Option.none()
-        : Option.some(Schema.decodeUnknownSync(RecoveryError)(JSON.parse(step.recovery))),
+        : Option.some(
+            decodeRecovery(
+              registered,
+              Schema.decodeUnknownSync(StoredRecovery)(JSON.parse(step.recovery))
+            ) as RecoveryError<never>
+          ),
     heartbeatCheckpoint: Option.fromNullishOr(checkpoint).pipe(Option.map((c) => JSON.parse(c))),
     heartbeat,
     emit: (stream, value) =>
@@ -128,23 +129,12 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
         )
   const exit = yield* Effect.exit(watched)
   if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
-  if (Exit.isFailure(exit)) {
-    const info = errorInfo(exit.cause)
-    return { _tag: "Failure", ...info, retryable: info.errorType !== "ValueTooLarge" } satisfies Outcome as Outcome
-  }
+  if (Exit.isFailure(exit)) return failureOf(exit.cause, def.error) as Outcome
   const decision = yield* Effect.exit(
     Effect.try({ try: () => encodeDecision(exit.value, config.maxValueBytes), catch: (e) => e })
   )
-  if (Exit.isFailure(decision)) {
-    return {
-      _tag: "Failure",
-      ...errorInfo(decision.cause),
-      // an oversized or malformed decision fails the same way on every attempt
-      retryable: !(
-        Cause.squash(decision.cause) instanceof ValueTooLarge || Cause.squash(decision.cause) instanceof DefinitionError
-      )
-    } satisfies Outcome as Outcome
-  }
+  // an oversized or malformed decision is an engine failure, not retried
+  if (Exit.isFailure(decision)) return failureOf(decision.cause, undefined) as Outcome
   const outcome: Outcome = {
     _tag: "Success",
     writes: [...staged.attrWrites.values()],
@@ -152,7 +142,5 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     decision: decision.value
   }
   const tooLarge = oversized(outcome, config.maxValueBytes)
-  return tooLarge
-    ? ({ _tag: "Failure", errorType: "ValueTooLarge", detail: tooLarge.message, retryable: false } satisfies Outcome)
-    : outcome
+  return tooLarge ? (engineFailure(tooLarge, false) as Outcome) : outcome
 })

@@ -2,9 +2,20 @@
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
-import { DefinitionError, ValueTooLarge } from "../Errors.ts"
-import type { StepDecision, StepDef, StepOptions } from "../Flow.ts"
-import { byteLength, encodeJson, lockNames } from "./state.ts"
+import {
+  AttemptProgress,
+  Defect,
+  DefinitionError,
+  HeartbeatTimeout,
+  MethodTimeout,
+  type RecoveryError,
+  StepFailure,
+  ValueTooLarge,
+  WorkerLost
+} from "../Errors.ts"
+import type { AnyStepDef, RetryPolicy, StepDecision, StepOptions } from "../Flow.ts"
+import type { RegisteredFlow } from "./registry.ts"
+import { byteLength, decodeJson, encodeJson, lockNames } from "./state.ts"
 
 export interface ResolvedOptions {
   readonly timeoutMs: number | null
@@ -17,6 +28,31 @@ export interface ResolvedOptions {
   readonly failureRoute: string | null
   readonly waitForFailure: "fail" | "proceed"
   readonly locks: ReadonlyArray<string>
+  /** How a failing `waitFor` is evaluated again (`options.waitFor.retry`); absent: evaluated once. */
+  readonly waitForRetry?: ResolvedRetry | null | undefined
+}
+
+export interface ResolvedRetry {
+  readonly maxAttempts: number | null
+  readonly initialIntervalMs: number
+  readonly backoffCoefficient: number
+  readonly maximumIntervalMs: number
+  readonly totalDurationMs: number | null
+}
+
+const resolveRetry = (retry: RetryPolicy): ResolvedRetry => ({
+  maxAttempts: retry.maxAttempts ?? null,
+  initialIntervalMs: ms(retry.initialInterval) ?? 1000,
+  backoffCoefficient: retry.backoffCoefficient ?? 2,
+  maximumIntervalMs: ms(retry.maximumInterval) ?? 100_000,
+  totalDurationMs: ms(retry.totalDuration)
+})
+
+/** The backoff before attempt `attempt + 1`, or `null` when the policy allows no more attempts. */
+export const retryDelay = (retry: ResolvedRetry, attempt: number, elapsedMs: number): number | null => {
+  if (retry.maxAttempts !== null && attempt >= retry.maxAttempts) return null
+  const delay = Math.min(retry.initialIntervalMs * retry.backoffCoefficient ** (attempt - 1), retry.maximumIntervalMs)
+  return retry.totalDurationMs !== null && elapsedMs + delay > retry.totalDurationMs ? null : delay
 }
 
 export const ms = (d: Duration.Input | undefined): number | null =>
@@ -27,6 +63,10 @@ export const resolveOptions = (base: StepOptions | undefined, override: StepOpti
   const retry = { ...base?.execute?.retry, ...override?.execute?.retry }
   const route = override?.onExecuteFailure ?? base?.onExecuteFailure
   const hb = ms(override?.heartbeatTimeout ?? base?.heartbeatTimeout)
+  const waitForRetry =
+    base?.waitFor?.retry === undefined && override?.waitFor?.retry === undefined
+      ? null
+      : resolveRetry({ ...base?.waitFor?.retry, ...override?.waitFor?.retry })
   return {
     timeoutMs: ms(execute.timeout),
     heartbeatTimeoutMs: hb === 0 ? null : hb,
@@ -37,7 +77,8 @@ export const resolveOptions = (base: StepOptions | undefined, override: StepOpti
     totalDurationMs: ms(retry.totalDuration),
     failureRoute: route?.type ?? null,
     waitForFailure: override?.waitForFailure ?? base?.waitForFailure ?? "fail",
-    locks: lockNames(execute.locks)
+    locks: lockNames(execute.locks),
+    waitForRetry
   }
 }
 
@@ -80,10 +121,97 @@ export const Outcome = Schema.Union([
     detail: Schema.String,
     retryable: Schema.Boolean,
     /** `false` when the attempt never reached the Step's code (its definition was missing). */
-    reached: Schema.optional(Schema.Boolean)
+    reached: Schema.optional(Schema.Boolean),
+    /** The typed error as JSON, encoded with the Step's error Schema, or with `StepFailure` for the engine's. */
+    error: Schema.optional(Schema.String)
   })
 ])
 export type Outcome = typeof Outcome.Type
+export type FailureOutcome = Outcome & { readonly _tag: "Failure" }
+
+const engineFailures = [ValueTooLarge, MethodTimeout, HeartbeatTimeout, WorkerLost, DefinitionError, Defect] as const
+const engineTags: ReadonlySet<string> = new Set([
+  "ValueTooLarge",
+  "MethodTimeout",
+  "HeartbeatTimeout",
+  "WorkerLost",
+  "DefinitionError",
+  "Defect"
+] satisfies ReadonlyArray<StepFailure["_tag"]>)
+
+const isStepFailure = (e: unknown): e is StepFailure => engineFailures.some((c) => e instanceof c)
+
+/** The failed outcome of one of the engine's own failures. */
+export const engineFailure = (error: StepFailure, retryable: boolean, reached?: boolean): FailureOutcome => ({
+  _tag: "Failure",
+  errorType: error._tag,
+  detail: error.message,
+  retryable,
+  ...(reached === undefined ? {} : { reached }),
+  error: encodeJson(StepFailure, error)
+})
+
+/**
+ * The failed outcome of an attempt's cause: a failure the Step declares (stored with its error Schema), one
+ * of the engine's failures, or else a `Defect` (a die, or a failure its Schema cannot encode).
+ */
+export const failureOf = (cause: Cause.Cause<unknown>, errorSchema: Schema.Codec<unknown, any> | undefined) => {
+  const failure = cause.reasons.find(Cause.isFailReason)
+  if (failure !== undefined) {
+    const e = failure.error
+    // an oversized or malformed decision fails the same way on every attempt
+    if (isStepFailure(e)) return engineFailure(e, !(e instanceof ValueTooLarge || e instanceof DefinitionError))
+    if (errorSchema !== undefined) {
+      try {
+        const error = encodeJson(errorSchema, e)
+        return { _tag: "Failure", ...errorInfo(cause), retryable: true, error } satisfies FailureOutcome
+      } catch {
+        // not a declared error: a Defect below
+      }
+    }
+  }
+  return engineFailure(new Defect(errorInfo(cause)), true)
+}
+
+/** A recovery error as a failure route's Step row stores it. */
+export const StoredRecovery = Schema.Struct({
+  errorType: Schema.String,
+  detail: Schema.String,
+  attemptProgress: AttemptProgress,
+  /** The failing Step's type, whose error Schema decodes `error`. */
+  stepType: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String)
+})
+export type StoredRecovery = typeof StoredRecovery.Type
+
+/** The typed recovery error of a stored one, decoded with the failing Step's error Schema (or the engine's). */
+export const decodeRecovery = (registered: RegisteredFlow, stored: StoredRecovery): RecoveryError<unknown> => {
+  let error: unknown
+  if (stored.error !== undefined) {
+    try {
+      if (engineTags.has(stored.errorType)) error = decodeJson(StepFailure, stored.error)
+      else {
+        const schema = stored.stepType === undefined ? undefined : registered.steps.get(stored.stepType)?.error
+        if (schema !== undefined) error = decodeJson(schema, stored.error)
+      }
+    } catch {
+      // the Schema changed since: a Defect below
+    }
+  }
+  if (error === undefined) {
+    error =
+      stored.errorType === "WorkerLost"
+        ? new WorkerLost({ detail: stored.detail })
+        : new Defect({ errorType: stored.errorType, detail: stored.detail })
+  }
+  const tag = (error as { readonly _tag?: unknown })._tag
+  return {
+    errorType: typeof tag === "string" ? tag : stored.errorType,
+    detail: stored.detail,
+    attemptProgress: stored.attemptProgress,
+    error
+  }
+}
 
 /** The error type and detail of a failed attempt, RPC or waitFor. */
 export const errorInfo = (cause: Cause.Cause<unknown>): { errorType: string; detail: string } => {
@@ -117,7 +245,7 @@ export const safeJson = (v: unknown) => {
 }
 
 export const encodeMovement = (
-  step: StepDef<any, any>,
+  step: AnyStepDef,
   input: unknown,
   override: StepOptions | undefined,
   maxValueBytes: number

@@ -31,10 +31,20 @@ import {
   InvalidInput,
   RpcFailed,
   RpcLockConflict,
-  ValueTooLarge
+  ValueTooLarge,
+  WorkerLost
 } from "../Errors.ts"
 import { runAttempt } from "./attempt.ts"
-import { encodeMovement, errorInfo, type Outcome, oversized, resolveOptions } from "./decision.ts"
+import {
+  encodeMovement,
+  engineFailure,
+  errorInfo,
+  failureOf,
+  ms,
+  type Outcome,
+  oversized,
+  resolveOptions
+} from "./decision.ts"
 import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
@@ -51,6 +61,7 @@ import {
 } from "./state.ts"
 import {
   attrsAt,
+  deleteRun,
   type FlowRow,
   loadActiveSteps,
   loadAttrVersions,
@@ -61,7 +72,7 @@ import {
   type StepRow,
   writeTransition
 } from "./store.ts"
-import { type CurrentAttempt, type FlowCache, Transition } from "./transition.ts"
+import { type CurrentAttempt, executionDeadline, type FlowCache, Transition } from "./transition.ts"
 
 /** How long a leaving owner lets running Steps finish and commit before it interrupts them. */
 const GRACE_PERIOD = Duration.seconds(10)
@@ -206,12 +217,14 @@ const build = Effect.gen(function* () {
       }
       for (const l of lost) {
         yield* Effect.orDie(
-          tx.finishAttempt(l.stepExecutionId, l.attempt, {
-            _tag: "Failure",
-            errorType: "WorkerLost",
-            detail: "the worker running this attempt stopped after the attempt produced output",
-            retryable: true
-          })
+          tx.finishAttempt(
+            l.stepExecutionId,
+            l.attempt,
+            engineFailure(
+              new WorkerLost({ detail: "the worker running this attempt stopped after the attempt produced output" }),
+              true
+            )
+          )
         )
       }
       tx.settle()
@@ -235,6 +248,7 @@ const build = Effect.gen(function* () {
           const written = yield* groupCommit
             .run(
               Effect.gen(function* () {
+                if (tx.replacesRun) yield* deleteRun(sql, flowId)
                 const ok = yield* writeTransition(sql, batch)
                 if (!ok) return false
                 for (const w of tx.wakes) {
@@ -305,6 +319,7 @@ const build = Effect.gen(function* () {
   const armTimer = Effect.fnUntraced(function* (cache: FlowCache | undefined) {
     let next: number | undefined
     if (cache !== undefined && cache.flow.status === "running") {
+      next = executionDeadline(cache.flow)
       for (const s of cache.steps.values()) {
         if (s.status !== "waiting") continue
         for (const c of (JSON.parse(s.wait!) as StoredWait).conditions) {
@@ -416,10 +431,9 @@ const build = Effect.gen(function* () {
         const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
         if (Exit.isFailure(applied)) {
           // the result could not be applied (a consumed message, an unknown Step): the attempt fails
-          const info = errorInfo(applied.cause)
           const retry = new Transition(reg, now, cache)
           yield* Effect.orDie(
-            retry.finishAttempt(stepExecutionId, attempt, { _tag: "Failure", ...info, retryable: true })
+            retry.finishAttempt(stepExecutionId, attempt, { ...failureOf(applied.cause, undefined), retryable: true })
           )
           retry.settle()
           return yield* commit(retry, cache)
@@ -454,10 +468,16 @@ const build = Effect.gen(function* () {
     lock.withPermits(1)(
       Effect.gen(function* () {
         const l = yield* current
+        let replaces = false
         if (l._tag === "Loaded") {
           // the same request again (a redelivery after a crash or a shard move, or a repeat the caller allows)
           if (l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
-          return yield* new FlowAlreadyStarted({ flowId, runId: l.cache.flow.run_id })
+          const status = l.cache.flow.status
+          const policy = p.idReusePolicy ?? "reject"
+          replaces =
+            status !== "running" &&
+            (policy === "allowIfClosed" || (policy === "allowIfFailed" && status !== "completed"))
+          if (!replaces) return yield* new FlowAlreadyStarted({ flowId, runId: l.cache.flow.run_id })
         }
         const reg = yield* registered(p.flowType)
         for (const a of p.initialAttributes) {
@@ -498,7 +518,10 @@ const build = Effect.gen(function* () {
           closed_at: null
         }
         const tx = new Transition(reg, now, { flow, isNew: true })
+        tx.replacesRun = replaces
         tx.record("FlowStarted", null, null, { flowType: p.flowType, runId, stepDurability: p.stepDurability })
+        const timeoutMs = p.executionTimeoutMs ?? ms(reg.def.executionTimeout?.after)
+        if (timeoutMs !== null) tx.setDeadline(now + timeoutMs)
         yield* Effect.orDie(tx.applyWrites(p.initialAttributes, [], []))
         yield* tx.scheduleStep(
           {
@@ -624,6 +647,26 @@ const build = Effect.gen(function* () {
             }
             yield* Effect.orDie(tx.applyWrites([], [c], []))
             tx.record("Published", null, null, { channel: c.channel, key: c.key })
+            break
+          }
+          case "SetAttribute": {
+            const declared = reg.def.attributes.find((d) => d.name === c.name)
+            if (declared === undefined || (declared._tag === "Attribute") !== (c.key === "")) {
+              return yield* new InvalidInput({
+                what: `attribute ${c.name}`,
+                detail: `Flow ${reg.def.type} declares no ${c.key === "" ? "Attribute" : "AttributeMap"} of that name`
+              })
+            }
+            if (c.value !== null && byteLength(c.value) > config.maxValueBytes) {
+              return yield* new ValueTooLarge({ name: c.name, bytes: byteLength(c.value), limit: config.maxValueBytes })
+            }
+            const lockName = c.key === "" ? c.name : `${c.name}[${c.key}]`
+            const held = [...cache.steps.values()].some(
+              (s) => s.status === "running" && (JSON.parse(s.locks) as Array<string>).includes(lockName)
+            )
+            if (held) return yield* new RpcLockConflict({ flowId, rpc: "setAttribute", locks: [lockName] })
+            yield* Effect.orDie(tx.applyWrites([{ name: c.name, key: c.key, value: c.value }], [], []))
+            tx.record("AttributeSet", null, null, { name: c.name, key: c.key, deleted: c.value === null })
             break
           }
           case "SkipTimer": {

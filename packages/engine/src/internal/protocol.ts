@@ -39,7 +39,11 @@ export class StartPayload extends Schema.Class<StartPayload>("@durable-agent/eng
   requestId: Schema.String,
   ignoreAlreadyStarted: Schema.Boolean,
   stepDurability: Schema.Literals(["sync", "async"]),
-  initialAttributes: Schema.Array(AttrWriteSchema)
+  initialAttributes: Schema.Array(AttrWriteSchema),
+  /** Overrides the Flow definition's execution timeout. */
+  executionTimeoutMs: Schema.optional(Schema.Number),
+  /** Whether a closed Flow's ID may start a new run (default `reject`). */
+  idReusePolicy: Schema.optional(Schema.Literals(["reject", "allowIfClosed", "allowIfFailed"]))
 }) {
   [PrimaryKey.symbol]() {
     return `start/${this.requestId}`
@@ -68,7 +72,13 @@ const ControlCommand = Schema.Union([
     stepExecutionId: Schema.String,
     timer: Schema.Union([Schema.String, Schema.Number])
   }),
-  Schema.Struct({ _tag: Schema.Literal("Publish"), channel: Schema.String, key: Schema.String, value: Schema.String })
+  Schema.Struct({ _tag: Schema.Literal("Publish"), channel: Schema.String, key: Schema.String, value: Schema.String }),
+  Schema.Struct({
+    _tag: Schema.Literal("SetAttribute"),
+    name: Schema.String,
+    key: Schema.String,
+    value: Schema.NullOr(Schema.String)
+  })
 ])
 
 export class ControlPayload extends Schema.Class<ControlPayload>("@durable-agent/engine/Control")({
@@ -93,7 +103,15 @@ const InvokeError = Schema.Union([
   EngineError,
   InvalidInput
 ])
-const ControlError = Schema.Union([FlowNotFound, FlowNotActive, EngineError, ValueTooLarge, DefinitionError])
+const ControlError = Schema.Union([
+  FlowNotFound,
+  FlowNotActive,
+  EngineError,
+  ValueTooLarge,
+  DefinitionError,
+  InvalidInput,
+  RpcLockConflict
+])
 
 /**
  * Requests from other processes are persisted messages: saved with dedupe by request ID, delivered to

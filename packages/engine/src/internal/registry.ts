@@ -2,13 +2,13 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type { FlowDef, RpcDef, StepDef, StreamDef } from "../Flow.ts"
+import type { AnyStepDef, FlowDef, RpcDef, StreamDef } from "../Flow.ts"
 import { validateFlows } from "./validate.ts"
 
 /** A registered Flow definition, indexed, with the context its handlers run in. */
 export interface RegisteredFlow {
   readonly def: FlowDef<any, any>
-  readonly steps: ReadonlyMap<string, StepDef<any, any>>
+  readonly steps: ReadonlyMap<string, AnyStepDef>
   readonly rpcs: ReadonlyMap<string, RpcDef<any, any, any>>
   readonly streams: ReadonlyMap<string, StreamDef<any>>
   // the services of the Worker layer, captured at registration; their types are erased per Flow

@@ -24,9 +24,8 @@ const jsonCodecs = new WeakMap<object, { encode: (a: unknown) => unknown; decode
 const jsonCodec = (schema: Codec<any>) => {
   let c = jsonCodecs.get(schema)
   if (c === undefined) {
-    // a `Codec<A>` with an erased encoded type: Schema's JSON codec helpers need the concrete schema type
-    const json = Schema.toCodecJson(schema as any)
-    c = { encode: Schema.encodeUnknownSync(json as any), decode: Schema.decodeUnknownSync(json as any) }
+    const json = Schema.toCodecJson(schema)
+    c = { encode: Schema.encodeUnknownSync(json), decode: Schema.decodeUnknownSync(json) }
     jsonCodecs.set(schema, c)
   }
   return c
@@ -242,6 +241,8 @@ export type StoredCondition =
 export interface StoredWait {
   readonly kind: "AnyOf" | "AllOf"
   readonly conditions: ReadonlyArray<StoredCondition>
+  /** Set on the backoff timer of a failed `waitFor`: which evaluation runs when it fires. */
+  readonly waitForRetry?: { readonly attempt: number; readonly firstAt: number } | undefined
 }
 
 /** The outcome of a satisfied wait: timers that fired (in timer order) and consumed message IDs per channel key. */

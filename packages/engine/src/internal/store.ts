@@ -426,6 +426,27 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
   return true
 })
 
+/**
+ * Deletes a closed run's rows before a new run reuses its Flow ID (in the new run's transaction): the Flow row,
+ * its Steps, attempts, attribute versions, messages, history and stream messages (their bytes given back to the
+ * stream's budget). Stored replies stay, so a redelivered request of the old run still gets its reply.
+ */
+export const deleteRun = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
+  yield* sql`UPDATE dex_stream_usage SET used = used - (SELECT COALESCE(SUM(s.bytes), 0) FROM dex_stream s
+    WHERE s.flow_id = ${flowId} AND s.flow_type = dex_stream_usage.flow_type AND s.stream = dex_stream_usage.stream)`
+  for (const table of [
+    "dex_stream",
+    "dex_history",
+    "dex_messages",
+    "dex_attrs",
+    "dex_attempts",
+    "dex_steps",
+    "dex_flows"
+  ]) {
+    yield* sql`DELETE FROM ${sql(table)} WHERE flow_id = ${flowId}`
+  }
+})
+
 /** The stored reply of a request that already committed, if any. */
 export const loadReply = (sql: Sql, flowId: string, requestId: string) =>
   Effect.map(

@@ -1,18 +1,20 @@
 // One transition of a Flow: a working copy of the owner's cached state that the transition changes in
 // memory, then writes as one SQL transaction (`store.writeTransition`). The cache itself is replaced only
 // after COMMIT; a transition that fails or rolls back leaves it untouched.
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Schema from "effect/Schema"
-import { ChannelMessageNotFound, DefinitionError, RecoveryError } from "../Errors.ts"
-import type { StepContext } from "../Flow.ts"
+import { ChannelMessageNotFound, DefinitionError } from "../Errors.ts"
+import type { AnyStepDef, StepContext, Wait } from "../Flow.ts"
 import {
   type EncodedDecision,
   type EncodedMovement,
   errorInfo,
   type Outcome,
   type ResolvedOptions,
-  resolveOptions
+  resolveOptions,
+  retryDelay,
+  type StoredRecovery
 } from "./decision.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import {
@@ -65,6 +67,14 @@ export interface AttemptStart {
 }
 
 const COMPLETION_REQUESTED = "\u0000complete"
+const DEADLINE = "\u0000deadline"
+const TIMED_OUT = "\u0000timedOut"
+
+/** The Flow's execution deadline (epoch ms) while it has not fired. */
+export const executionDeadline = (flow: FlowRow): number | undefined => {
+  const counters = JSON.parse(flow.counters) as Record<string, number>
+  return counters[TIMED_OUT] === undefined ? counters[DEADLINE] : undefined
+}
 const SEQ = "\u0000seq"
 const MESSAGE_ID = "\u0000msg"
 
@@ -90,6 +100,8 @@ export class Transition {
   private readonly history: Array<HistoryRow> = []
   private dirtyFlow = false
   reply: TransitionBatch["reply"] = undefined
+  /** A new run that reuses a closed Flow's ID: the old run's rows are deleted in the same transaction. */
+  replacesRun = false
   /** Attempts to start after COMMIT. */
   readonly starts: Array<AttemptStart> = []
   /** Running attempts to interrupt after COMMIT (cancelled, or their Flow closed). */
@@ -297,7 +309,7 @@ export class Transition {
     this: Transition,
     movement: EncodedMovement,
     fromStepExecutionId: string | null,
-    recovery: RecoveryError | null
+    recovery: StoredRecovery | null
   ) {
     const step = this.registered.steps.get(movement.step)
     if (step === undefined) {
@@ -325,39 +337,22 @@ export class Transition {
       retry_at: null,
       view_version: null,
       view_channels: null,
-      recovery: recovery === null ? null : JSON.stringify(Schema.encodeSync(RecoveryError)(recovery)),
+      recovery: recovery === null ? null : JSON.stringify(recovery),
       locks: JSON.stringify(options.locks),
       created_at: this.now,
       seq
     })
     if (step.waitFor !== undefined) {
-      const staged = emptyStaged()
-      const ctx: StepContext = {
-        ...makeTxView(this.def, this.live, staged),
-        flowId: this.flowId,
-        runId: this.flow.run_id,
-        flowType: this.def.type,
-        stepExecutionId: stepExecutionId,
-        fromStepExecutionId: fromStepExecutionId ?? undefined
-      }
-      const result = yield* Effect.exit(
-        Effect.suspend(() => {
-          const input = decodeJson(step.input, movement.input)
-          const w = step.waitFor!(ctx, input)
-          const problem = validateWait(this.def, w)
-          return problem === undefined
-            ? Effect.succeed(w)
-            : Effect.fail(new DefinitionError({ flowType: this.def.type, reason: `${step.type}.waitFor: ${problem}` }))
-        })
-      )
-      if (Exit.isSuccess(result)) {
-        // a waitFor view has no message deletes, so this cannot fail
-        yield* Effect.orDie(this.applyWrites([...staged.attrWrites.values()], staged.publishes, []))
-        if (result.value._tag !== "Skip") wait = storeWait(result.value, this.now)
+      const result = this.evaluateWaitFor(step, movement.input, stepExecutionId, fromStepExecutionId)
+      const retry = result._tag === "Failed" ? this.retryWaitFor(options, 1, this.now, result, stepExecutionId) : null
+      if (result._tag === "Wait") {
+        wait = result.wait
+      } else if (retry !== null) {
+        wait = retry
       } else if (options.waitForFailure === "proceed") {
         waitFailed = 1
       } else {
-        const info = errorInfo(result.cause)
+        const info = { errorType: result.errorType, detail: result.detail }
         this.record("WaitForFailed", stepExecutionId, null, info)
         this.setStep(row("failed"))
         this.closeFlow(
@@ -384,14 +379,161 @@ export class Transition {
     return stepExecutionId
   })
 
+  /**
+   * Evaluates a Step's `waitFor` against the state as it is now (its writes apply when it succeeds): the wait
+   * (`null` to skip), or why it failed.
+   */
+  private evaluateWaitFor(
+    step: AnyStepDef,
+    inputJson: string,
+    stepExecutionId: string,
+    fromStepExecutionId: string | null
+  ):
+    | { readonly _tag: "Wait"; readonly wait: StoredWait | null }
+    | { readonly _tag: "Failed"; readonly errorType: string; readonly detail: string; readonly retryable: boolean } {
+    const staged = emptyStaged()
+    const ctx: StepContext = {
+      ...makeTxView(this.def, this.live, staged),
+      flowId: this.flowId,
+      runId: this.flow.run_id,
+      flowType: this.def.type,
+      stepExecutionId: stepExecutionId,
+      fromStepExecutionId: fromStepExecutionId ?? undefined
+    }
+    let w: Wait
+    try {
+      w = step.waitFor!(ctx, decodeJson(step.input, inputJson))
+    } catch (e) {
+      return { _tag: "Failed", ...errorInfo(Cause.die(e)), retryable: true }
+    }
+    const problem = validateWait(this.def, w)
+    if (problem !== undefined) {
+      const error = new DefinitionError({ flowType: this.def.type, reason: `${step.type}.waitFor: ${problem}` })
+      return { _tag: "Failed", errorType: error._tag, detail: error.message, retryable: false }
+    }
+    // a waitFor view has no message deletes, so this cannot fail
+    Effect.runSync(this.applyWrites([...staged.attrWrites.values()], staged.publishes, []))
+    return { _tag: "Wait", wait: w._tag === "Skip" ? null : storeWait(w, this.now) }
+  }
+
+  /** The backoff timer of a failed `waitFor` that its retry policy evaluates again, or `null`. */
+  private retryWaitFor(
+    options: ResolvedOptions,
+    attempt: number,
+    firstAt: number,
+    failure: { readonly errorType: string; readonly detail: string; readonly retryable: boolean },
+    stepExecutionId: string
+  ): StoredWait | null {
+    if (!failure.retryable || options.waitForRetry == null) return null
+    const delay = retryDelay(options.waitForRetry, attempt, this.now - firstAt)
+    if (delay === null) return null
+    this.record("WaitForRetryScheduled", stepExecutionId, null, {
+      attempt: attempt + 1,
+      delayMs: delay,
+      errorType: failure.errorType,
+      detail: failure.detail
+    })
+    return {
+      kind: "AnyOf",
+      conditions: [{ _tag: "Timer", seconds: delay / 1000, deadline: this.now + delay, skipped: false }],
+      waitForRetry: { attempt: attempt + 1, firstAt }
+    }
+  }
+
+  /** Evaluates again the `waitFor` of Steps whose retry backoff ended. */
+  private retryDueWaitFors() {
+    for (const step of [...this.steps.values()]) {
+      if (step.status !== "waiting" || !this.running) continue
+      const stored = JSON.parse(step.wait!) as StoredWait
+      const retry = stored.waitForRetry
+      if (retry === undefined || evaluateWait(stored, this.now, () => []) === undefined) continue
+      const def = this.registered.steps.get(step.step_type)
+      if (def?.waitFor === undefined) continue
+      const options = JSON.parse(step.options) as ResolvedOptions
+      const result = this.evaluateWaitFor(def, step.input, step.step_execution_id, step.from_step_execution_id)
+      if (result._tag === "Wait") {
+        this.record("WaitForEvaluated", step.step_execution_id, null, { attempt: retry.attempt })
+        if (result.wait === null) {
+          this.patchStep(step.step_execution_id, { status: "ready", wait: null, waiting_since: null })
+          continue
+        }
+        this.patchStep(step.step_execution_id, { wait: JSON.stringify(result.wait), waiting_since: this.now })
+        for (const c of result.wait.conditions) {
+          if (c._tag === "Timer" && c.deadline > this.now) {
+            this.wakes.push({ stepExecutionId: step.step_execution_id, at: c.deadline })
+          }
+        }
+        continue
+      }
+      const next = this.retryWaitFor(options, retry.attempt, retry.firstAt, result, step.step_execution_id)
+      if (next !== null) {
+        this.patchStep(step.step_execution_id, { wait: JSON.stringify(next) })
+        const timer = next.conditions[0]
+        if (timer?._tag === "Timer") this.wakes.push({ stepExecutionId: step.step_execution_id, at: timer.deadline })
+      } else if (options.waitForFailure === "proceed") {
+        this.patchStep(step.step_execution_id, { status: "ready", wait: null, waiting_since: null, wait_failed: 1 })
+      } else {
+        const info = { errorType: result.errorType, detail: result.detail }
+        this.record("WaitForFailed", step.step_execution_id, null, info)
+        this.setStep({ ...step, status: "failed" })
+        this.closeFlow(
+          "failed",
+          null,
+          `${step.step_execution_id}.waitFor failed: ${info.errorType}: ${info.detail}`,
+          "WaitForFailed"
+        )
+      }
+    }
+  }
+
+  /** Gives a new Flow its execution deadline. */
+  setDeadline(at: number) {
+    this.counters[DEADLINE] = at
+    this.dirtyFlow = true
+    this.wakes.push({ stepExecutionId: "execution-timeout", at })
+  }
+
+  /** At the execution deadline: fail the Flow, or cancel its Steps and schedule the timeout handler. */
+  private timeOutIfDue() {
+    const at = this.counters[DEADLINE]
+    if (at === undefined || this.counters[TIMED_OUT] !== undefined || this.now < at) return
+    this.counters[TIMED_OUT] = 1
+    this.dirtyFlow = true
+    this.record("ExecutionTimedOut", null, null, { deadline: at })
+    const handler = this.def.executionTimeout?.handler
+    const reason = `execution timeout: the Flow was still running ${at - this.flow.started_at} ms after its start`
+    if (handler === undefined) return this.closeFlow("failed", null, reason, "ExecutionTimeout")
+    for (const s of [...this.steps.values()]) this.cancelStep(s, "execution timeout")
+    const scheduled = Effect.runSyncExit(
+      this.scheduleStep(
+        {
+          step: handler.type,
+          input: this.flow.input,
+          options: JSON.stringify(resolveOptions(handler.options, undefined))
+        },
+        null,
+        null
+      )
+    )
+    if (Exit.isFailure(scheduled)) {
+      const info = errorInfo(scheduled.cause)
+      this.closeFlow("failed", null, `${reason}; its handler: ${info.errorType}: ${info.detail}`, "ExecutionTimeout")
+    }
+  }
+
   /** Re-evaluates every waiting Step (oldest wait first), then dispatches ready Steps whose locks are free. */
   settle() {
+    if (!this.running) return
+    this.timeOutIfDue()
+    if (!this.running) return
+    this.retryDueWaitFors()
     if (!this.running) return
     const waiting = [...this.steps.values()]
       .filter((s) => s.status === "waiting")
       .sort((a, b) => (a.waiting_since ?? 0) - (b.waiting_since ?? 0) || a.seq - b.seq)
     for (const step of waiting) {
       const wait = JSON.parse(step.wait!) as StoredWait
+      if (wait.waitForRetry !== undefined) continue
       const result = evaluateWait(wait, this.now, (channel, key) =>
         this.queued(channelKey(channel, key)).map((m) => m.id)
       )
@@ -599,11 +741,13 @@ export class Transition {
       return
     }
     this.setStep({ ...step, status: "failed" })
-    const recovery = new RecoveryError({
+    const recovery: StoredRecovery = {
       errorType: outcome.errorType,
       detail: outcome.detail,
-      attemptProgress: outcome.reached === false && attempt === 1 ? "not_started" : "not_completed"
-    })
+      attemptProgress: outcome.reached === false && attempt === 1 ? "not_started" : "not_completed",
+      stepType: step.step_type,
+      ...(outcome.error === undefined ? {} : { error: outcome.error })
+    }
     this.record("StepFailed", stepExecutionId, attempt, {
       errorType: recovery.errorType,
       attemptProgress: recovery.attemptProgress,

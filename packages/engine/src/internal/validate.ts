@@ -63,9 +63,10 @@ export const validateFlows = (flows: ReadonlyArray<FlowDef<any, any>>): Definiti
         const v = ms(d)
         if (v !== null && (v < 0 || v % 1000 !== 0)) return fail(`Step ${step.type}: ${what} must be whole seconds`)
       }
-      const max = o?.execute?.retry?.maxAttempts
-      if (max !== undefined && (!Number.isInteger(max) || max < 1)) {
-        return fail(`Step ${step.type}: maxAttempts must be a positive integer`)
+      for (const max of [o?.execute?.retry?.maxAttempts, o?.waitFor?.retry?.maxAttempts]) {
+        if (max !== undefined && (!Number.isInteger(max) || max < 1)) {
+          return fail(`Step ${step.type}: maxAttempts must be a positive integer`)
+        }
       }
       const route = o?.onExecuteFailure
       if (route !== undefined) {
@@ -77,6 +78,12 @@ export const validateFlows = (flows: ReadonlyArray<FlowDef<any, any>>): Definiti
         }
       }
     }
+    const handler = flow.executionTimeout?.handler
+    if (handler !== undefined && stepTypes.get(handler.type) !== handler) {
+      return fail(`the timeout handler ${handler.type} is not a Step of this Flow`)
+    }
+    const after = ms(flow.executionTimeout?.after)
+    if (after !== null && !(after > 0)) return fail("the execution timeout must be positive")
     for (const rpc of flow.rpcs) {
       const lockProblem = checkLocks(rpc.locks, `RPC ${rpc.name}`)
       if (lockProblem) return fail(lockProblem)

@@ -50,6 +50,9 @@ export interface ConformanceOptions {
 const Str = Schema.String
 const Num = Schema.Number
 
+/** The error the suite's failing Steps declare. */
+class Failed extends Schema.TaggedError<Failed>()("Failed", { message: Schema.String, attempt: Schema.Number }) {}
+
 /** Runs `body` with a worker for `flows` on a fresh engine. */
 const withEngine = <A, E>(
   engine: EngineFactory,
@@ -471,6 +474,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         const Flaky = Step({
           type: "Flaky",
           input: Str,
+          error: Failed,
           options: { execute: { retry: { maxAttempts: 3, initialInterval: "1 second" } } },
           execute: (ctx) =>
             Effect.gen(function* () {
@@ -478,7 +482,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               seen.push(a)
               if (ctx.attempt === 1) {
                 yield* Effect.sleep("300 millis")
-                return yield* Effect.fail(new Error("first attempt fails"))
+                return yield* new Failed({ message: "first attempt fails", attempt: ctx.attempt })
               }
               ctx.setAt(Seen, String(ctx.attempt), a)
               return StepDecision.gracefulComplete({ a, attempt: ctx.attempt })
@@ -504,11 +508,12 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         const Fails = Step({
           type: "Fails",
           input: Str,
+          error: Failed,
           options: { execute: { retry: { maxAttempts: 3, initialInterval: "1 second", backoffCoefficient: 2 } } },
-          execute: () =>
+          execute: (ctx) =>
             Effect.suspend(() => {
               calls++
-              return Effect.fail(new Error(`boom ${calls}`))
+              return Effect.fail(new Failed({ message: `boom ${calls}`, attempt: ctx.attempt }))
             })
         })
         const F = Flow({ type: "Backoff", start: Fails })
@@ -587,19 +592,29 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         const Route = Step({
           type: "Route",
           input: Schema.Struct({ n: Num }),
+          recovers: Failed,
           execute: (ctx, input) =>
             Effect.succeed(
               StepDecision.gracefulComplete({
                 input,
-                recovery: Option.getOrNull(Option.map(ctx.recoveryError, (e) => Schema.encodeSync(RecoveryError)(e)))
+                recovery: Option.getOrNull(
+                  Option.map(ctx.recoveryError, (e) => ({
+                    errorType: e.errorType,
+                    detail: e.detail,
+                    attemptProgress: e.attemptProgress,
+                    // the typed error, stored with its Schema and decoded again by the worker that runs the route
+                    failed: RecoveryError.is(e, "Failed") && e.error instanceof Failed ? e.error.attempt : null
+                  }))
+                )
               })
             )
         })
         const Failing = Step({
           type: "Failing",
           input: Schema.Struct({ n: Num }),
+          error: Failed,
           options: { onExecuteFailure: Route, execute: { retry: { maxAttempts: 2, initialInterval: "1 second" } } },
-          execute: (ctx) => Effect.fail(new Error(`attempt ${ctx.attempt} failed`))
+          execute: (ctx) => Effect.fail(new Failed({ message: `attempt ${ctx.attempt} failed`, attempt: ctx.attempt }))
         })
         const F = Flow({ type: "Route", start: Failing, steps: [Route] })
         return run(
@@ -610,7 +625,12 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
             const done = yield* waitClosed("route-1")
             assert.deepStrictEqual(done.output, {
               input: { n: 41 },
-              recovery: { errorType: "Error", detail: "attempt 2 failed", attemptProgress: "not_completed" }
+              recovery: {
+                errorType: "Failed",
+                detail: "attempt 2 failed",
+                attemptProgress: "not_completed",
+                failed: 2
+              }
             })
             const steps = yield* client.stepExecutions("route-1")
             assert.deepStrictEqual(
@@ -624,16 +644,134 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         )
       })
 
+      it.live(
+        "a failure route matches the typed error: a declared tag, ValueTooLarge of an oversized commit, a Defect",
+        () => {
+          const Big = Attribute("big", Str)
+          const Route = Step({
+            type: "Route",
+            input: Str,
+            recovers: Failed,
+            execute: (ctx) =>
+              Option.match(ctx.recoveryError, {
+                onNone: () => Effect.succeed(StepDecision.forceFail("no recovery error")),
+                onSome: (r) =>
+                  RecoveryError.failure(r).pipe(
+                    Effect.catchTags({
+                      Failed: (e) => Effect.succeed(`${r.errorType} ${e.attempt}`),
+                      ValueTooLarge: (e) => Effect.succeed(`${r.errorType} ${e.name} ${e.bytes > e.limit}`),
+                      Defect: (e) => Effect.succeed(`${r.errorType} ${e.errorType}: ${e.detail}`),
+                      MethodTimeout: (e) => Effect.succeed(`${r.errorType} ${e.ms}`),
+                      HeartbeatTimeout: (e) => Effect.succeed(`${r.errorType} ${e.ms}`),
+                      WorkerLost: (e) => Effect.succeed(`${r.errorType} ${e.detail}`),
+                      DefinitionError: (e) => Effect.succeed(`${r.errorType} ${e.reason}`)
+                    }),
+                    Effect.map((text) => StepDecision.gracefulComplete(text))
+                  )
+              })
+          })
+          const Failing = Step({
+            type: "Failing",
+            input: Str,
+            error: Failed,
+            options: { onExecuteFailure: Route, execute: { retry: { maxAttempts: 1 } } },
+            execute: (ctx, how) => {
+              switch (how) {
+                case "declared":
+                  return Effect.fail(new Failed({ message: "declared", attempt: ctx.attempt }))
+                case "large":
+                  return Effect.sync(() => {
+                    ctx.set(Big, "x".repeat(maxValueBytes + 1))
+                    return StepDecision.gracefulComplete("too large to commit")
+                  })
+                default:
+                  return Effect.die(new TypeError("not a declared error"))
+              }
+            }
+          })
+          const F = Flow({ type: "TypedRoute", start: Failing, steps: [Route], attributes: [Big] })
+          return run(
+            [F],
+            Effect.gen(function* () {
+              const client = yield* Client
+              for (const how of ["declared", "large", "defect"]) yield* client.startFlow(F, `typed-${how}`, how)
+              assert.strictEqual((yield* waitClosed("typed-declared")).output, "Failed 1")
+              assert.strictEqual((yield* waitClosed("typed-large")).output, "ValueTooLarge big true")
+              assert.strictEqual((yield* waitClosed("typed-defect")).output, "Defect TypeError: not a declared error")
+              const steps = yield* client.stepExecutions("typed-large")
+              assert.deepStrictEqual(
+                steps.map((s) => [s.stepType, s.status, s.attempts.map((a) => a.errorType)]),
+                [
+                  ["Failing", "failed", ["ValueTooLarge"]],
+                  ["Route", "completed", [null]]
+                ]
+              )
+            })
+          )
+        }
+      )
+
+      it.live(
+        "waitFor.retry evaluates a failing waitFor again with backoff; when attempts run out the Flow fails",
+        () => {
+          const Gate = Channel("gate", Str)
+          const evaluations: Record<string, number> = {}
+          const Waits = Step({
+            type: "Waits",
+            input: Str,
+            options: { waitFor: { retry: { maxAttempts: 3, initialInterval: "1 second", backoffCoefficient: 1 } } },
+            waitFor: (ctx, mode) => {
+              const n = (evaluations[ctx.flowId] ?? 0) + 1
+              evaluations[ctx.flowId] = n
+              if (mode === "always" || n < 3) throw new Error(`waitFor ${n} failed`)
+              return Wait.anyOf(Gate.forOne())
+            },
+            execute: (ctx) => Effect.succeed(StepDecision.gracefulComplete(ctx.channelResults(Gate)))
+          })
+          const F = Flow({ type: "WaitForRetry", start: Waits, channels: [Gate] })
+          return run(
+            [F],
+            Effect.gen(function* () {
+              const client = yield* Client
+              yield* client.startFlow(F, "wfr-1", "third")
+              yield* client.startFlow(F, "wfr-2", "always")
+              yield* awaitHistory("wfr-1", has("WaitForEvaluated"))
+              yield* client.publish("wfr-1", Gate, "go")
+              const done = yield* waitClosed("wfr-1")
+              assert.strictEqual(done.status, "completed")
+              assert.deepStrictEqual(done.output, ["go"])
+              assert.strictEqual(evaluations["wfr-1"], 3)
+              const h = yield* client.history("wfr-1")
+              const retries = h.filter((e) => e.kind === "WaitForRetryScheduled")
+              assert.deepStrictEqual(
+                retries.map((e) => [e.data.attempt, e.data.delayMs, e.data.detail]),
+                [
+                  [2, 1000, "waitFor 1 failed"],
+                  [3, 1000, "waitFor 2 failed"]
+                ]
+              )
+              assert.isAtLeast(retries[1]!.at - retries[0]!.at, 1000)
+              const failed = yield* waitClosed("wfr-2")
+              assert.strictEqual(failed.status, "failed")
+              assert.strictEqual(failed.errorType, "WaitForFailed")
+              assert.include(failed.reason ?? "", "waitFor 3 failed")
+              assert.strictEqual(evaluations["wfr-2"], 3)
+            })
+          )
+        }
+      )
+
       it.live("heartbeat checkpoints are read by the next attempt", () => {
         const Resumable = Step({
           type: "Resumable",
           input: Str,
+          error: Failed,
           options: { execute: { retry: { maxAttempts: 2, initialInterval: "1 second" } } },
           execute: (ctx) =>
             Effect.gen(function* () {
               if (ctx.attempt === 1) {
                 yield* ctx.heartbeat({ page: 3 })
-                return yield* Effect.fail(new Error("lost"))
+                return yield* new Failed({ message: "lost", attempt: 1 })
               }
               return StepDecision.gracefulComplete(Option.getOrNull(ctx.heartbeatCheckpoint))
             })
@@ -1329,6 +1467,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         const Fails = Step({
           type: "Fails",
           input: Str,
+          error: Boom,
           options: { execute: { retry: { maxAttempts: 1 } } },
           execute: () => Effect.fail(new Boom())
         })
@@ -1395,6 +1534,238 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               client.startFlow(F, "initial-2", "x", { initialAttributes: [{ attribute: Undeclared, value: 1 }] })
             )
             assert.strictEqual(bad._tag, "InvalidInput")
+          })
+        )
+      })
+
+      it.live("an execution timeout fails the Flow, or cancels its Steps and runs the timeout handler Step", () => {
+        const Gate = Channel("gate", Str)
+        const interrupted: Array<string> = []
+        const Forever = Step({
+          type: "Forever",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: () => Effect.succeed(StepDecision.deadEnd())
+        })
+        const Busy = Step({
+          type: "Busy",
+          input: Str,
+          execute: (ctx) => Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted.push(ctx.flowId))))
+        })
+        const Begin = Step({
+          type: "Begin",
+          input: Str,
+          execute: (_ctx, i) =>
+            Effect.succeed(StepDecision.goToMany(StepMovement.of(Forever, i), StepMovement.of(Busy, i)))
+        })
+        const OnTimeout = Step({
+          type: "OnTimeout",
+          input: Str,
+          execute: (_ctx, i) => Effect.succeed(StepDecision.gracefulComplete(`timed out: ${i}`))
+        })
+        const Failing = Flow({
+          type: "TimeoutFails",
+          start: Begin,
+          steps: [Forever, Busy],
+          channels: [Gate],
+          executionTimeout: { after: "1 second" }
+        })
+        const Handled = Flow({
+          type: "TimeoutHandled",
+          start: Begin,
+          steps: [Forever, Busy],
+          channels: [Gate],
+          executionTimeout: { after: "1 second", handler: OnTimeout }
+        })
+        const Plain = Flow({ type: "TimeoutAtStart", start: Begin, steps: [Forever, Busy], channels: [Gate] })
+        return run(
+          [Failing, Handled, Plain],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(Failing, "timeout-fail", "a")
+            yield* client.startFlow(Handled, "timeout-handled", "b")
+            yield* client.startFlow(Plain, "timeout-start", "c", { executionTimeout: "1 second" })
+            yield* client.startFlow(Plain, "timeout-none", "d")
+            const failed = yield* waitClosed("timeout-fail")
+            assert.strictEqual(failed.status, "failed")
+            assert.strictEqual(failed.errorType, "ExecutionTimeout")
+            const handled = yield* waitClosed("timeout-handled")
+            assert.strictEqual(handled.status, "completed")
+            assert.strictEqual(handled.output, "timed out: b")
+            const steps = yield* client.stepExecutions("timeout-handled")
+            assert.deepStrictEqual(
+              steps.map((s) => [s.stepType, s.status]),
+              [
+                ["Begin", "completed"],
+                ["Forever", "cancelled"],
+                ["Busy", "cancelled"],
+                ["OnTimeout", "completed"]
+              ]
+            )
+            assert.strictEqual((yield* waitClosed("timeout-start")).errorType, "ExecutionTimeout")
+            assert.sameMembers(interrupted, ["timeout-fail", "timeout-handled", "timeout-start"])
+            assert.strictEqual((yield* client.describeFlow("timeout-none")).status, "running")
+            yield* client.stopFlow("timeout-none", { mode: "cancel" })
+          })
+        )
+      })
+
+      it.live("a client sets attributes of a running Flow, ordered with Steps and refused under a Step's lock", () => {
+        const Count = Attribute("count", Num)
+        const Tags = AttributeMap("tags", Str)
+        const Undeclared = Attribute("undeclared", Num)
+        const Gate = Channel("gate", Str)
+        const release = Deferred.makeUnsafe<void>()
+        const Read = Step({
+          type: "Read",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: (ctx) =>
+            Effect.succeed(
+              StepDecision.goTo(
+                Locked,
+                String(Option.getOrNull(ctx.get(Count))) + Option.getOrElse(ctx.getAt(Tags, "k"), () => "-")
+              )
+            )
+        })
+        const Locked = Step({
+          type: "Locked",
+          input: Str,
+          options: { execute: { locks: [Count] } },
+          execute: (ctx, seen) =>
+            Effect.gen(function* () {
+              yield* Deferred.await(release)
+              return StepDecision.gracefulComplete({ seen, now: Option.getOrNull(ctx.get(Count)) })
+            })
+        })
+        const F = Flow({
+          type: "ClientWrites",
+          start: Read,
+          steps: [Locked],
+          attributes: [Count, Tags],
+          channels: [Gate]
+        })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "writes-1", "x", { initialAttributes: [{ attribute: Count, value: 1 }] })
+            yield* client.setAttribute("writes-1", Count, 5)
+            yield* client.setAttribute("writes-1", Tags, "tagged", "k")
+            assert.deepStrictEqual(yield* client.getAttribute("writes-1", Count), Option.some(5))
+            yield* client.publish("writes-1", Gate, "go")
+            yield* awaitHistory("writes-1", has("AttemptStarted", "Locked-1"))
+            const conflict = yield* Effect.flip(client.setAttribute("writes-1", Count, 6))
+            assert.strictEqual(conflict._tag, "RpcLockConflict")
+            // a key the Step does not lock is written at once; the running Step keeps the view it started with
+            yield* client.setAttribute("writes-1", Tags, null, "k")
+            assert.isTrue(Option.isNone(yield* client.getAttribute("writes-1", Tags, "k")))
+            const bad = yield* Effect.flip(client.setAttribute("writes-1", Undeclared, 1))
+            assert.strictEqual(bad._tag, "InvalidInput")
+            Deferred.doneUnsafe(release, Effect.void)
+            const done = yield* waitClosed("writes-1")
+            assert.deepStrictEqual(done.output, { seen: "5tagged", now: 5 })
+            assert.strictEqual(
+              yield* Effect.map(Effect.flip(client.setAttribute("writes-1", Count, 7)), (e) => e._tag),
+              "FlowNotActive"
+            )
+            assert.strictEqual(
+              yield* Effect.map(Effect.flip(client.setAttribute("nobody", Count, 7)), (e) => e._tag),
+              "FlowNotFound"
+            )
+          })
+        )
+      })
+
+      it.live("a client waits for a Step execution to end, or gives up with LongPollTimeout", () => {
+        const Gate = Channel("gate", Str)
+        const Waits = Step({
+          type: "Waits",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: () => Effect.succeed(StepDecision.goTo(Last, "x"))
+        })
+        const Last = Step({ type: "Last", input: Str, execute: () => Effect.succeed(StepDecision.gracefulComplete(1)) })
+        const F = Flow({ type: "StepWait", start: Waits, steps: [Last], channels: [Gate] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            yield* client.startFlow(F, "stepwait-1", "x")
+            const timedOut = yield* Effect.flip(
+              client.waitForStepExecution("stepwait-1", "Waits-1", { timeout: "300 millis" })
+            )
+            assert.strictEqual(timedOut._tag, "LongPollTimeout")
+            assert.strictEqual((timedOut as { stepExecutionId?: string }).stepExecutionId, "Waits-1")
+            const waiting = yield* Effect.forkChild(
+              client.waitForStepExecution("stepwait-1", "Last-1", { timeout: "30 seconds" })
+            )
+            yield* client.publish("stepwait-1", Gate, "go")
+            const waits = yield* client.waitForStepExecution("stepwait-1", "Waits-1", { timeout: "30 seconds" })
+            assert.strictEqual(waits.status, "completed")
+            const last = yield* Fiber.join(waiting)
+            assert.strictEqual(last.status, "completed")
+            const missing = yield* Effect.flip(
+              client.waitForStepExecution("nobody", "Waits-1", { timeout: "1 second" })
+            )
+            assert.strictEqual(missing._tag, "FlowNotFound")
+          })
+        )
+      })
+
+      it.live("a closed Flow's ID is reused only as the ID-reuse policy allows; the new run starts clean", () => {
+        const A = Attribute("a", Str)
+        const Gate = Channel("gate", Str)
+        const S = Step({
+          type: "S",
+          input: Str,
+          waitFor: () => Wait.anyOf(Gate.forOne()),
+          execute: (ctx, i) =>
+            Effect.sync(() => {
+              const before = Option.getOrNull(ctx.get(A))
+              ctx.set(A, i)
+              return i === "fail" ? StepDecision.forceFail("failed run") : StepDecision.gracefulComplete({ i, before })
+            })
+        })
+        const F = Flow({ type: "Reuse", start: S, attributes: [A], channels: [Gate] })
+        return run(
+          [F],
+          Effect.gen(function* () {
+            const client = yield* Client
+            const tag = <X, E extends { readonly _tag: string }>(e: Effect.Effect<X, E>) =>
+              Effect.map(Effect.flip(e), (x) => x._tag)
+            const first = yield* client.startFlow(F, "reuse-1", "one")
+            // a running Flow's ID is never reused
+            assert.strictEqual(
+              yield* tag(client.startFlow(F, "reuse-1", "x", { idReusePolicy: "allowIfClosed" })),
+              "FlowAlreadyStarted"
+            )
+            yield* client.publish("reuse-1", Gate, "go")
+            yield* waitClosed("reuse-1")
+            assert.strictEqual(yield* tag(client.startFlow(F, "reuse-1", "x")), "FlowAlreadyStarted")
+            assert.strictEqual(
+              yield* tag(client.startFlow(F, "reuse-1", "x", { idReusePolicy: "allowIfFailed" })),
+              "FlowAlreadyStarted"
+            )
+            const second = yield* client.startFlow(F, "reuse-1", "fail", { idReusePolicy: "allowIfClosed" })
+            assert.notStrictEqual(second, first)
+            const fresh = yield* client.describeFlow("reuse-1")
+            assert.strictEqual(fresh.status, "running")
+            assert.strictEqual(fresh.runId, second)
+            assert.isTrue(Option.isNone(yield* client.getAttribute("reuse-1", A)))
+            const history = yield* client.history("reuse-1")
+            assert.strictEqual(history.filter((e) => e.kind === "FlowStarted").length, 1)
+            assert.deepStrictEqual(
+              (yield* client.stepExecutions("reuse-1")).map((s) => [s.stepExecutionId, s.status]),
+              [["S-1", "waiting"]]
+            )
+            yield* client.publish("reuse-1", Gate, "go")
+            assert.strictEqual((yield* waitClosed("reuse-1")).status, "failed")
+            const third = yield* client.startFlow(F, "reuse-1", "three", { idReusePolicy: "allowIfFailed" })
+            assert.notStrictEqual(third, second)
+            yield* client.publish("reuse-1", Gate, "go")
+            const done = yield* waitClosed("reuse-1")
+            assert.deepStrictEqual(done.output, { i: "three", before: null })
           })
         )
       })

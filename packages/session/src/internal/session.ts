@@ -15,14 +15,14 @@ import { EventWriter, EventWriterDecorators, Heartbeat, type WrittenEvent } from
 import * as Wire from "../wire/index.ts"
 import { maxValueBytes, oversize, truncateText } from "./sizes.ts"
 
-/** What the Steps of one session Flow need to know besides state. */
-export interface SessionConfig {
+/** What the Steps of one session Flow need to know besides state; `Id` is the runner's service key. */
+export interface SessionConfig<Id = unknown> {
   readonly flowType: string
   readonly toolPolicies: Readonly<Record<string, ToolPolicy>>
   readonly defaultToolEffect: Wire.ToolEffect
   readonly approvalDeadlineMs: number | null
   readonly events: StreamDef<Wire.AgentEventEnvelope>
-  readonly runner: Context.Key<any, AgentFrameworkRunnerShape>
+  readonly runner: Context.Key<Id, AgentFrameworkRunnerShape>
   readonly heartbeatInterval: Duration.Duration
   readonly retryInitialInterval: Duration.Input
 }

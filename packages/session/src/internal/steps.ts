@@ -1,12 +1,23 @@
-// The Steps of the session Flow (docs/session-contract.md, "Session Flow contract"). Each execute body is an Effect
-// whose error channel carries only attempt errors (ModelCallError, ToolAttemptError); ToolExecutionError is
-// recorded as `failed`, and commit-time ValueTooLarge reaches the failure routes as a recovery error.
-import { type ExecuteContext, Step, StepDecision, type StepDef, StepMovement, Timer, Wait } from "@durable-agent/engine"
+// The Steps of the session Flow (docs/session-contract.md, "Session Flow contract"). Every Step declares its
+// errors (`StepDef<Input, Error, Runner, Recovers>`): RunModel fails with ModelCallError; a tool Step's body
+// fails with ToolExecutionError | ToolAttemptError, and the Step records the first as `failed` (the model sees
+// it, no retry) while the second fails the attempt. The failure routes recover those errors and the engine's
+// (a commit that is too large arrives as a typed ValueTooLarge).
+import {
+  type ExecuteContext,
+  RecoveryError,
+  Step,
+  StepDecision,
+  type StepDef,
+  StepMovement,
+  Timer,
+  Wait
+} from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type { ToolAttemptError, ToolExecutionError } from "../Errors.ts"
+import { ModelCallError, ToolAttemptError, type ToolExecutionError } from "../Errors.ts"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
 import {
@@ -61,22 +72,43 @@ const recoveryRetry = { maxAttempts: 5 } as const
 /** The heartbeat timeout of RunModel and the tool Steps. */
 const HEARTBEAT_TIMEOUT = "2 minutes"
 
-export interface SessionSteps {
-  readonly StartAgentSession: StepDef<typeof StartInput.Type, any>
-  readonly AwaitUserMessage: StepDef<null, any>
-  readonly RunModel: StepDef<Wire.RecordTurnFailureInput, any>
-  readonly RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, any>
-  readonly CallTool: StepDef<string, any>
-  readonly CallSingleAttemptTool: StepDef<string, any>
-  readonly AwaitToolApproval: StepDef<string, any>
-  readonly RecordToolFailure: StepDef<string, any>
-  readonly RecordToolOutcomeUnknown: StepDef<string, any>
-  readonly PollToolTask: StepDef<string, any>
-  readonly ResumeTurn: StepDef<number, any>
-  readonly ApplyTurnControl: StepDef<null, any>
-  readonly FinishTurnCancellation: StepDef<string, any>
-  readonly CancelToolTask: StepDef<string, any>
+/**
+ * The session's Steps with their failure channels; `Id` is the runner's service key. RunModel fails with
+ * ModelCallError, which RecordTurnFailure recovers; the tool Steps and PollToolTask fail with ToolAttemptError
+ * (their bodies also raise ToolExecutionError, which they record themselves), which RecordToolFailure and
+ * RecordToolOutcomeUnknown recover. Every failure route also reads the engine's own failures.
+ */
+export interface SessionSteps<Id = unknown> {
+  readonly StartAgentSession: StepDef<typeof StartInput.Type, never, Id>
+  readonly AwaitUserMessage: StepDef<null, never, Id>
+  readonly RunModel: StepDef<Wire.RecordTurnFailureInput, ModelCallError, Id>
+  readonly RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, never, Id, ModelCallError>
+  readonly CallTool: StepDef<string, ToolAttemptError, Id>
+  readonly CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id>
+  readonly AwaitToolApproval: StepDef<string>
+  readonly RecordToolFailure: StepDef<string, never, never, ToolAttemptError>
+  readonly RecordToolOutcomeUnknown: StepDef<string, never, never, ToolAttemptError>
+  readonly PollToolTask: StepDef<string, ToolAttemptError, Id>
+  readonly ResumeTurn: StepDef<number>
+  readonly ApplyTurnControl: StepDef<null, never, Id>
+  readonly FinishTurnCancellation: StepDef<string, never, Id>
+  readonly CancelToolTask: StepDef<string, ToolAttemptError, Id>
 }
+
+/** The bodies of the tool Steps, before the Step records a ToolExecutionError. */
+export interface ToolStepBodies<Id = unknown> {
+  readonly callTool: ToolStepBody<Id>
+  readonly pollToolTask: ToolStepBody<Id>
+}
+
+/**
+ * The body of a tool Step (CallTool, CallSingleAttemptTool, PollToolTask): it fails with the tool's
+ * ToolExecutionError, which the Step records as `failed`, or ToolAttemptError, which fails the attempt.
+ */
+export type ToolStepBody<Id = unknown> = (
+  ctx: ExecuteContext,
+  toolCallId: string
+) => Effect.Effect<StepDecision, ToolExecutionError | ToolAttemptError, Id>
 
 /** The longest wait between two polls of a task: a day. */
 const MAX_TASK_POLL_SECONDS = 86_400
@@ -135,8 +167,8 @@ const runStateTooLargeDetail = (ctx: ExecuteContext): string | undefined =>
   Option.match(ctx.recoveryError, {
     onNone: () => undefined,
     onSome: (e) =>
-      e.errorType === "ValueTooLarge" &&
-      (e.detail.includes("run state of") || e.detail.startsWith(`Value ${P.FrameworkRunState.name} `))
+      RecoveryError.is(e, "ValueTooLarge") &&
+      (e.detail.includes("run state of") || e.error.name === P.FrameworkRunState.name)
         ? e.detail.includes("run state of")
           ? e.detail
           : `ValueTooLarge: ${e.detail}`
@@ -168,8 +200,10 @@ const endSession = Effect.fnUntraced(function* (
   return StepDecision.forceFail(detail)
 })
 
-export const makeSteps = (config: SessionConfig): SessionSteps => {
-  const toolStep = (effect: Wire.ToolEffect): StepDef<string, any> =>
+export const makeSteps = <Id>(
+  config: SessionConfig<Id>
+): { readonly steps: SessionSteps<Id>; readonly toolBodies: ToolStepBodies<Id> } => {
+  const toolStep = (effect: Wire.ToolEffect): StepDef<string, ToolAttemptError, Id> =>
     EFFECT_TABLE[effect].step === "CallTool" ? CallTool : CallSingleAttemptTool
 
   const turnContext = (
@@ -201,7 +235,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // StartAgentSession
   // -------------------------------------------------------------------------------------------------------
 
-  const StartAgentSession: StepDef<typeof StartInput.Type, any> = Step({
+  const StartAgentSession: StepDef<typeof StartInput.Type, never, Id> = Step({
     type: "StartAgentSession",
     input: StartInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
@@ -232,7 +266,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // AwaitUserMessage
   // -------------------------------------------------------------------------------------------------------
 
-  const AwaitUserMessage: StepDef<null, any> = Step({
+  const AwaitUserMessage: StepDef<null, never, Id> = Step({
     type: "AwaitUserMessage",
     input: NoInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
@@ -262,9 +296,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     return (v.role === "user" || v.role === "assistant" || v.role === "tool") && typeof v.frameworkItem === "string"
   }
 
-  const RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, any> = Step({
+  const RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, never, Id, ModelCallError> = Step({
     type: "RecordTurnFailure",
     input: Wire.RecordTurnFailureInput,
+    recovers: ModelCallError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
     execute: Effect.fn("AgentSession.RecordTurnFailure")(function* (ctx) {
       const runner = yield* config.runner
@@ -299,9 +334,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // RunModel
   // -------------------------------------------------------------------------------------------------------
 
-  const RunModel: StepDef<Wire.RecordTurnFailureInput, any> = Step({
+  const RunModel: StepDef<Wire.RecordTurnFailureInput, ModelCallError, Id> = Step({
     type: "RunModel",
     input: Wire.RecordTurnFailureInput,
+    error: ModelCallError,
     options: {
       ...sync,
       execute: {
@@ -476,8 +512,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     })
 
   /**
-   * Runs a tool call or a task poll with heartbeats and the Step's services: a result becomes `succeeded`, a
-   * ToolExecutionError `failed`, and what `passOn` recognizes (a started or a pending task) comes back as is.
+   * Runs a tool call or a task poll with heartbeats and the Step's services: a result becomes `succeeded`, and
+   * what `passOn` recognizes (a started or a pending task) comes back as is. Both errors pass through.
    */
   const settle = <T>(
     ctx: ExecuteContext,
@@ -487,15 +523,30 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   ) =>
     call.pipe(
       Effect.map((r) => (passOn(r) ? r : { status: "succeeded" as const, output: r.output, error: null })),
-      Effect.catchTag("ToolExecutionError", (e) =>
-        Effect.succeed({ status: "failed" as const, output: null, error: e.message })
-      ),
       withHeartbeats(ctx, config.heartbeatInterval),
       provideStepServices(ctx, config, record.turnId)
     )
 
-  const runTool = (name: string) =>
+  /**
+   * A tool Step's execute: its body, with a ToolExecutionError recorded as `failed` with the error's message
+   * (the model sees it; not retried). ToolAttemptError fails the attempt.
+   */
+  const recordingToolErrors = (name: string, body: ToolStepBody<Id>) =>
     Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
+      return yield* body(ctx, toolCallId).pipe(
+        Effect.catchTag("ToolExecutionError", (e) =>
+          Effect.gen(function* () {
+            const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+            if (Option.isNone(found)) return StepDecision.deadEnd()
+            const events = emitter(ctx, config, found.value.turnId)
+            return yield* finishCall(ctx, events, found.value, { status: "failed", output: null, error: e.message })
+          })
+        )
+      )
+    })
+
+  const callToolBody = (ctx: ExecuteContext, toolCallId: string) =>
+    Effect.gen(function* () {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       // A record that is gone (the turn ended) or already final ends the Step without running or publishing.
       if (Option.isNone(found) || isFinal(found.value) || found.value.status !== "approved") {
@@ -649,23 +700,26 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       return StepDecision.deadEnd()
     })
 
-  const RecordToolFailure: StepDef<string, any> = Step({
+  const RecordToolFailure: StepDef<string, never, never, ToolAttemptError> = Step({
     type: "RecordToolFailure",
     input: ToolCallIdInput,
+    recovers: ToolAttemptError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
     execute: recordExhausted("AgentSession.RecordToolFailure", (r) => EFFECT_TABLE[r.effect].exhausted)
   })
 
-  const RecordToolOutcomeUnknown: StepDef<string, any> = Step({
+  const RecordToolOutcomeUnknown: StepDef<string, never, never, ToolAttemptError> = Step({
     type: "RecordToolOutcomeUnknown",
     input: ToolCallIdInput,
+    recovers: ToolAttemptError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
     execute: recordExhausted("AgentSession.RecordToolOutcomeUnknown", () => "outcome_unknown")
   })
 
-  const CallTool: StepDef<string, any> = Step({
+  const CallTool: StepDef<string, ToolAttemptError, Id> = Step({
     type: "CallTool",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: {
@@ -675,19 +729,20 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolFailure
     },
-    execute: runTool("AgentSession.CallTool")
+    execute: recordingToolErrors("AgentSession.CallTool", callToolBody)
   })
 
-  const CallSingleAttemptTool: StepDef<string, any> = Step({
+  const CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id> = Step({
     type: "CallSingleAttemptTool",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: { ...sync.execute, retry: { maxAttempts: EFFECT_TABLE.unclassified.maxAttempts } },
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolOutcomeUnknown
     },
-    execute: runTool("AgentSession.CallSingleAttemptTool")
+    execute: recordingToolErrors("AgentSession.CallSingleAttemptTool", callToolBody)
   })
 
   // -------------------------------------------------------------------------------------------------------
@@ -696,9 +751,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
 
   // One poll per execution, after the record's interval; a pending task moves to itself again. The failure
   // route records by effect: RecordToolFailure records `failed` for a read and `outcome_unknown` otherwise.
-  const PollToolTask: StepDef<string, any> = Step({
+  const PollToolTask: StepDef<string, ToolAttemptError, Id> = Step({
     type: "PollToolTask",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: {
@@ -715,7 +771,11 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         record === undefined || record.taskAnswerPending || cancelled ? 0 : (record.taskPollIntervalSeconds ?? 1)
       return Wait.anyOf(Timer.seconds(seconds))
     },
-    execute: Effect.fn("AgentSession.PollToolTask")(function* (ctx, toolCallId) {
+    execute: recordingToolErrors("AgentSession.PollToolTask", (ctx, toolCallId) => pollToolTaskBody(ctx, toolCallId))
+  })
+
+  const pollToolTaskBody = (ctx: ExecuteContext, toolCallId: string) =>
+    Effect.gen(function* () {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || found.value.status !== "waiting_for_task") return StepDecision.deadEnd()
       const record = found.value
@@ -754,13 +814,12 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       }
       return yield* finishCall(ctx, events, record, outcome)
     })
-  })
 
   // -------------------------------------------------------------------------------------------------------
   // AwaitToolApproval
   // -------------------------------------------------------------------------------------------------------
 
-  const AwaitToolApproval: StepDef<string, any> = Step({
+  const AwaitToolApproval: StepDef<string> = Step({
     type: "AwaitToolApproval",
     input: ToolCallIdInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
@@ -834,7 +893,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // ResumeTurn
   // -------------------------------------------------------------------------------------------------------
 
-  const ResumeTurn: StepDef<number, any> = Step({
+  const ResumeTurn: StepDef<number> = Step({
     type: "ResumeTurn",
     input: ResultCountInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
@@ -886,7 +945,7 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
 
   // Consumes every steered message and stale control wake at once (both conditions never block), ends a
   // steered or cancelled turn, and starts the next turn with the steered messages, in order.
-  const ApplyTurnControl: StepDef<null, any> = Step({
+  const ApplyTurnControl: StepDef<null, never, Id> = Step({
     type: "ApplyTurnControl",
     input: NoInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
@@ -927,13 +986,13 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // -------------------------------------------------------------------------------------------------------
 
   /** The Step that waits for a record's approval or answer. */
-  const waitingStep = (record: Wire.AgentToolCall): StepDef<string, any> | undefined =>
+  const waitingStep = (record: Wire.AgentToolCall): StepDef<string> | undefined =>
     record.status === "awaiting_approval" ? AwaitToolApproval : undefined
 
   // Scheduled by cancel_turn's commit, which cancelled the model call and every waiting Step. It decides from
   // committed state under the locks cancel_turn holds, and records every call whose waiting Step was
   // cancelled; approved calls belong to their tool Steps. It never ends the turn while ResumeTurn waits.
-  const FinishTurnCancellation: StepDef<string, any> = Step({
+  const FinishTurnCancellation: StepDef<string, never, Id> = Step({
     type: "FinishTurnCancellation",
     input: TurnIdInput,
     options: {
@@ -1001,9 +1060,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // CancelToolTask
   // -------------------------------------------------------------------------------------------------------
 
-  const CancelToolTask: StepDef<string, any> = Step({
+  const CancelToolTask: StepDef<string, ToolAttemptError, Id> = Step({
     type: "CancelToolTask",
     input: ToolCallIdInput,
+    error: ToolAttemptError,
     options: {
       ...sync,
       execute: {
@@ -1028,14 +1088,21 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
             idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
             attempt: ctx.attempt
           })
-          .pipe(provideStepServices(ctx, config, record.turnId))
+          .pipe(
+            // The server answered the cancellation with an error (a task already done or unknown): nothing to
+            // retry; the record says the task may have taken effect either way.
+            Effect.catchTag("ToolExecutionError", (error) =>
+              Effect.logWarning(`cancelling the task of ${record.toolCallId} failed: ${error.message}`)
+            ),
+            provideStepServices(ctx, config, record.turnId)
+          )
       }
       yield* finalizeRecord(ctx, events, record, { status: "outcome_unknown", error: Wire.TOOL_TASK_CANCELLED_ERROR })
       return StepDecision.deadEnd()
     })
   })
 
-  return {
+  const steps: SessionSteps<Id> = {
     StartAgentSession,
     AwaitUserMessage,
     RunModel,
@@ -1051,4 +1118,5 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     FinishTurnCancellation,
     CancelToolTask
   }
+  return { steps, toolBodies: { callTool: callToolBody, pollToolTask: pollToolTaskBody } }
 }
