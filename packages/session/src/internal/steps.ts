@@ -88,12 +88,6 @@ export interface SessionSteps<Id = unknown> {
   readonly ResumeTurn: StepDef<number>
 }
 
-/** The bodies of the tool Steps, before the Step records a ToolExecutionError. */
-export interface ToolStepBodies<Id = unknown> {
-  readonly callTool: ToolStepBody<Id>
-  readonly pollToolTask: ToolStepBody<Id>
-}
-
 /**
  * The body of a tool Step (CallTool, CallSingleAttemptTool, PollToolTask): it fails with the tool's
  * ToolExecutionError, which the Step records as `failed`, or ToolAttemptError, which fails the attempt.
@@ -193,9 +187,11 @@ const endSession = Effect.fnUntraced(function* (
   return StepDecision.forceFail(detail)
 })
 
-export const makeSteps = <Id>(
-  config: SessionConfig<Id>
-): { readonly steps: SessionSteps<Id>; readonly toolBodies: ToolStepBodies<Id> } => {
+/**
+ * The session's Steps, and the tool Steps' bodies as they are (their types inferred, so the type tests pin
+ * what the bodies really fail with).
+ */
+export const makeSteps = <Id>(config: SessionConfig<Id>) => {
   const toolStep = (effect: Wire.ToolEffect): StepDef<string, ToolAttemptError, Id> =>
     EFFECT_TABLE[effect].step === "CallTool" ? CallTool : CallSingleAttemptTool
 
