@@ -76,3 +76,34 @@ describe("embedded engine: state reloaded from the file", () => {
     })
   )
 })
+
+const Timed = Flow({ type: "Timed", start: Receive, attributes: [Seen], channels: [Inbox] })
+
+describe("embedded engine: an execution timeout is durable", () => {
+  it.live("a Flow whose worker stopped before its deadline fails ExecutionTimeout in the next worker", () =>
+    Effect.gen(function* () {
+      const filename = join(dir, "timeout.db")
+      const worker = <A, E>(body: Effect.Effect<A, E, Client.Client>) =>
+        body.pipe(
+          Effect.provide(Worker.layer(Timed).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename })))),
+          Effect.scoped
+        )
+      yield* worker(
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Timed, "timed-1", null, { executionTimeout: "3 seconds" })
+          assert.strictEqual((yield* client.describeFlow("timed-1")).status, "running")
+        })
+      )
+      // nothing asks for the Flow in the next process: only its persisted wake-up can time it out
+      const closed = yield* worker(
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          return yield* client.waitForFlow("timed-1", { timeout: "30 seconds" })
+        })
+      )
+      assert.strictEqual(closed.status, "failed")
+      assert.strictEqual(closed.errorType, "ExecutionTimeout")
+    })
+  )
+})

@@ -443,7 +443,8 @@ export class Transition {
   /** Evaluates again the `waitFor` of Steps whose retry backoff ended. */
   private retryDueWaitFors() {
     for (const step of [...this.steps.values()]) {
-      if (step.status !== "waiting" || !this.running) continue
+      // only a failed waitFor's backoff timer carries `waitForRetry`: other waits are not parsed twice
+      if (step.status !== "waiting" || !this.running || !step.wait!.includes('"waitForRetry"')) continue
       const stored = JSON.parse(step.wait!) as StoredWait
       const retry = stored.waitForRetry
       if (retry === undefined || evaluateWait(stored, this.now, () => []) === undefined) continue

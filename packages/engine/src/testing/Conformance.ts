@@ -56,13 +56,10 @@ class Failed extends Schema.TaggedError<Failed>()("Failed", { message: Schema.St
 /** Runs `body` with a worker for `flows` on a fresh engine. */
 const withEngine = <A, E>(
   engine: EngineFactory,
-  flows: ReadonlyArray<FlowDef<any, any>>,
+  flows: ReadonlyArray<FlowDef<any, never>>,
   body: Effect.Effect<A, E, Client>
-) =>
-  body.pipe(
-    Effect.provide(Worker.layer(...flows).pipe(Layer.provideMerge(engine() as any))),
-    Effect.scoped
-  ) as Effect.Effect<A, unknown>
+): Effect.Effect<A, unknown> =>
+  body.pipe(Effect.provide(Worker.layer(...flows).pipe(Layer.provideMerge(engine()))), Effect.scoped)
 
 /** Polls a Flow's history until `predicate` holds (default timeout 20 s). */
 export const awaitHistory = (
@@ -102,12 +99,9 @@ const waitClosed = (flowId: string) =>
 /** Registers the conformance tests for an engine. */
 export const conformance = (name: string, engine: EngineFactory, options: ConformanceOptions = {}) => {
   const maxValueBytes = options.maxValueBytes ?? 16 * 1024 * 1024
-  const buildWorker = (flow: FlowDef<any, any>) =>
-    Effect.scoped(Layer.build(Worker.layer(flow).pipe(Layer.provideMerge(engine() as any)))) as Effect.Effect<
-      unknown,
-      unknown
-    >
-  const run = <A, E>(flows: ReadonlyArray<FlowDef<any, any>>, body: Effect.Effect<A, E, Client>) =>
+  const buildWorker = (flow: FlowDef<any, never>): Effect.Effect<unknown, unknown> =>
+    Effect.scoped(Layer.build(Worker.layer(flow).pipe(Layer.provideMerge(engine()))))
+  const run = <A, E>(flows: ReadonlyArray<FlowDef<any, never>>, body: Effect.Effect<A, E, Client>) =>
     withEngine(engine, flows, body)
 
   describe(`engine conformance: ${name}`, () => {
@@ -1233,7 +1227,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         const Other = Attribute("a-undeclared", Num)
         const S = Step({ type: "S", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
         const NumStep = Step({ type: "N", input: Num, execute: () => Effect.succeed(StepDecision.deadEnd()) })
-        const cases: ReadonlyArray<[string, FlowDef<any, any>]> = [
+        const cases: ReadonlyArray<[string, FlowDef<any, never>]> = [
           ["duplicate attribute", Flow({ type: "D1", start: S, attributes: [A, Attribute("a", Str)] })],
           [
             "undeclared lock",

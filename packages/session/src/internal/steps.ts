@@ -95,12 +95,6 @@ export interface SessionSteps<Id = unknown> {
   readonly CancelToolTask: StepDef<string, ToolAttemptError, Id>
 }
 
-/** The bodies of the tool Steps, before the Step records a ToolExecutionError. */
-export interface ToolStepBodies<Id = unknown> {
-  readonly callTool: ToolStepBody<Id>
-  readonly pollToolTask: ToolStepBody<Id>
-}
-
 /**
  * The body of a tool Step (CallTool, CallSingleAttemptTool, PollToolTask): it fails with the tool's
  * ToolExecutionError, which the Step records as `failed`, or ToolAttemptError, which fails the attempt.
@@ -200,9 +194,11 @@ const endSession = Effect.fnUntraced(function* (
   return StepDecision.forceFail(detail)
 })
 
-export const makeSteps = <Id>(
-  config: SessionConfig<Id>
-): { readonly steps: SessionSteps<Id>; readonly toolBodies: ToolStepBodies<Id> } => {
+/**
+ * The session's Steps, and the tool Steps' bodies as they are (their types inferred, so the type tests pin
+ * what the bodies really fail with).
+ */
+export const makeSteps = <Id>(config: SessionConfig<Id>) => {
   const toolStep = (effect: Wire.ToolEffect): StepDef<string, ToolAttemptError, Id> =>
     EFFECT_TABLE[effect].step === "CallTool" ? CallTool : CallSingleAttemptTool
 
