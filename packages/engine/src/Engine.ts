@@ -25,11 +25,18 @@ import { Client } from "./Client.ts"
 import { EngineConfig, type EngineConfigShape } from "./EngineConfig.ts"
 import { EngineError } from "./Errors.ts"
 import { FlowRegistry } from "./internal/registry.ts"
+import { RunnerState } from "./internal/runner.ts"
 import { migrate } from "./internal/store.ts"
 import * as NodeSqlite from "./NodeSqliteClient.ts"
 
 /** Everything an engine layer provides: the client, the database, the cluster and the registry. */
-export type EngineServices = Client | SqlClient.SqlClient | Sharding.Sharding | FlowRegistry | EngineConfig
+export type EngineServices =
+  | Client
+  | SqlClient.SqlClient
+  | Sharding.Sharding
+  | FlowRegistry
+  | EngineConfig
+  | RunnerState
 
 export interface CommonOptions extends Partial<EngineConfigShape> {
   /** How often persisted messages (timers, retries, cross-runner work) are polled; default 250 ms. */
@@ -55,6 +62,7 @@ const withEngine = <E, R>(
   const engine = Layer.mergeAll(cluster, FlowRegistry.layer).pipe(Layer.provide(migrations))
   return Client.layer.pipe(
     Layer.provideMerge(engine),
+    Layer.provideMerge(RunnerState.layer),
     Layer.provideMerge(EngineConfig.layer(options)),
     Layer.provideMerge(sql)
   )
@@ -122,7 +130,7 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
 }
 
 /** Re-exported so applications can read the configured limits. */
-export { EngineConfig, FlowRegistry }
+export { EngineConfig, FlowRegistry, RunnerState }
 
 /** Fails with EngineError when the engine's tables are missing or belong to something else. */
 export const checkDatabase = migrate

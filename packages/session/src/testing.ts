@@ -63,7 +63,8 @@ export interface TestSessionOptions {
 
 /**
  * An embedded engine on a new SQLite file in its own temporary directory, removed when the layer's scope
- * closes (after the engine closed the file).
+ * closes (after the engine closed the file). It has 64 task slots (tests run parallel tool calls on
+ * small machines) and a 1 s drain timeout (a test that ends with a Step still running closes quickly).
  *
  * @category layers
  * @since 0.1.0
@@ -82,6 +83,8 @@ export const layerEngine = (options: {
         Engine.layerEmbedded({
           filename: join(dir, "session.db"),
           pollInterval: options.pollInterval ?? "20 millis",
+          maxConcurrentTasks: 64,
+          drainTimeout: "1 second",
           ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
         })
     )

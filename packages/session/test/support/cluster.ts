@@ -17,6 +17,8 @@ export const clusterEngine = (options: EngineOptions) =>
         url,
         runnerPort,
         pollInterval: "50 millis",
+        maxConcurrentTasks: 64,
+        drainTimeout: "1 second",
         ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
       })
     })
