@@ -406,7 +406,8 @@ const build = Effect.gen(function* () {
             view,
             // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
             mayHaveCheckpoint:
-              attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt
+              attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
+            counters: runner.counters
           })
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return

@@ -115,8 +115,6 @@ export class RunnerCounters {
   streamRejectedWrites = 0
   /** Stream trims (each trims the oldest messages of a stream). */
   streamTrims = 0
-  /** History events pruned by the history window. */
-  historyPruned = 0
   /** Closed Flows purged after their retention. */
   flowsPurged = 0
   /** Flow owners holding a Flow's state in memory. */
