@@ -129,6 +129,34 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
   return withEngine(cluster, sql, options)
 }
 
+export interface ClusterClientOptions extends CommonOptions {
+  /** The Postgres connection URL shared by every runner. */
+  readonly url: string
+  /** Shards per group; must match the runners (default 300). */
+  readonly shardsPerGroup?: number | undefined
+}
+
+/**
+ * A client-only member of a cluster: the `Client` (start Flows, RPCs, reads) without running any Flow. Use it
+ * in processes that serve users but do no agent work; the runners do the work. Registering a worker on it
+ * is not supported.
+ */
+export const layerClusterClient = (options: ClusterClientOptions): Layer.Layer<EngineServices, EngineError> => {
+  const sql = PgClient.layer({ url: Redacted.make(options.url) }).pipe(
+    mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`)
+  )
+  const cluster = NodeClusterSocket.layer({
+    clientOnly: true,
+    storage: "sql",
+    shardingConfig: {
+      entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
+      refreshAssignmentsInterval: Duration.seconds(1),
+      ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
+    }
+  }).pipe(mapLayerError((e) => `cluster client: ${String(e)}`))
+  return withEngine(cluster, sql, options)
+}
+
 /** Re-exported so applications can read the configured limits. */
 export { EngineConfig, FlowRegistry, RunnerState }
 

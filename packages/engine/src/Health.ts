@@ -27,10 +27,10 @@ export interface HealthOptions {
 /** The Prometheus text content type. */
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-const escape = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"')
+const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"')
 const labels = (l: Record<string, string>) => {
   const entries = Object.entries(l)
-  return entries.length === 0 ? "" : `{${entries.map(([k, v]) => `${k}="${escape(v)}"`).join(",")}}`
+  return entries.length === 0 ? "" : `{${entries.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}`
 }
 
 /** The runner's metrics in the Prometheus text format. */
