@@ -19,7 +19,8 @@ export const clusterEngine = (options: EngineOptions) =>
         pollInterval: "50 millis",
         maxConcurrentTasks: 64,
         drainTimeout: "1 second",
-        ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
+        ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
+        ...(options.maxFlowStateBytes === undefined ? {} : { maxFlowStateBytes: options.maxFlowStateBytes })
       })
     })
   ).pipe(
