@@ -25,11 +25,18 @@ import { Client } from "./Client.ts"
 import { EngineConfig, type EngineConfigShape } from "./EngineConfig.ts"
 import { EngineError } from "./Errors.ts"
 import { FlowRegistry } from "./internal/registry.ts"
+import { RunnerState } from "./internal/runner.ts"
 import { migrate } from "./internal/store.ts"
 import * as NodeSqlite from "./NodeSqliteClient.ts"
 
 /** Everything an engine layer provides: the client, the database, the cluster and the registry. */
-export type EngineServices = Client | SqlClient.SqlClient | Sharding.Sharding | FlowRegistry | EngineConfig
+export type EngineServices =
+  | Client
+  | SqlClient.SqlClient
+  | Sharding.Sharding
+  | FlowRegistry
+  | EngineConfig
+  | RunnerState
 
 export interface CommonOptions extends Partial<EngineConfigShape> {
   /** How often persisted messages (timers, retries, cross-runner work) are polled; default 250 ms. */
@@ -55,6 +62,7 @@ const withEngine = <E, R>(
   const engine = Layer.mergeAll(cluster, FlowRegistry.layer).pipe(Layer.provide(migrations))
   return Client.layer.pipe(
     Layer.provideMerge(engine),
+    Layer.provideMerge(RunnerState.layer),
     Layer.provideMerge(EngineConfig.layer(options)),
     Layer.provideMerge(sql)
   )
@@ -121,8 +129,36 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
   return withEngine(cluster, sql, options)
 }
 
+export interface ClusterClientOptions extends CommonOptions {
+  /** The Postgres connection URL shared by every runner. */
+  readonly url: string
+  /** Shards per group; must match the runners (default 300). */
+  readonly shardsPerGroup?: number | undefined
+}
+
+/**
+ * A client-only member of a cluster: the `Client` (start Flows, RPCs, reads) without running any Flow. Use it
+ * in processes that serve users but do no agent work; the runners do the work. Registering a worker on it
+ * is not supported.
+ */
+export const layerClusterClient = (options: ClusterClientOptions): Layer.Layer<EngineServices, EngineError> => {
+  const sql = PgClient.layer({ url: Redacted.make(options.url) }).pipe(
+    mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`)
+  )
+  const cluster = NodeClusterSocket.layer({
+    clientOnly: true,
+    storage: "sql",
+    shardingConfig: {
+      entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
+      refreshAssignmentsInterval: Duration.seconds(1),
+      ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
+    }
+  }).pipe(mapLayerError((e) => `cluster client: ${String(e)}`))
+  return withEngine(cluster, sql, options)
+}
+
 /** Re-exported so applications can read the configured limits. */
-export { EngineConfig, FlowRegistry }
+export { EngineConfig, FlowRegistry, RunnerState }
 
 /** Fails with EngineError when the engine's tables are missing or belong to something else. */
 export const checkDatabase = migrate

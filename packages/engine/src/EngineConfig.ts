@@ -1,18 +1,53 @@
 /**
- * The engine's limits, as a service every engine layer provides. Applications read it to learn the
- * configured limits; engine layers take the same fields as options.
+ * The engine's limits and a runner's operating options, as a service every engine layer provides.
+ * Applications read it to learn the configured values; engine layers take the same fields as options.
+ * Operations guidance (sizing slots, the drain timeout, budgets) is in the engine README.
  *
  * @since 0.2.0
  */
+import { availableParallelism } from "node:os"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
 
-/** The engine's configurable limits. */
+/** The engine's configurable limits and runner options. */
 export interface EngineConfigShape {
   /** Largest stored value (attribute, message, Step input); default 16 MiB. */
   readonly maxValueBytes: number
   /** Largest stream message; default 100 KiB. */
   readonly maxStreamMessageBytes: number
+  /**
+   * Task slots of this runner: every running Step attempt and every RPC handler holds one; waiting Steps
+   * hold none. Default: the CPU count. Agents, whose Steps mostly wait on the network, usually set more.
+   */
+  readonly maxConcurrentTasks: number
+  /**
+   * Slots kept for RPC handlers: Steps may hold at most `maxConcurrentTasks - rpcReserve` slots, so RPCs
+   * still answer while Steps fill the runner. Default: one slot when `maxConcurrentTasks` is at least
+   * two, otherwise none.
+   */
+  readonly rpcReserve?: number | undefined
+  /**
+   * How long a dispatched Step attempt waits for a free slot. An attempt that finds none in time fails with
+   * `NoTaskSlot` (progress `not_started`) and so consumes an attempt. Default 10 s.
+   */
+  readonly dispatchWait: Duration.Input
+  /**
+   * How long a stopping runner (SIGTERM through `Worker.runMain`, or its layer's scope closing) waits for
+   * running Step attempts before it cancels them. Default 30 s.
+   */
+  readonly drainTimeout: Duration.Input
+  /**
+   * The run budget: all storage of one Flow (attribute versions, queued messages, Step inputs). A Step
+   * completion or heartbeat checkpoint that adds storage past it fails the Step without retry with
+   * `ValueTooLarge` (detail `run state of N bytes ...`). Transactional RPC writes are not checked.
+   * Default 64 MiB.
+   */
+  readonly maxFlowStateBytes: number
+  /** History events kept per Flow run; older ones are pruned. Default 10,000. */
+  readonly historyWindowEvents: number
+  /** How long a closed Flow stays readable before every row of it is purged. Default 7 days. */
+  readonly closedFlowRetention: Duration.Input
 }
 
 /** The engine configuration service. */
@@ -21,9 +56,27 @@ export class EngineConfig extends Context.Service<EngineConfig, EngineConfigShap
 ) {
   static readonly defaults: EngineConfigShape = {
     maxValueBytes: 16 * 1024 * 1024,
-    maxStreamMessageBytes: 100 * 1024
+    maxStreamMessageBytes: 100 * 1024,
+    maxConcurrentTasks: availableParallelism(),
+    dispatchWait: Duration.seconds(10),
+    drainTimeout: Duration.seconds(30),
+    maxFlowStateBytes: 64 * 1024 * 1024,
+    historyWindowEvents: 10_000,
+    closedFlowRetention: Duration.days(7)
   }
-  /** The defaults, with the given fields replaced. */
-  static readonly layer = (config?: Partial<EngineConfigShape>) =>
-    Layer.succeed(EngineConfig, { ...EngineConfig.defaults, ...config })
+  /** The defaults, with the given fields replaced (fields given as `undefined` keep their default). */
+  static readonly layer = (config?: Partial<EngineConfigShape>) => Layer.succeed(EngineConfig, resolve(config))
 }
+
+/** The defaults with the given fields replaced; `undefined` fields keep their default. */
+export const resolve = (config?: Partial<EngineConfigShape>): EngineConfigShape => {
+  const defined = Object.fromEntries(Object.entries(config ?? {}).filter(([, v]) => v !== undefined))
+  return { ...EngineConfig.defaults, ...defined }
+}
+
+/** The RPC reserve in effect: `rpcReserve`, or its default (one slot when there are at least two). */
+export const rpcReserveOf = (config: EngineConfigShape): number =>
+  Math.max(0, Math.min(config.maxConcurrentTasks - 1, config.rpcReserve ?? (config.maxConcurrentTasks >= 2 ? 1 : 0)))
+
+/** A duration option in milliseconds. */
+export const millis = (d: Duration.Input): number => Duration.toMillis(Duration.fromInputUnsafe(d))

@@ -22,28 +22,45 @@ export type Codec<A> = Schema.Codec<A, any, never, never>
 // Persistence schema
 // ---------------------------------------------------------------------------------------------
 
+/** Options of an Attribute or AttributeMap declaration. */
+export interface AttributeOptions {
+  /**
+   * Hard-delete: the engine keeps no superseded value of it (not even for a running Step's view), and
+   * deleting it removes every stored version, so its bytes leave storage. For short-lived secrets.
+   */
+  readonly hardDelete?: boolean | undefined
+}
+
 /** A typed durable value of a Flow. */
 export interface Attribute<A> {
   readonly _tag: "Attribute"
   readonly name: string
   readonly schema: Codec<A>
+  readonly hardDelete?: boolean | undefined
 }
 
 /** Declares an Attribute. */
-export const Attribute = <A>(name: string, schema: Codec<A>): Attribute<A> => ({ _tag: "Attribute", name, schema })
+export const Attribute = <A>(name: string, schema: Codec<A>, options?: AttributeOptions): Attribute<A> => ({
+  _tag: "Attribute",
+  name,
+  schema,
+  ...(options?.hardDelete ? { hardDelete: true } : {})
+})
 
 /** A typed durable map of values, one stored value per instance key. */
 export interface AttributeMap<A> {
   readonly _tag: "AttributeMap"
   readonly name: string
   readonly schema: Codec<A>
+  readonly hardDelete?: boolean | undefined
 }
 
 /** Declares an AttributeMap. */
-export const AttributeMap = <A>(name: string, schema: Codec<A>): AttributeMap<A> => ({
+export const AttributeMap = <A>(name: string, schema: Codec<A>, options?: AttributeOptions): AttributeMap<A> => ({
   _tag: "AttributeMap",
   name,
-  schema
+  schema,
+  ...(options?.hardDelete ? { hardDelete: true } : {})
 })
 
 /**

@@ -18,6 +18,8 @@ export interface Config {
   readonly filename: string
   /** `PRAGMA synchronous`; default `FULL` (durable on power loss). */
   readonly synchronous?: "OFF" | "NORMAL" | "FULL" | "EXTRA" | undefined
+  /** `PRAGMA secure_delete` (default on): deleted rows are zeroed in the file, not left in free space. */
+  readonly secureDelete?: boolean | undefined
   /** Keep the rollback journal instead of WAL. */
   readonly disableWAL?: boolean | undefined
   /** How long a statement waits for a lock held by another connection; default 5000 ms. */
@@ -66,6 +68,8 @@ export const make = (config: Config) =>
           db.exec(`PRAGMA busy_timeout = ${config.exclusive ? 0 : (config.busyTimeoutMs ?? 5000)}`)
           if (config.disableWAL !== true) db.exec("PRAGMA journal_mode = WAL")
           db.exec(`PRAGMA synchronous = ${config.synchronous ?? "FULL"}`)
+          // deleted content is overwritten with zeros, so a deleted (hard-delete) value leaves the file
+          if (config.secureDelete !== false) db.exec("PRAGMA secure_delete = ON")
           if (config.exclusive) {
             // take the lock now and fail at once when another process holds the file
             db.exec("BEGIN IMMEDIATE; COMMIT")

@@ -9,10 +9,17 @@ const dir = mkdtempSync(join(tmpdir(), "das-conformance-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 let n = 0
 
-// A fresh SQLite file per test, with a small value limit so size tests stay cheap.
+// A fresh SQLite file per test, with a small value limit so size tests stay cheap, and enough task slots for
+// the parallel-Step rules (the default is the CPU count).
 conformance(
   "embedded (SQLite file)",
-  () => Engine.layerEmbedded({ filename: join(dir, `engine-${++n}.db`), maxValueBytes: 64 * 1024 }),
+  () =>
+    Engine.layerEmbedded({
+      filename: join(dir, `engine-${++n}.db`),
+      maxValueBytes: 64 * 1024,
+      maxConcurrentTasks: 32,
+      drainTimeout: "1 second"
+    }),
   {
     maxValueBytes: 64 * 1024
   }

@@ -63,13 +63,16 @@ export interface TestSessionOptions {
 
 /**
  * An embedded engine on a new SQLite file in its own temporary directory, removed when the layer's scope
- * closes (after the engine closed the file).
+ * closes (after the engine closed the file). It has 64 task slots (tests run parallel tool calls on
+ * small machines) and a 1 s drain timeout (a test that ends with a Step still running closes quickly).
  *
  * @category layers
  * @since 0.1.0
  */
 export const layerEngine = (options: {
   readonly maxValueBytes?: number | undefined
+  /** The run budget of one session (the engine's `maxFlowStateBytes`); the engine default when omitted. */
+  readonly maxFlowStateBytes?: number | undefined
   readonly pollInterval?: Duration.Input | undefined
 }): Layer.Layer<Engine.EngineServices, unknown> =>
   Layer.unwrap(
@@ -82,7 +85,10 @@ export const layerEngine = (options: {
         Engine.layerEmbedded({
           filename: join(dir, "session.db"),
           pollInterval: options.pollInterval ?? "20 millis",
-          ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
+          maxConcurrentTasks: 64,
+          drainTimeout: "1 second",
+          ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
+          ...(options.maxFlowStateBytes === undefined ? {} : { maxFlowStateBytes: options.maxFlowStateBytes })
         })
     )
   )

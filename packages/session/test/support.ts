@@ -34,6 +34,7 @@ export interface Kit {
 /** Options every test engine takes. */
 export interface EngineOptions {
   readonly maxValueBytes?: number | undefined
+  readonly maxFlowStateBytes?: number | undefined
 }
 
 /** Builds a fresh engine (its own storage) for one test; the layer's scope removes what it created. */
@@ -44,7 +45,11 @@ export type EngineFactory = (options: EngineOptions) => Layer.Layer<Engine.Engin
  * (after the engine closed the file).
  */
 export const embeddedEngine: EngineFactory = (options) =>
-  SessionTesting.layerEngine({ maxValueBytes: options.maxValueBytes, pollInterval: "50 millis" })
+  SessionTesting.layerEngine({
+    maxValueBytes: options.maxValueBytes,
+    maxFlowStateBytes: options.maxFlowStateBytes,
+    pollInterval: "50 millis"
+  })
 
 /**
  * The cluster engine on a fresh Postgres database (dropped afterwards) with a runner on a free port. Loaded
@@ -68,6 +73,7 @@ export interface Setup {
   readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions>
   readonly agent?: Partial<Stepwise.AgentDefinition>
   readonly maxValueBytes?: number
+  readonly maxFlowStateBytes?: number
   /** The engine; {@link defaultEngine} when omitted. */
   readonly engine?: EngineFactory | undefined
 }
@@ -91,7 +97,10 @@ export const withSession = <A, E>(
     flow,
     count: (name) => sideEffects.get(name) ?? 0
   }
-  const engine = (setup.engine ?? defaultEngine)({ maxValueBytes: setup.maxValueBytes })
+  const engine = (setup.engine ?? defaultEngine)({
+    maxValueBytes: setup.maxValueBytes,
+    maxFlowStateBytes: setup.maxFlowStateBytes
+  })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(Stepwise.layer({ name: "test-agent", instructions: "You are a test agent.", ...setup.agent })),
     Layer.provide(

@@ -37,6 +37,8 @@ export interface AttemptInput {
   readonly view: FlowState
   /** Whether an earlier run of this Step execution may have saved a heartbeat checkpoint. */
   readonly mayHaveCheckpoint: boolean
+  /** The runner's stream counters (metrics). */
+  readonly counters?: { streamRejectedWrites: number; streamTrims: number } | undefined
 }
 
 /** Runs the attempt to its outcome. Interrupted when its owner cancels it. */
@@ -98,7 +100,17 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     heartbeatCheckpoint: Option.fromNullishOr(checkpoint).pipe(Option.map((c) => JSON.parse(c))),
     heartbeat,
     emit: (stream, value) =>
-      emitStream(sql, config, registered.def.type, stream, flow.flow_id, step.step_execution_id, attempt, value)
+      emitStream(
+        sql,
+        config,
+        registered.def.type,
+        stream,
+        flow.flow_id,
+        step.step_execution_id,
+        attempt,
+        value,
+        i.counters
+      )
   }
   const body = Effect.suspend(() => def.execute(ctx, decodeJson(def.input, step.input))).pipe(
     Effect.provideContext(registered.context)

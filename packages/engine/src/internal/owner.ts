@@ -21,7 +21,7 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import { SqlClient } from "effect/sql"
-import { EngineConfig } from "../EngineConfig.ts"
+import { EngineConfig, millis } from "../EngineConfig.ts"
 import {
   DefinitionError,
   EngineError,
@@ -48,6 +48,7 @@ import {
 import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
+import { type ActiveAttempt, RunnerState } from "./runner.ts"
 import {
   type AttrWrite,
   byteLength,
@@ -64,6 +65,7 @@ import {
   deleteRun,
   type FlowRow,
   loadActiveSteps,
+  loadAttempt,
   loadAttrVersions,
   loadFlow,
   loadMessages,
@@ -87,6 +89,8 @@ const build = Effect.gen(function* () {
   const config = yield* EngineConfig
   const flowClient = yield* FlowEntity.client
   const groupCommit = yield* GroupCommit
+  const runner = yield* RunnerState
+  const dispatchWaitMs = millis(config.dispatchWait)
   const clusterContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
   const entityScope = yield* Scope.Scope
   // Step fibers live in a child scope, closed after the grace period when the entity stops
@@ -97,9 +101,11 @@ const build = Effect.gen(function* () {
   let keptAlive = false
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
+  runner.counters.flowsCached++
   yield* Scope.addFinalizer(
     entityScope,
     Effect.gen(function* () {
+      runner.counters.flowsCached--
       const running = [...fibers.values()]
       if (running.length > 0) yield* Effect.timeoutOption(Fiber.awaitAll(running), GRACE_PERIOD)
     })
@@ -130,7 +136,8 @@ const build = Effect.gen(function* () {
         steps: new Map(),
         views: new Map(),
         attempts: new Map(),
-        attrVersions: new Map()
+        attrVersions: new Map(),
+        stateBytes: 0
       }
       return { _tag: "Loaded", cache } as const
     }
@@ -159,13 +166,15 @@ const build = Effect.gen(function* () {
       list.push(v.version)
       attrVersions.set(k, list)
     }
+    const state: FlowState = { attrs: attrsAt(versions, flow.version), channels }
     const cache: FlowCache = {
       flow,
-      state: { attrs: attrsAt(versions, flow.version), channels },
+      state,
       steps: new Map(steps.map((s) => [s.step_execution_id, s])),
       views,
       attempts,
-      attrVersions
+      attrVersions,
+      stateBytes: stateBytesOf(state)
     }
     return { _tag: "Loaded", cache, openAttempts: open } as const
   })
@@ -215,6 +224,7 @@ const build = Effect.gen(function* () {
           tx.startAttempt(s.step_execution_id, s.attempt, { redelivered: true })
         }
       }
+      runner.counters.attemptsLost += lost.length
       for (const l of lost) {
         yield* Effect.orDie(
           tx.finishAttempt(
@@ -244,6 +254,8 @@ const build = Effect.gen(function* () {
     Effect.uninterruptible(
       Effect.gen(function* () {
         if (tx.dirty) {
+          const startedAt = performance.now()
+          tx.historyWindow = config.historyWindowEvents
           const { batch, versions } = tx.batch(visibleVersions, cache)
           const written = yield* groupCommit
             .run(
@@ -278,6 +290,7 @@ const build = Effect.gen(function* () {
             })
           }
           loaded = { _tag: "Loaded", cache: tx.result(versions) }
+          runner.counters.observeTransition((performance.now() - startedAt) / 1000)
         }
         yield* afterCommit(tx)
       })
@@ -377,22 +390,46 @@ const build = Effect.gen(function* () {
           )
           if (!started) return
         }
-        const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
-        const step = cache?.steps.get(stepExecutionId)
-        const view = cache?.views.get(stepExecutionId)
-        if (cache === undefined || step === undefined || view === undefined || step.attempt !== attempt) return
-        const outcome = yield* runAttempt({
-          sql,
-          config,
-          registered: reg,
-          flow: cache.flow,
-          step,
-          attempt,
-          view,
-          // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
-          mayHaveCheckpoint:
-            attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt
-        })
+        // a draining runner starts nothing: the attempt's start record stays, and the Flow's next owner
+        // runs it (an attempt without output is handed out again with the same number)
+        if (runner.draining()) return
+        const slot = yield* Effect.timeoutOption(runner.slots.acquire("step", lease), dispatchWaitMs)
+        if (slot._tag === "None") {
+          runner.counters.bump(runner.counters.stepsFailed, `${stepTypeOf(stepExecutionId)}\u0000NoTaskSlot`)
+          return yield* finish(stepExecutionId, attempt, {
+            _tag: "Failure",
+            errorType: "NoTaskSlot",
+            detail: `no task slot of this runner was free within ${dispatchWaitMs} ms`,
+            retryable: true,
+            reached: false
+          })
+        }
+        const outcome = yield* Effect.gen(function* () {
+          active.phase = "running"
+          const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
+          const step = cache?.steps.get(stepExecutionId)
+          const view = cache?.views.get(stepExecutionId)
+          if (cache === undefined || step === undefined || view === undefined || step.attempt !== attempt) return
+          runner.counters.bump(runner.counters.stepsStarted, step.step_type)
+          return yield* runAttempt({
+            sql,
+            config,
+            registered: reg,
+            flow: cache.flow,
+            step,
+            attempt,
+            view,
+            // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
+            mayHaveCheckpoint:
+              attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
+            counters: runner.counters
+          })
+        }).pipe(Effect.ensuring(Effect.sync(lease.free)))
+        if (outcome === undefined) return
+        if (outcome._tag === "Failure") {
+          runner.counters.bump(runner.counters.stepsFailed, `${stepTypeOf(stepExecutionId)}\u0000${outcome.errorType}`)
+        }
+        runner.attempts.delete(active)
         yield* finish(stepExecutionId, attempt, outcome)
       }).pipe(
         Effect.catchCause((cause) =>
@@ -402,13 +439,41 @@ const build = Effect.gen(function* () {
         ),
         Effect.ensuring(
           Effect.sync(() => {
+            lease.free()
+            runner.attempts.delete(active)
             if (fibers.get(stepExecutionId) === self) fibers.delete(stepExecutionId)
           })
         )
       )
       let self: Fiber.Fiber<void> | undefined
+      const lease = runner.slots.lease()
+      const active: ActiveAttempt = {
+        phase: "waiting",
+        cancel: Effect.suspend(() => (self === undefined ? Effect.void : drainCancel(stepExecutionId, attempt, self)))
+      }
       self = yield* Effect.forkIn(run, attemptScope, { startImmediately: false })
       fibers.set(stepExecutionId, self)
+      runner.attempts.add(active)
+    })
+
+  /**
+   * A drain ran out of time: interrupts the attempt. One that produced output fails `WorkerShutdown` (its
+   * retry policy and failure route apply, as for a lost worker); one without output is left as it is, and
+   * the Flow's next owner runs the same attempt again.
+   */
+  const drainCancel = (stepExecutionId: string, attempt: number, fiber: Fiber.Fiber<void>) =>
+    Effect.gen(function* () {
+      if (fibers.get(stepExecutionId) === fiber) fibers.delete(stepExecutionId)
+      yield* Fiber.interrupt(fiber)
+      const row = yield* Effect.orElseSucceed(loadAttempt(sql, flowId, stepExecutionId, attempt), () => undefined)
+      if (row === undefined || row.output_at === null || row.finished_at !== null) return
+      runner.counters.attemptsLost++
+      yield* finish(stepExecutionId, attempt, {
+        _tag: "Failure",
+        errorType: "WorkerShutdown",
+        detail: "the runner stopped (drain timeout) while the attempt was running, after it produced output",
+        retryable: true
+      })
     })
 
   /** Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. */
@@ -429,6 +494,26 @@ const build = Effect.gen(function* () {
         const tx = new Transition(reg, now, cache)
         fibers.delete(stepExecutionId)
         const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
+        if (
+          Exit.isSuccess(applied) &&
+          outcome._tag === "Success" &&
+          tx.stateBytesDelta > 0 &&
+          tx.stateBytes > config.maxFlowStateBytes
+        ) {
+          // the run budget: a completion that adds storage past it fails the Step without retry
+          runner.counters.budgetRejections++
+          const over = new Transition(reg, now, cache)
+          yield* Effect.orDie(
+            over.finishAttempt(stepExecutionId, attempt, {
+              _tag: "Failure",
+              errorType: "ValueTooLarge",
+              detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`,
+              retryable: false
+            })
+          )
+          over.settle()
+          return yield* commit(over, cache)
+        }
         if (Exit.isFailure(applied)) {
           // the result could not be applied (a consumed message, an unknown Step): the attempt fails
           const retry = new Transition(reg, now, cache)
@@ -570,8 +655,25 @@ const build = Effect.gen(function* () {
         const tx = new Transition(reg, now, cache)
         const staged = emptyStaged()
         const ctx = makeRpcView(reg.def, cache.state, staged, { flowId, runId: cache.flow.run_id })
+        // the handler holds a task slot; RPCs may take the reserve that Steps leave free
+        const lease = runner.slots.lease()
+        const slot = yield* Effect.timeoutOption(runner.slots.acquire("rpc", lease), dispatchWaitMs).pipe(
+          Effect.onInterrupt(() => Effect.sync(lease.free))
+        )
+        if (slot._tag === "None") {
+          lease.free()
+          return yield* new RpcFailed({
+            flowId,
+            rpc: p.rpc,
+            errorType: "NoTaskSlot",
+            detail: `no task slot of this runner was free within ${dispatchWaitMs} ms`
+          })
+        }
         const exit = yield* Effect.exit(
-          Effect.suspend(() => rpc.handler(ctx, input)).pipe(Effect.provideContext(reg.context))
+          Effect.suspend(() => rpc.handler(ctx, input)).pipe(
+            Effect.provideContext(reg.context),
+            Effect.ensuring(Effect.sync(lease.free))
+          )
         )
         if (Exit.isFailure(exit)) return yield* new RpcFailed({ flowId, rpc: p.rpc, ...errorInfo(exit.cause) })
         const result = exit.value
@@ -706,6 +808,19 @@ const build = Effect.gen(function* () {
     Control: ({ payload }) => surface(Control(payload), "Control")
   })
 })
+
+/** The run state of a Flow in bytes: its current attribute values and queued messages. */
+const stateBytesOf = (state: FlowState): number => {
+  let bytes = 0
+  for (const m of state.attrs.values()) for (const v of m.values()) bytes += byteLength(v)
+  for (const list of state.channels.values()) {
+    if (Array.isArray(list)) for (const msg of list as ReadonlyArray<{ value: string }>) bytes += byteLength(msg.value)
+  }
+  return bytes
+}
+
+/** The Step type of a Step execution ID (`<type>-<n>`). */
+const stepTypeOf = (stepExecutionId: string) => stepExecutionId.slice(0, stepExecutionId.lastIndexOf("-"))
 
 /** A defect in a handler would be retried forever with the caller waiting: surface it as an EngineError. */
 const surface = <A, E>(effect: Effect.Effect<A, E>, what: string): Effect.Effect<A, E | EngineError> =>

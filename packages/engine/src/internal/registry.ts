@@ -11,6 +11,8 @@ export interface RegisteredFlow {
   readonly steps: ReadonlyMap<string, AnyStepDef>
   readonly rpcs: ReadonlyMap<string, RpcDef<any, any, any>>
   readonly streams: ReadonlyMap<string, StreamDef<any>>
+  /** Names of the hard-delete attributes. */
+  readonly hardDelete: ReadonlySet<string>
   // the services of the Worker layer, captured at registration; their types are erased per Flow
   readonly context: Context.Context<any>
 }
@@ -35,6 +37,7 @@ export const registerFlows = (flows: ReadonlyArray<FlowDef<any, any>>) =>
         steps: new Map(def.steps.map((s) => [s.type, s])),
         rpcs: new Map(def.rpcs.map((r) => [r.name, r])),
         streams: new Map(def.streams.map((s) => [s.name, s])),
+        hardDelete: new Set(def.attributes.filter((a) => a.hardDelete === true).map((a) => a.name)),
         context
       })
     }

@@ -350,6 +350,8 @@ export interface TransitionBatch {
   }>
   readonly messageDeletes: ReadonlyArray<number>
   readonly history: ReadonlyArray<HistoryRow>
+  /** When set, history is pruned to this many newest events of the Flow (the history window). */
+  readonly pruneHistory?: number | undefined
   readonly reply: { readonly requestId: string; readonly reply: string; readonly at: number } | undefined
 }
 
@@ -418,6 +420,10 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
   }
   if (b.history.length > 0) {
     yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history))}`
+  }
+  if (b.pruneHistory !== undefined) {
+    yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
+      WHERE flow_id = ${flowId} ORDER BY id DESC LIMIT 1 OFFSET ${b.pruneHistory - 1})`
   }
   if (b.reply !== undefined) {
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
@@ -506,3 +512,37 @@ export const verify = Effect.fnUntraced(function* () {
     })
   }
 })
+
+/** Every table that holds rows of a Flow, by its `flow_id` column. */
+const FLOW_TABLES = [
+  "dex_attrs",
+  "dex_messages",
+  "dex_steps",
+  "dex_attempts",
+  "dex_history",
+  "dex_replies",
+  "dex_stream",
+  "dex_flows"
+] as const
+
+/**
+ * Purges closed Flows whose retention ended (`closed_at` before `cutoff`), at most `limit` per call, every
+ * row of each in one transaction. Returns the purged Flow IDs.
+ */
+export const purgeClosedFlows = (sql: Sql, cutoff: number, limit: number) =>
+  sql.withTransaction(
+    Effect.gen(function* () {
+      const due = yield* sql<{ flow_id: string }>`SELECT flow_id FROM dex_flows
+        WHERE status <> 'running' AND closed_at IS NOT NULL AND closed_at < ${cutoff} ORDER BY closed_at LIMIT ${limit}`
+      const ids = due.map((r) => r.flow_id)
+      if (ids.length === 0) return ids
+      // the purged stream messages no longer count against their stream's capacity
+      yield* sql`UPDATE dex_stream_usage SET used = used - COALESCE((SELECT SUM(s.bytes) FROM dex_stream s
+        WHERE s.flow_id IN ${sql.in(ids)} AND s.flow_type = dex_stream_usage.flow_type
+        AND s.stream = dex_stream_usage.stream), 0)`
+      for (const table of FLOW_TABLES) {
+        yield* sql`DELETE FROM ${sql(table)} WHERE flow_id IN ${sql.in(ids)}`
+      }
+      return ids
+    })
+  )

@@ -15,12 +15,16 @@ export const emitStream = <A>(
   flowId: string,
   stepExecutionId: string,
   attempt: number,
-  value: A
+  value: A,
+  counters?: { streamRejectedWrites: number; streamTrims: number }
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     const text = encodeJson(stream.schema, value)
     const size = byteLength(text)
-    if (size > config.maxStreamMessageBytes) return
+    if (size > config.maxStreamMessageBytes) {
+      if (counters) counters.streamRejectedWrites++
+      return
+    }
     const charge = size + byteLength(flowId) + byteLength(stepExecutionId) + 512
     const now = yield* Clock.currentTimeMillis
     yield* sql.withTransaction(
@@ -32,7 +36,11 @@ export const emitStream = <A>(
           yield* sql`INSERT INTO dex_stream_usage (flow_type, stream, used, trimmed_through)
             VALUES (${flowType}, ${stream.name}, 0, 0)`
         }
-        if (used + charge > stream.capacityBytes) return // full: the write is rejected, the Step goes on
+        if (used + charge > stream.capacityBytes) {
+          // full: the write is rejected, the Step goes on
+          if (counters) counters.streamRejectedWrites++
+          return
+        }
         yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at)
           VALUES (${flowType}, ${stream.name}, ${flowId}, ${stepExecutionId}, ${attempt}, ${text}, ${charge}, ${now})`
         used += charge
@@ -46,6 +54,7 @@ export const emitStream = <A>(
             trimmedThrough = Number(row.seq)
           }
           if (trimmedThrough !== undefined) {
+            if (counters) counters.streamTrims++
             yield* sql`DELETE FROM dex_stream WHERE flow_type = ${flowType} AND stream = ${stream.name}
               AND seq <= ${trimmedThrough}`
           }

@@ -19,6 +19,7 @@ import {
 import type { RegisteredFlow } from "./registry.ts"
 import {
   type AttrWrite,
+  byteLength,
   channelKey,
   decodeJson,
   emptyStaged,
@@ -54,6 +55,8 @@ export interface FlowCache {
   readonly attempts: ReadonlyMap<string, CurrentAttempt>
   /** Stored versions of each attribute key (`name\0key`), ascending. */
   readonly attrVersions: ReadonlyMap<string, ReadonlyArray<number>>
+  /** The Flow's run state in bytes: current attribute values and queued messages (the run budget). */
+  readonly stateBytes: number
 }
 
 /** A Step attempt to start once the transition has committed. */
@@ -77,6 +80,8 @@ export const executionDeadline = (flow: FlowRow): number | undefined => {
 }
 const SEQ = "\u0000seq"
 const MESSAGE_ID = "\u0000msg"
+/** History events written since the last pruning (the history window). */
+const EVENTS = "\u0000events"
 
 /** The state of a Flow as a transition changes it. */
 export class Transition {
@@ -99,6 +104,9 @@ export class Transition {
   private readonly messageDeletes: Array<number> = []
   private readonly history: Array<HistoryRow> = []
   private dirtyFlow = false
+  /** How much this transition grows the run state (negative when it shrinks it), in bytes. */
+  stateBytesDelta = 0
+  private readonly stateBytesBefore: number
   reply: TransitionBatch["reply"] = undefined
   /** A new run that reuses a closed Flow's ID: the old run's rows are deleted in the same transaction. */
   replacesRun = false
@@ -111,6 +119,8 @@ export class Transition {
 
   readonly registered: RegisteredFlow
   readonly now: number
+  /** History events kept per run (`historyWindowEvents`). */
+  historyWindow = 10_000
 
   constructor(
     registered: RegisteredFlow,
@@ -132,6 +142,7 @@ export class Transition {
       this.attempts = new Map()
       this.counters = {}
       this.dirtyFlow = true
+      this.stateBytesBefore = 0
     } else {
       this.flow = { ...cache.flow }
       this.expectedVersion = cache.flow.version
@@ -143,7 +154,13 @@ export class Transition {
       this.views = new Map(cache.views)
       this.attempts = new Map(cache.attempts)
       this.counters = JSON.parse(cache.flow.counters)
+      this.stateBytesBefore = cache.stateBytes
     }
+  }
+
+  /** The run state after this transition, in bytes. */
+  get stateBytes() {
+    return this.stateBytesBefore + this.stateBytesDelta
   }
 
   get flowId() {
@@ -272,6 +289,7 @@ export class Transition {
       if (!list.some((m) => m.id === d.id)) {
         return Effect.fail(new ChannelMessageNotFound({ flowId: this.flowId, channel: d.channel, messageId: d.id }))
       }
+      this.stateBytesDelta -= byteLength(list.find((m) => m.id === d.id)!.value)
       this.setChannel(
         k,
         list.filter((m) => m.id !== d.id)
@@ -280,6 +298,9 @@ export class Transition {
     }
     for (const w of writes) {
       const m = this.attrMap(w.name)
+      const previous = m.get(w.key)
+      this.stateBytesDelta +=
+        (w.value === null ? 0 : byteLength(w.value)) - (previous === undefined ? 0 : byteLength(previous))
       if (w.value === null) {
         if (!m.has(w.key)) continue
         m.delete(w.key)
@@ -296,6 +317,7 @@ export class Transition {
     for (const p of publishes) {
       const id = this.nextCounter(MESSAGE_ID)
       const k = channelKey(p.channel, p.key)
+      this.stateBytesDelta += byteLength(p.value)
       this.setChannel(k, [...this.queued(k), { id: String(id), value: p.value }])
       this.messages.push({ id, channel: p.channel, key: p.key, value: p.value, published_at: this.now })
     }
@@ -545,6 +567,7 @@ export class Transition {
         const list = this.queued(k)
         const set = new Set(ids)
         values[k] = list.filter((m) => set.has(m.id)).map((m) => m.value)
+        for (const v of values[k]) this.stateBytesDelta -= byteLength(v)
         this.setChannel(
           k,
           list.filter((m) => !set.has(m.id))
@@ -772,12 +795,17 @@ export class Transition {
 
   /** The transition's writes, for one SQL transaction. */
   batch(visible: (views: ReadonlyMap<string, StepRow>) => ReadonlySet<number>, cache: FlowCache | undefined) {
-    this.flow.counters = JSON.stringify(this.counters)
-    const { deletes, versions } = collectGarbage(
+    const { deletes, versions, dropped } = collectGarbage(
       cache?.attrVersions ?? new Map(),
       this.attrWrites,
-      visible(new Map([...this.steps].filter(([stepExecutionId]) => this.views.has(stepExecutionId))))
+      visible(new Map([...this.steps].filter(([stepExecutionId]) => this.views.has(stepExecutionId)))),
+      this.registered.hardDelete
     )
+    // the history window: about the newest `historyWindow` events per run are kept
+    const events = (this.counters[EVENTS] ?? 0) + this.history.length
+    const prune = events > this.historyWindow + Math.max(10, Math.floor(this.historyWindow / 10))
+    this.counters[EVENTS] = prune ? this.historyWindow : events
+    this.flow.counters = JSON.stringify(this.counters)
     // a message published and consumed by the same transition is never stored
     const inserted = new Set(this.messages.map((m) => m.id))
     const consumed = new Set(this.messageDeletes)
@@ -786,11 +814,12 @@ export class Transition {
       expectedVersion: this.expectedVersion,
       steps: [...this.touched.values()],
       attempts: [...this.attemptWrites.values()],
-      attrs: [...this.attrWrites.values()],
+      attrs: [...this.attrWrites.entries()].filter(([k]) => !dropped.has(k)).map(([, a]) => a),
       attrDeletes: deletes,
       messages: this.messages.filter((m) => !consumed.has(m.id)),
       messageDeletes: this.messageDeletes.filter((id) => !inserted.has(id)),
       history: this.history,
+      pruneHistory: prune ? this.historyWindow : undefined,
       reply: this.reply
     }
     return { batch, versions }
@@ -804,7 +833,8 @@ export class Transition {
       steps: this.steps,
       views: this.views,
       attempts: this.attempts,
-      attrVersions: versions
+      attrVersions: versions,
+      stateBytes: this.stateBytes
     }
   }
 }
@@ -821,15 +851,27 @@ interface StoredWaitResult {
 export const collectGarbage = (
   stored: ReadonlyMap<string, ReadonlyArray<number>>,
   written: ReadonlyMap<string, AttrVersionRow>,
-  visible: ReadonlySet<number>
+  visible: ReadonlySet<number>,
+  hardDelete: ReadonlySet<string> = new Set()
 ) => {
   const versions = new Map(stored)
   const deletes: Array<Omit<AttrVersionRow, "value">> = []
-  for (const [k, w] of written) versions.set(k, [...(stored.get(k) ?? []), w.version])
+  /** Written keys that are not stored at all: hard-delete attributes deleted by this transition. */
+  const dropped = new Set<string>()
+  for (const [k, w] of written) {
+    if (w.value === null && hardDelete.has(w.name)) {
+      for (const x of stored.get(k) ?? []) deletes.push({ name: w.name, key: w.key, version: x })
+      versions.delete(k)
+      dropped.add(k)
+      continue
+    }
+    versions.set(k, [...(stored.get(k) ?? []), w.version])
+  }
   for (const [k, list] of versions) {
     if (list.length < 2) continue
     const keep = new Set<number>([list[list.length - 1]!])
-    for (const v of visible) {
+    // a hard-delete attribute keeps no superseded value, not even for a running Step's view
+    for (const v of hardDelete.has(splitChannelKey(k)[0]) ? [] : visible) {
       let best: number | undefined
       for (const x of list) if (x <= v) best = x
       if (best !== undefined) keep.add(best)
@@ -842,7 +884,7 @@ export const collectGarbage = (
       list.filter((x) => keep.has(x))
     )
   }
-  return { deletes, versions }
+  return { deletes, versions, dropped }
 }
 
 export type { StoredWaitResult }

@@ -223,5 +223,43 @@ export const sizesSuite = (engine: EngineFactory) => {
         )
       )
     }
+
+    describe("the run budget (maxFlowStateBytes)", () => {
+      it.live("a model call whose commit would grow the session past the run budget ends the session", () =>
+        withSessionOn(
+          {
+            engine,
+            maxValueBytes: LIMIT,
+            maxFlowStateBytes: 20 * 1024,
+            // Stepwise keeps a tool-calling response's text in its run state: 25 KB does not fit a 20 KB budget
+            script: [{ text: "b".repeat(25 * 1024), toolCalls: [{ id: "c1", name: "noop", arguments: {} }] }],
+            tools: () => [
+              tool({ name: "noop", description: "Nothing.", effect: "read", handler: () => Effect.succeed("ok") })
+            ]
+          },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient
+              const engine = yield* Client.Client
+              yield* client.startSession("s-budget", { initialMessage: "go" })
+              const ended = yield* engine.waitForFlow("s-budget")
+              assert.strictEqual(ended.status, "failed")
+              assert.include(ended.reason ?? "", "run state of")
+              const state = yield* engine.getAttribute("s-budget", Persistence.AgentState)
+              assert.strictEqual(state._tag, "Some")
+              if (state._tag === "Some") {
+                assert.strictEqual(state.value.status, "failed")
+                assert.include(state.value.lastTurnError ?? "", "run state of")
+                assert.include(state.value.lastTurnError ?? "", "maxFlowStateBytes")
+              }
+              assert.strictEqual(kit.count("noop"), 0, "the tool the refused response asked for never ran")
+              const runModel = (yield* stepExecutions("s-budget")).filter((s) => s.stepType === "RunModel")
+              assert.strictEqual(runModel.length, 1)
+              assert.strictEqual(runModel[0]!.attempts.length, 1, "not retried")
+              assert.deepStrictEqual(outcomes(yield* allEvents("s-budget")), [["turn_failed", "turn-1", null]])
+            })
+        )
+      )
+    })
   })
 }

@@ -17,7 +17,10 @@ export const clusterEngine = (options: EngineOptions) =>
         url,
         runnerPort,
         pollInterval: "50 millis",
-        ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes })
+        maxConcurrentTasks: 64,
+        drainTimeout: "1 second",
+        ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
+        ...(options.maxFlowStateBytes === undefined ? {} : { maxFlowStateBytes: options.maxFlowStateBytes })
       })
     })
   ).pipe(
