@@ -22,7 +22,7 @@ const Failing = Step({
   type: "Failing",
   input: Schema.Number,
   options: { execute: { retry: { maxAttempts: 1 } } },
-  execute: () => Effect.fail(new Error("boom"))
+  execute: () => Effect.die(new Error("boom"))
 })
 const Metered = Flow({ type: "Metered", start: Chatty, streams: [Events] })
 const Broken = Flow({ type: "Broken", start: Failing })
@@ -60,7 +60,7 @@ for (const engine of engines) {
             assert.include(metrics.body, "# TYPE durable_engine_steps_started_total counter")
             assert.strictEqual(sample(metrics.body, 'durable_engine_steps_started_total{step_type="Chatty"}'), 1)
             assert.strictEqual(
-              sample(metrics.body, 'durable_engine_steps_failed_total{step_type="Failing",error_type="Error"}'),
+              sample(metrics.body, 'durable_engine_steps_failed_total{step_type="Failing",error_type="Defect"}'),
               1
             )
             assert.strictEqual(sample(metrics.body, "durable_engine_task_slots"), 4)
