@@ -143,6 +143,26 @@ export class HeartbeatTimeout extends Schema.TaggedError<HeartbeatTimeout>()("He
   }
 }
 
+/**
+ * No task slot of the runner was free within the dispatch wait (`EngineConfig.dispatchWait`): the attempt
+ * never started, and it counts as one attempt.
+ */
+export class NoTaskSlot extends Schema.TaggedError<NoTaskSlot>()("NoTaskSlot", { detail: Schema.String }) {
+  override get message() {
+    return this.detail
+  }
+}
+
+/**
+ * A draining runner reached its drain timeout while the attempt ran, after the attempt produced output (a
+ * heartbeat): the attempt was cancelled and its retry policy applies, as for a lost worker.
+ */
+export class WorkerShutdown extends Schema.TaggedError<WorkerShutdown>()("WorkerShutdown", { detail: Schema.String }) {
+  override get message() {
+    return this.detail
+  }
+}
+
 /** The worker running an attempt stopped after the attempt produced output (a heartbeat). */
 export class WorkerLost extends Schema.TaggedError<WorkerLost>()("WorkerLost", { detail: Schema.String }) {
   override get message() {
@@ -164,7 +184,15 @@ export class Defect extends Schema.TaggedError<Defect>()("Defect", {
 }
 
 /** The engine's own reasons a Step attempt fails, besides the errors a Step declares. */
-export type StepFailure = ValueTooLarge | MethodTimeout | HeartbeatTimeout | WorkerLost | DefinitionError | Defect
+export type StepFailure =
+  | ValueTooLarge
+  | MethodTimeout
+  | HeartbeatTimeout
+  | WorkerLost
+  | WorkerShutdown
+  | NoTaskSlot
+  | DefinitionError
+  | Defect
 
 /** The schema of {@link StepFailure}: how the engine stores its own failures with an attempt. */
 export const StepFailure: Schema.Codec<StepFailure, unknown> = Schema.Union([
@@ -172,6 +200,8 @@ export const StepFailure: Schema.Codec<StepFailure, unknown> = Schema.Union([
   MethodTimeout,
   HeartbeatTimeout,
   WorkerLost,
+  WorkerShutdown,
+  NoTaskSlot,
   DefinitionError,
   Defect
 ])
@@ -189,7 +219,7 @@ export type ErrorTag<E> = [E] extends [never] ? never : E extends { readonly _ta
  * again, so it is an instance of its class on whichever worker runs the route.
  */
 export interface RecoveryError<E = never> {
-  /** The error's tag: a declared tag, or ValueTooLarge, MethodTimeout, HeartbeatTimeout, WorkerLost, DefinitionError, Defect. */
+  /** The error's tag: a declared tag, or ValueTooLarge, MethodTimeout, HeartbeatTimeout, WorkerLost, WorkerShutdown, NoTaskSlot, DefinitionError, Defect. */
   readonly errorType: ErrorTag<E> | StepFailureType
   readonly detail: string
   readonly attemptProgress: AttemptProgress

@@ -10,6 +10,7 @@ import {
   type DefinitionError,
   type HeartbeatTimeout,
   type MethodTimeout,
+  type NoTaskSlot,
   RecoveryError,
   Step,
   StepDecision,
@@ -17,7 +18,8 @@ import {
   type StepFailure,
   type StepFailureType,
   ValueTooLarge,
-  type WorkerLost
+  type WorkerLost,
+  type WorkerShutdown
 } from "../src/index.ts"
 
 class Declined extends Schema.TaggedError<Declined>()("Declined", { reason: Schema.String }) {}
@@ -97,14 +99,30 @@ describe("the Step failure channel (types)", () => {
       | "MethodTimeout"
       | "HeartbeatTimeout"
       | "WorkerLost"
+      | "WorkerShutdown"
+      | "NoTaskSlot"
       | "DefinitionError"
       | "Defect"
     >()
     expectTypeOf<StepFailureType>().toEqualTypeOf<
-      "ValueTooLarge" | "MethodTimeout" | "HeartbeatTimeout" | "WorkerLost" | "DefinitionError" | "Defect"
+      | "ValueTooLarge"
+      | "MethodTimeout"
+      | "HeartbeatTimeout"
+      | "WorkerLost"
+      | "WorkerShutdown"
+      | "NoTaskSlot"
+      | "DefinitionError"
+      | "Defect"
     >()
     expectTypeOf<StepFailure>().toEqualTypeOf<
-      ValueTooLarge | MethodTimeout | HeartbeatTimeout | WorkerLost | DefinitionError | Defect
+      | ValueTooLarge
+      | MethodTimeout
+      | HeartbeatTimeout
+      | WorkerLost
+      | WorkerShutdown
+      | NoTaskSlot
+      | DefinitionError
+      | Defect
     >()
     expectTypeOf<R["error"]>().toEqualTypeOf<Declined | Flaky | StepFailure>()
     expectTypeOf<RecoveryError["errorType"]>().toEqualTypeOf<StepFailureType>()
@@ -126,7 +144,14 @@ describe("the Step failure channel (types)", () => {
         Effect.catchTag("Declined", (e) => Effect.succeed(e.reason)),
         Effect.catch((e) => {
           expectTypeOf(e).toEqualTypeOf<
-            Flaky | MethodTimeout | HeartbeatTimeout | WorkerLost | DefinitionError | Defect
+            | Flaky
+            | MethodTimeout
+            | HeartbeatTimeout
+            | WorkerLost
+            | WorkerShutdown
+            | NoTaskSlot
+            | DefinitionError
+            | Defect
           >()
           return Effect.succeed(e._tag)
         })

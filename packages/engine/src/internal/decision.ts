@@ -8,10 +8,12 @@ import {
   DefinitionError,
   HeartbeatTimeout,
   MethodTimeout,
+  NoTaskSlot,
   type RecoveryError,
   StepFailure,
   ValueTooLarge,
-  WorkerLost
+  WorkerLost,
+  WorkerShutdown
 } from "../Errors.ts"
 import type { AnyStepDef, RetryPolicy, StepDecision, StepOptions } from "../Flow.ts"
 import type { RegisteredFlow } from "./registry.ts"
@@ -129,12 +131,23 @@ export const Outcome = Schema.Union([
 export type Outcome = typeof Outcome.Type
 export type FailureOutcome = Outcome & { readonly _tag: "Failure" }
 
-const engineFailures = [ValueTooLarge, MethodTimeout, HeartbeatTimeout, WorkerLost, DefinitionError, Defect] as const
+const engineFailures = [
+  ValueTooLarge,
+  MethodTimeout,
+  HeartbeatTimeout,
+  WorkerLost,
+  WorkerShutdown,
+  NoTaskSlot,
+  DefinitionError,
+  Defect
+] as const
 const engineTags: ReadonlySet<string> = new Set([
   "ValueTooLarge",
   "MethodTimeout",
   "HeartbeatTimeout",
   "WorkerLost",
+  "WorkerShutdown",
+  "NoTaskSlot",
   "DefinitionError",
   "Defect"
 ] satisfies ReadonlyArray<StepFailure["_tag"]>)

@@ -29,10 +29,12 @@ import {
   FlowNotActive,
   FlowNotFound,
   InvalidInput,
+  NoTaskSlot,
   RpcFailed,
   RpcLockConflict,
   ValueTooLarge,
-  WorkerLost
+  WorkerLost,
+  WorkerShutdown
 } from "../Errors.ts"
 import { runAttempt } from "./attempt.ts"
 import {
@@ -396,13 +398,15 @@ const build = Effect.gen(function* () {
         const slot = yield* Effect.timeoutOption(runner.slots.acquire("step", lease), dispatchWaitMs)
         if (slot._tag === "None") {
           runner.counters.bump(runner.counters.stepsFailed, `${stepTypeOf(stepExecutionId)}\u0000NoTaskSlot`)
-          return yield* finish(stepExecutionId, attempt, {
-            _tag: "Failure",
-            errorType: "NoTaskSlot",
-            detail: `no task slot of this runner was free within ${dispatchWaitMs} ms`,
-            retryable: true,
-            reached: false
-          })
+          return yield* finish(
+            stepExecutionId,
+            attempt,
+            engineFailure(
+              new NoTaskSlot({ detail: `no task slot of this runner was free within ${dispatchWaitMs} ms` }),
+              true,
+              false
+            )
+          )
         }
         const outcome = yield* Effect.gen(function* () {
           active.phase = "running"
@@ -468,12 +472,16 @@ const build = Effect.gen(function* () {
       const row = yield* Effect.orElseSucceed(loadAttempt(sql, flowId, stepExecutionId, attempt), () => undefined)
       if (row === undefined || row.output_at === null || row.finished_at !== null) return
       runner.counters.attemptsLost++
-      yield* finish(stepExecutionId, attempt, {
-        _tag: "Failure",
-        errorType: "WorkerShutdown",
-        detail: "the runner stopped (drain timeout) while the attempt was running, after it produced output",
-        retryable: true
-      })
+      yield* finish(
+        stepExecutionId,
+        attempt,
+        engineFailure(
+          new WorkerShutdown({
+            detail: "the runner stopped (drain timeout) while the attempt was running, after it produced output"
+          }),
+          true
+        )
+      )
     })
 
   /** Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. */
@@ -505,10 +513,16 @@ const build = Effect.gen(function* () {
           const over = new Transition(reg, now, cache)
           yield* Effect.orDie(
             over.finishAttempt(stepExecutionId, attempt, {
-              _tag: "Failure",
-              errorType: "ValueTooLarge",
-              detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`,
-              retryable: false
+              // a typed ValueTooLarge for the failure route, with the budget's own words as the detail
+              ...engineFailure(
+                new ValueTooLarge({
+                  name: `Flow run state of ${flowId}`,
+                  bytes: tx.stateBytes,
+                  limit: config.maxFlowStateBytes
+                }),
+                false
+              ),
+              detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`
             })
           )
           over.settle()

@@ -658,6 +658,8 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
                       MethodTimeout: (e) => Effect.succeed(`${r.errorType} ${e.ms}`),
                       HeartbeatTimeout: (e) => Effect.succeed(`${r.errorType} ${e.ms}`),
                       WorkerLost: (e) => Effect.succeed(`${r.errorType} ${e.detail}`),
+                      WorkerShutdown: (e) => Effect.succeed(`${r.errorType} ${e.detail}`),
+                      NoTaskSlot: (e) => Effect.succeed(`${r.errorType} ${e.detail}`),
                       DefinitionError: (e) => Effect.succeed(`${r.errorType} ${e.reason}`)
                     }),
                     Effect.map((text) => StepDecision.gracefulComplete(text))
