@@ -168,6 +168,15 @@ const build = Effect.gen(function* () {
     return { _tag: "Loaded", cache, openAttempts: open } as const
   })
 
+  /**
+   * The cache, read again when it holds a closed Flow: the retention purge may have deleted it meanwhile
+   * (then the Flow ID is unknown, and a new Flow may start under it).
+   */
+  const fresh: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
+    if (loaded?._tag === "Loaded" && loaded.cache.flow.status !== "running") loaded = undefined
+    return current
+  })
+
   /** The cache, loaded (and the Flow recovered) on first use and after a failed commit. */
   const current: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
     if (loaded !== undefined) return Effect.succeed(loaded)
@@ -538,7 +547,7 @@ const build = Effect.gen(function* () {
   const Start = (p: StartPayload) =>
     lock.withPermits(1)(
       Effect.gen(function* () {
-        const l = yield* current
+        const l = yield* fresh
         if (l._tag === "Loaded") {
           // the same request again (a redelivery after a crash or a shard move, or a repeat the caller allows)
           if (l.cache.flow.request_id === p.requestId) return l.cache.flow.run_id
@@ -604,7 +613,7 @@ const build = Effect.gen(function* () {
   const Invoke = (p: InvokePayload) =>
     lock.withPermits(1)(
       Effect.gen(function* () {
-        const l = yield* current
+        const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
         const stored = yield* storedReply(p.requestId)
@@ -700,7 +709,7 @@ const build = Effect.gen(function* () {
   const Control = (p: ControlPayload) =>
     lock.withPermits(1)(
       Effect.gen(function* () {
-        const l = yield* current
+        const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
         const stored = yield* storedReply(p.requestId)
