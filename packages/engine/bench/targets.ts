@@ -22,14 +22,18 @@ export interface Storage {
   readonly cleanup: () => Promise<void>
 }
 
+/** Task slots of a benchmark runner: the workloads run many Flows at once; the default (the CPU count) would
+ * measure the slot limit instead of the engine. */
+const BENCH_TASK_SLOTS = 1024
+
 /** The engine layer on a SQLite file (WAL, synchronous=FULL) or a Postgres URL (a runner on a free port). */
 export const engineFor = async (
   mode: Mode,
   location: string
 ): Promise<Layer.Layer<Engine.EngineServices, EngineError>> =>
   mode === "embedded"
-    ? Engine.layerEmbedded({ filename: location, synchronous: "FULL" })
-    : Engine.layerCluster({ url: location, runnerPort: await freePort() })
+    ? Engine.layerEmbedded({ filename: location, synchronous: "FULL", maxConcurrentTasks: BENCH_TASK_SLOTS })
+    : Engine.layerCluster({ url: location, runnerPort: await freePort(), maxConcurrentTasks: BENCH_TASK_SLOTS })
 
 /** A temporary SQLite file with the embedded engine's default durability (WAL, synchronous=FULL). */
 export const embeddedStorage = (): Storage => {

@@ -38,10 +38,11 @@ export interface EngineConfigShape {
    */
   readonly drainTimeout: Duration.Input
   /**
-   * The run budget: all storage of one Flow (attribute versions, queued messages, Step inputs). A Step
-   * completion or heartbeat checkpoint that adds storage past it fails the Step without retry with
-   * `ValueTooLarge` (detail `run state of N bytes ...`). Transactional RPC writes are not checked.
-   * Default 64 MiB.
+   * The run budget: the run state of one Flow (its current attribute values and queued messages; the
+   * engine keeps superseded values only while a running Step reads them). A Step completion that adds
+   * storage and would leave the Flow over it fails the Step without retry with `ValueTooLarge` (detail
+   * `Flow run state of N bytes is over the run budget ...`). Transactional RPC writes and Flow starts are
+   * not checked. Default 64 MiB.
    */
   readonly maxFlowStateBytes: number
   /** History events kept per Flow run; older ones are pruned. Default 10,000. */

@@ -165,6 +165,9 @@ for (const engine of engines) {
           assert.strictEqual(yield* flowRows("old"), 0)
           const runner = yield* Engine.RunnerState
           assert.isAtLeast(runner.counters.flowsPurged, 1)
+          // the purged Flow ID is free again (a cached owner of the closed Flow reads it again)
+          yield* client.startFlow(LoopFlow, "old", 60)
+          assert.strictEqual((yield* client.waitForFlow("old", { timeout: "60 seconds" })).status, "completed")
         }).pipe(
           Effect.provide(
             Worker.layer(LoopFlow).pipe(Layer.provideMerge(engine.layer({ closedFlowRetention: "2 seconds" })))

@@ -97,14 +97,18 @@ export const cycles = (starts: TurnStarts, skip: number): Array<number> =>
       .slice(skip)
   )
 
+/** Task slots of a benchmark runner: the workloads run many Flows at once; the default (the CPU count) would
+ * measure the slot limit instead of the engine. */
+const BENCH_TASK_SLOTS = 1024
+
 /** The engine layer of a mode: a SQLite file (WAL, synchronous=FULL) or a Postgres URL (a runner on a free port). */
 export const engineFor = async (
   mode: Mode,
   location: string
 ): Promise<Layer.Layer<Engine.EngineServices, EngineError>> =>
   mode === "embedded"
-    ? Engine.layerEmbedded({ filename: location, synchronous: "FULL" })
-    : Engine.layerCluster({ url: location, runnerPort: await freePort() })
+    ? Engine.layerEmbedded({ filename: location, synchronous: "FULL", maxConcurrentTasks: BENCH_TASK_SLOTS })
+    : Engine.layerCluster({ url: location, runnerPort: await freePort(), maxConcurrentTasks: BENCH_TASK_SLOTS })
 
 /** A session worker and `AgentSessionClient` on `engine`, with the benchmark model and tools. */
 export const workerLayer = (starts: TurnStarts, engine: Layer.Layer<Engine.EngineServices, EngineError>) =>

@@ -73,6 +73,8 @@ export const layerEngine = (options: {
   readonly maxValueBytes?: number | undefined
   /** The run budget of one session (the engine's `maxFlowStateBytes`); the engine default when omitted. */
   readonly maxFlowStateBytes?: number | undefined
+  /** Task slots of the runner; 64 when omitted. */
+  readonly maxConcurrentTasks?: number | undefined
   readonly pollInterval?: Duration.Input | undefined
 }): Layer.Layer<Engine.EngineServices, unknown> =>
   Layer.unwrap(
@@ -85,7 +87,7 @@ export const layerEngine = (options: {
         Engine.layerEmbedded({
           filename: join(dir, "session.db"),
           pollInterval: options.pollInterval ?? "20 millis",
-          maxConcurrentTasks: 64,
+          maxConcurrentTasks: options.maxConcurrentTasks ?? 64,
           drainTimeout: "1 second",
           ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
           ...(options.maxFlowStateBytes === undefined ? {} : { maxFlowStateBytes: options.maxFlowStateBytes })

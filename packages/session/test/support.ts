@@ -35,6 +35,8 @@ export interface Kit {
 export interface EngineOptions {
   readonly maxValueBytes?: number | undefined
   readonly maxFlowStateBytes?: number | undefined
+  /** Task slots of the runner (the test engines default to 64). */
+  readonly maxConcurrentTasks?: number | undefined
 }
 
 /** Builds a fresh engine (its own storage) for one test; the layer's scope removes what it created. */
@@ -48,6 +50,7 @@ export const embeddedEngine: EngineFactory = (options) =>
   SessionTesting.layerEngine({
     maxValueBytes: options.maxValueBytes,
     maxFlowStateBytes: options.maxFlowStateBytes,
+    maxConcurrentTasks: options.maxConcurrentTasks,
     pollInterval: "50 millis"
   })
 

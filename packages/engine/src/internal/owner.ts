@@ -181,6 +181,15 @@ const build = Effect.gen(function* () {
     return { _tag: "Loaded", cache, openAttempts: open } as const
   })
 
+  /**
+   * The cache, read again when it holds a closed Flow: the retention purge may have deleted it meanwhile
+   * (then the Flow ID is unknown, and a new Flow may start under it).
+   */
+  const fresh: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
+    if (loaded?._tag === "Loaded" && loaded.cache.flow.status !== "running") loaded = undefined
+    return current
+  })
+
   /** The cache, loaded (and the Flow recovered) on first use and after a failed commit. */
   const current: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
     if (loaded !== undefined) return Effect.succeed(loaded)
@@ -566,7 +575,7 @@ const build = Effect.gen(function* () {
   const Start = (p: StartPayload) =>
     lock.withPermits(1)(
       Effect.gen(function* () {
-        const l = yield* current
+        const l = yield* fresh
         let replaces = false
         if (l._tag === "Loaded") {
           // the same request again (a redelivery after a crash or a shard move, or a repeat the caller allows)
@@ -641,7 +650,7 @@ const build = Effect.gen(function* () {
   const Invoke = (p: InvokePayload) =>
     lock.withPermits(1)(
       Effect.gen(function* () {
-        const l = yield* current
+        const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
         const stored = yield* storedReply(p.requestId)
@@ -737,7 +746,7 @@ const build = Effect.gen(function* () {
   const Control = (p: ControlPayload) =>
     lock.withPermits(1)(
       Effect.gen(function* () {
-        const l = yield* current
+        const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
         const stored = yield* storedReply(p.requestId)

@@ -17,7 +17,7 @@ export const clusterEngine = (options: EngineOptions) =>
         url,
         runnerPort,
         pollInterval: "50 millis",
-        maxConcurrentTasks: 64,
+        maxConcurrentTasks: options.maxConcurrentTasks ?? 64,
         drainTimeout: "1 second",
         ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
         ...(options.maxFlowStateBytes === undefined ? {} : { maxFlowStateBytes: options.maxFlowStateBytes })
