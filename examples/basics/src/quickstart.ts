@@ -45,7 +45,7 @@ const program = Effect.gen(function* () {
 program.pipe(
   Effect.provide(
     Layer.mergeAll(worker, AgentSessionClient.layer(flow.type)).pipe(
-      Layer.provideMerge(Engine.layerEmbedded({ filename: process.argv[2] ?? "sessions.db" }))
+      Layer.provideMerge(Engine.layerEmbedded({ filename: process.argv[2] ?? "sessions.db", maxConcurrentTasks: 32 }))
     )
   ),
   Effect.runPromise

@@ -106,7 +106,7 @@ if (import.meta.main) {
   program.pipe(
     Effect.provide(
       Layer.mergeAll(layerWorker(ModelClient.layerScripted(script)), AgentSessionClient.layer(flow.type)).pipe(
-        Layer.provideMerge(Engine.layerEmbedded({ filename: process.argv[2] ?? "shop.db" }))
+        Layer.provideMerge(Engine.layerEmbedded({ filename: process.argv[2] ?? "shop.db", maxConcurrentTasks: 32 }))
       )
     ),
     Effect.runPromise

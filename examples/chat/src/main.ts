@@ -49,7 +49,9 @@ const appLayer = (
   mcpTools: Readonly<Record<string, AiSdkTool>>,
   runner?: Layer.Layer<AgentFrameworkRunner>
 ) => {
-  const engine = Engine.layerEmbedded({ filename: config.database, pollInterval: "100 millis" })
+  // Agent Steps mostly wait on the network: more task slots than CPUs (the engine's default) lets parallel tool
+  // calls run at once.
+  const engine = Engine.layerEmbedded({ filename: config.database, pollInterval: "100 millis", maxConcurrentTasks: 32 })
   const agent = makeAgent(config, model)
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(runner ?? AiSdkRunner.layer({ ...agent, tools: { ...agent.tools, ...mcpTools } }))

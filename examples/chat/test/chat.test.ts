@@ -144,7 +144,7 @@ const textDeltasOf = (chat: Chat, sessionId: string, stepExecutionId: string) =>
     ).length
   }).pipe(
     Effect.provide(AgentSessionClient.layer(FLOW_TYPE)),
-    Effect.provide(Engine.layerEmbedded({ filename: chat.db }))
+    Effect.provide(Engine.layerEmbedded({ filename: chat.db, maxConcurrentTasks: 64 }))
   )
 
 describe("the terminal chat", () => {

@@ -37,7 +37,11 @@ describe("chat on the OpenAI Agents runner", () => {
       const app = Layer.mergeAll(
         AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(runner.layer)),
         AgentSessionClient.layer(FLOW_TYPE)
-      ).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "chat.db"), pollInterval: "50 millis" })))
+      ).pipe(
+        Layer.provideMerge(
+          Engine.layerEmbedded({ filename: join(dir, "chat.db"), pollInterval: "50 millis", maxConcurrentTasks: 64 })
+        )
+      )
       yield* Effect.gen(function* () {
         const client = yield* AgentSessionClient
         const poll = client

@@ -97,7 +97,13 @@ const durable = (runnerLayer: Layer.Layer<any, any, any>, flowType: string) =>
         AgentSessionFlow.layerWorker(AgentSessionFlow.make({ flowType })).pipe(Layer.provide(runnerLayer)),
         AgentSessionClient.layer(flowType)
       ).pipe(
-        Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, `${flowType}.db`), pollInterval: "50 millis" }))
+        Layer.provideMerge(
+          Engine.layerEmbedded({
+            filename: join(dir, `${flowType}.db`),
+            pollInterval: "50 millis",
+            maxConcurrentTasks: 64
+          })
+        )
       )
     ),
     Effect.scoped

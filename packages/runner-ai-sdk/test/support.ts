@@ -91,7 +91,8 @@ export const withAiSdkSession = <A, E>(
   })
   const engine = Engine.layerEmbedded({
     filename: join(dir, `aisdk-${process.pid}-${++n}.db`),
-    pollInterval: "50 millis"
+    pollInterval: "50 millis",
+    maxConcurrentTasks: 64
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(

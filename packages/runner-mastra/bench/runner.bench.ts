@@ -132,7 +132,11 @@ const durable = Effect.gen(function* () {
         Layer.provide(MastraRunner.layer(benchAgent()))
       ),
       AgentSessionClient.layer("BenchMastra")
-    ).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis" })))
+    ).pipe(
+      Layer.provideMerge(
+        Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis", maxConcurrentTasks: 64 })
+      )
+    )
   ),
   Effect.scoped
 )

@@ -114,7 +114,11 @@ const durable = Effect.gen(function* () {
         Layer.provide(OpenAiAgentsRunner.layer({ agent: benchAgent() }))
       ),
       AgentSessionClient.layer("BenchOpenAiAgents")
-    ).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis" })))
+    ).pipe(
+      Layer.provideMerge(
+        Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis", maxConcurrentTasks: 64 })
+      )
+    )
   ),
   Effect.scoped
 )
