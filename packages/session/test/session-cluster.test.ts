@@ -5,6 +5,7 @@ import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
 import { sizesSuite } from "./suites/sizes.ts"
+import { steerSuite } from "./suites/steer.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { clusterEngine } from "./support.ts"
 
@@ -14,3 +15,4 @@ effectsSuite(clusterEngine)
 inputSuite(clusterEngine)
 sizesSuite(clusterEngine)
 cancelSuite(clusterEngine)
+steerSuite(clusterEngine)

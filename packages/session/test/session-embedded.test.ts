@@ -6,6 +6,7 @@ import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
 import { sizesSuite } from "./suites/sizes.ts"
+import { steerSuite } from "./suites/steer.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { embeddedEngine } from "./support.ts"
 
@@ -15,3 +16,4 @@ effectsSuite(embeddedEngine)
 inputSuite(embeddedEngine)
 sizesSuite(embeddedEngine)
 cancelSuite(embeddedEngine)
+steerSuite(embeddedEngine)

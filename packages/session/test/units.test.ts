@@ -164,6 +164,8 @@ describe("the Flow definition", () => {
         ["send_user_message", []],
         ["resolve_interrupt", ["PendingInterrupts"]],
         ["cancel_turn", ["TurnCancellationRequest", "PendingInterrupts"]],
+        ["steer_user_message", []],
+        ["delete_queued_message", []],
         ["get_agent_snapshot", []],
         ["list_agent_messages", []],
         ["update_session_settings", []]

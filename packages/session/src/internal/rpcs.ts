@@ -19,6 +19,8 @@ export interface SessionRpcs {
   readonly list_agent_messages: RpcDef<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>
   readonly update_session_settings: RpcDef<typeof UpdateSettingsInput.Type, boolean>
   readonly cancel_turn: RpcDef<Wire.CancelTurnRequest, boolean>
+  readonly steer_user_message: RpcDef<Wire.SteerUserMessageRequest, boolean>
+  readonly delete_queued_message: RpcDef<Wire.DeleteQueuedMessageRequest, boolean>
 }
 
 /** The Steps an RPC handler schedules or cancels; a client-side definition has none (it runs no handler). */
@@ -95,6 +97,52 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
         nextSteps: [StepMovement.of(s.FinishTurnCancellation, turnId)]
       }
     })
+  }),
+
+  // Transactional and lock-free. With an active turn the message goes to SteeredUserMessages and a control wake
+  // to TurnControlRequests; the turn applies it at its next boundary ("Steering and cancellation rules").
+  steer_user_message: Rpc({
+    name: "steer_user_message",
+    input: Wire.SteerUserMessageRequest,
+    output: Schema.Boolean,
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        const { messageId, text } = request
+        if ((messageId === null) === (text === null)) return { output: false }
+        if (text !== null && isBlank(text)) return { output: false }
+        const queued =
+          messageId === null ? undefined : ctx.messages(P.QueuedUserMessages).find((m) => m.id === messageId)
+        if (messageId !== null && queued === undefined) return { output: false }
+        const state = Option.getOrNull(ctx.get(P.AgentState))
+        if (state === null) return { output: false }
+        if (state.activeTurnId === null) {
+          // No turn to steer: the idle wait listens to queued messages, so a text is queued and an ID stays.
+          if (text !== null) ctx.publish(P.QueuedUserMessages, { text, planMode: false })
+          return { output: true }
+        }
+        if (!state.acceptsTurnControl) return { output: false }
+        if (queued !== undefined) {
+          ctx.deleteMessage(P.QueuedUserMessages, queued.id)
+          ctx.publish(P.SteeredUserMessages, queued.value)
+        } else if (text !== null) {
+          ctx.publish(P.SteeredUserMessages, { text, planMode: false })
+        }
+        ctx.publish(P.TurnControlRequests, { kind: "steer" })
+        return { output: true }
+      })
+  }),
+
+  delete_queued_message: Rpc({
+    name: "delete_queued_message",
+    input: Wire.DeleteQueuedMessageRequest,
+    output: Schema.Boolean,
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        const queued = ctx.messages(P.QueuedUserMessages).find((m) => m.id === request.messageId)
+        if (queued === undefined) return { output: false }
+        ctx.deleteMessage(P.QueuedUserMessages, queued.id)
+        return { output: true }
+      })
   }),
 
   get_agent_snapshot: Rpc({

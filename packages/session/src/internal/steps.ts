@@ -78,6 +78,15 @@ export interface SessionSteps {
   readonly CancelToolTask: StepDef<string, any>
 }
 
+/**
+ * Whether steering may abandon a waiting call: only while it has taken no effect, that is an approval, a
+ * question that no started task asked, or a durable wait. The one predicate of every such decision.
+ */
+export const abandonable = (record: Wire.AgentToolCall): boolean =>
+  record.status === "awaiting_approval" ||
+  (record.status === "awaiting_answer" && record.taskId === null) ||
+  record.status === "waiting_for_timer"
+
 /** The longest wait between two polls of a task: a day. */
 const MAX_TASK_POLL_SECONDS = 86_400
 
@@ -760,6 +769,45 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
   // AwaitToolApproval
   // -------------------------------------------------------------------------------------------------------
 
+  /**
+   * A waiting Step woken by ToolCallCancellations. A turn neither steered nor cancelled (a wake left from an
+   * earlier turn whose call reused the ID) waits again, and so does a call whose interrupt is gone while its
+   * answer is queued. Otherwise the call is abandoned: its interrupt goes, and it records `rejected` with the
+   * cancellation result.
+   */
+  const cancellationWake = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    events: Emitter,
+    record: Wire.AgentToolCall,
+    again: StepDef<string, any>
+  ) {
+    const reason = turnControl(ctx, record.turnId)
+    const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+    const interrupt = pending.find((i) => i.toolCallId === record.toolCallId)
+    const answered = interrupt === undefined && ctx.channelSize(P.InterruptResolutions, record.toolCallId) > 0
+    if (reason === null || answered || !abandonable(record)) return StepDecision.goTo(again, record.toolCallId)
+    if (interrupt !== undefined) {
+      ctx.set(
+        P.PendingInterrupts,
+        pending.filter((i) => i !== interrupt)
+      )
+      yield* events.interruptResolved({
+        interruptId: interrupt.interruptId,
+        approved: false,
+        rejectionMessage: cancellationRejection(reason),
+        kind: interrupt.kind,
+        answered: false,
+        cancellationReason: reason
+      })
+    }
+    yield* finalizeRecord(ctx, events, record, {
+      status: "rejected",
+      rejectionMessage: cancellationRejection(reason),
+      cancellationReason: reason
+    })
+    return StepDecision.deadEnd()
+  })
+
   const AwaitToolApproval: StepDef<string, any> = Step({
     type: "AwaitToolApproval",
     input: ToolCallIdInput,
@@ -825,8 +873,8 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         })
         return StepDecision.deadEnd()
       }
-      // A cancellation wake: without steering the turn is never steered or cancelled, so wait again.
-      return StepDecision.goTo(AwaitToolApproval, toolCallId)
+      // A cancellation wake: only the flags decide, and an answer that committed first wins.
+      return yield* cancellationWake(ctx, events, record, AwaitToolApproval)
     })
   })
 
@@ -844,8 +892,35 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
       if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
-      // A control wake with nothing to apply (no steering yet): wait again for the same count.
-      if (ctx.channelResults(P.ToolCallResults).length === 0) return StepDecision.goTo(ResumeTurn, count)
+      if (ctx.channelResults(P.ToolCallResults).length === 0) {
+        // A control wake. In a steered turn that is not cancelled, every call that took no effect is abandoned:
+        // its interrupt goes now, and its waiting Step records it. Then wait again for the same count.
+        if (turnControl(ctx, turnId) === "steered") {
+          const events = emitter(ctx, config, turnId)
+          let pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+          for (const record of turnRecords(ctx, turnId)) {
+            if (!abandonable(record)) continue
+            const interrupt = pending.find((i) => i.toolCallId === record.toolCallId)
+            if (interrupt !== undefined) {
+              pending = pending.filter((i) => i !== interrupt)
+              yield* events.interruptResolved({
+                interruptId: interrupt.interruptId,
+                approved: false,
+                rejectionMessage: Wire.STEERED_REJECTION_MESSAGE,
+                kind: interrupt.kind,
+                answered: false,
+                cancellationReason: "steered"
+              })
+            } else if (record.status !== "waiting_for_timer") {
+              // Its answer committed first (or its question is not raised yet): the waiting Step decides.
+              if (ctx.channelSize(P.InterruptResolutions, record.toolCallId) > 0) continue
+            }
+            ctx.publishAt(P.ToolCallCancellations, record.toolCallId, { reason: "steered" })
+          }
+          ctx.set(P.PendingInterrupts, pending)
+        }
+        return StepDecision.goTo(ResumeTurn, count)
+      }
       // A consumed result of an earlier turn: wait again for what is still unfinished.
       const unfinished = turnRecords(ctx, turnId).filter((r) => !isFinal(r)).length
       if (unfinished > 0) return StepDecision.goTo(ResumeTurn, unfinished)
