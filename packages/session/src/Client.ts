@@ -116,6 +116,15 @@ export interface AgentSessionClientShape {
     }
   ) => Effect.Effect<boolean, RpcError>
   /**
+   * `answer_question`: answers a pending question (`ask_user`, or a tool's `<tool_call_id>-input-<n>`). False
+   * when it is not a pending question, its deadline passed, the answer is blank, or it is not one of the
+   * choices of a question without free text. Decline with `resolveInterrupt({ approved: false })`.
+   */
+  readonly answerQuestion: (
+    sessionId: string,
+    request: { readonly interruptId: string; readonly answer: string }
+  ) => Effect.Effect<boolean, RpcError>
+  /**
    * `cancel_turn`: stops the active turn (or `turnId` when it is still the active one) without ending the
    * session. True means the cancellation is recorded: a running model call is aborted, waiting approvals
    * are rejected, and the session waits for the next message; a final answer that committed first wins
@@ -250,6 +259,11 @@ export const makeAgentSessionClient = (flowType: string) =>
           interruptId: request.interruptId,
           approved: request.approved,
           rejectionMessage: request.rejectionMessage ?? null
+        }),
+      answerQuestion: (sessionId, request) =>
+        invoke<Wire.AnswerQuestionRequest, boolean>(rpcs.answer_question, sessionId, {
+          interruptId: request.interruptId,
+          answer: request.answer
         }),
       cancelTurn: (sessionId, options) =>
         invoke<Wire.CancelTurnRequest, boolean>(rpcs.cancel_turn, sessionId, { turnId: options?.turnId ?? null }),

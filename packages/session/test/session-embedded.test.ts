@@ -5,6 +5,7 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
 import { turnSuite } from "./suites/turn.ts"
@@ -17,3 +18,4 @@ inputSuite(embeddedEngine)
 sizesSuite(embeddedEngine)
 cancelSuite(embeddedEngine)
 steerSuite(embeddedEngine)
+questionsSuite(embeddedEngine)

@@ -21,6 +21,7 @@ export interface SessionRpcs {
   readonly cancel_turn: RpcDef<Wire.CancelTurnRequest, boolean>
   readonly steer_user_message: RpcDef<Wire.SteerUserMessageRequest, boolean>
   readonly delete_queued_message: RpcDef<Wire.DeleteQueuedMessageRequest, boolean>
+  readonly answer_question: RpcDef<Wire.AnswerQuestionRequest, boolean>
 }
 
 /** The Steps an RPC handler schedules or cancels; a client-side definition has none (it runs no handler). */
@@ -73,6 +74,32 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
     })
   }),
 
+  // Serializes with resolve_interrupt, ResumeTurn and the waiting Steps on the PendingInterrupts lock.
+  answer_question: Rpc({
+    name: "answer_question",
+    input: Wire.AnswerQuestionRequest,
+    output: Schema.Boolean,
+    locks: [P.PendingInterrupts],
+    handler: Effect.fn("AgentSession.answer_question")(function* (ctx, request) {
+      const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+      const interrupt = pending.find((i) => i.interruptId === request.interruptId && i.kind === "question")
+      if (interrupt === undefined || isBlank(request.answer)) return { output: false }
+      const now = yield* Clock.currentTimeMillis
+      if (interrupt.deadline !== null && now >= Date.parse(interrupt.deadline)) return { output: false }
+      if (!interrupt.allowsFreeText && !interrupt.choices.includes(request.answer)) return { output: false }
+      ctx.set(
+        P.PendingInterrupts,
+        pending.filter((i) => i !== interrupt)
+      )
+      ctx.publishAt(P.InterruptResolutions, interrupt.interruptId, {
+        approved: true,
+        rejectionMessage: null,
+        answer: request.answer
+      })
+      return { output: true }
+    })
+  }),
+
   // Locks only what short Steps lock (never a model call's Step), so it never waits for a model call. The
   // commit cancels the model call and every waiting Step of the turn, and FinishTurnCancellation records their
   // calls; a final answer that committed first already ended the turn, so this returns false.
@@ -93,7 +120,14 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       ctx.set(P.TurnCancellationRequest, { turnId, requestedAt: new Date(now).toISOString() })
       return {
         output: true,
-        cancelSteps: [s.RunModel, s.RecordTurnFailure, s.AwaitToolApproval, s.PollToolTask],
+        cancelSteps: [
+          s.RunModel,
+          s.RecordTurnFailure,
+          s.AwaitToolApproval,
+          s.AwaitQuestionAnswer,
+          s.AwaitTimer,
+          s.PollToolTask
+        ],
         nextSteps: [StepMovement.of(s.FinishTurnCancellation, turnId)]
       }
     })
