@@ -68,8 +68,8 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
    */
   readonly runner?: Context.Key<Id, AgentFrameworkRunnerShape> | undefined
   /**
-   * The built-in tools the model may call: `ask_user`, `durable_wait` (see `BuiltInTools`). Their names are
-   * reserved while enabled. None by default.
+   * The built-in tools the model may call: `ask_user`, `durable_wait`, `write_todos` (see `BuiltInTools`).
+   * Their names are reserved while enabled. None by default. (Plan mode is not built yet.)
    */
   readonly builtInTools?: ReadonlyArray<Wire.BuiltInToolName> | undefined
   /** The longest `durable_wait`; default 7 days. */
@@ -125,7 +125,6 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
       fail(`unknown built-in tool ${JSON.stringify(name)}`)
     }
   }
-  if (builtInTools.has("write_todos")) fail("write_todos and plan mode are not available yet")
   const maxDurableWaitSeconds = Math.floor(
     Duration.toMillis(Duration.fromInputUnsafe(options.maxDurableWait ?? "7 days")) / 1000
   )

@@ -197,7 +197,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
             toolCalls: state?.activeTurnId ? turnRecords(ctx, state.activeTurnId) : [],
             usage: Option.getOrElse(ctx.get(P.AgentUsage), () => ZERO_USAGE),
             queuedMessageCount: queued.length,
-            plan: null,
+            plan: Option.getOrNull(ctx.get(P.AgentPlan)),
             queuedMessages: queued,
             steeredMessages: pendingMessages(P.SteeredUserMessages),
             contextSummary: null,

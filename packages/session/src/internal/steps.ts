@@ -507,6 +507,37 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
               movements.push(StepMovement.of(AwaitTimer, record.toolCallId))
               continue
             }
+            if (builtIn === "write_todos") {
+              // Settles in this commit: the plan is replaced, or every call of a response that called it more
+              // than once fails and the plan stays as it was.
+              const repeated = outcome.toolCalls.filter((c) => c.toolName === "write_todos").length > 1
+              const tasks = repeated ? undefined : BuiltInTools.validateWriteTodos(call.arguments)
+              if (tasks === undefined || tasks._tag === "Invalid") {
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "failed",
+                  error:
+                    tasks === undefined
+                      ? Wire.WRITE_TODOS_CALLED_MORE_THAN_ONCE_ERROR
+                      : Wire.invalidTodosError(tasks.reason)
+                })
+                continue
+              }
+              const revision = Option.match(ctx.get(P.AgentPlan), { onNone: () => 0, onSome: (p) => p.revision }) + 1
+              const list = tasks.value
+              const status: Wire.AgentPlanStatus =
+                list.length === 0 ? "cleared" : list.every((t) => t.status === "completed") ? "completed" : "active"
+              ctx.set(P.AgentPlan, { revision, status, tasks: list, updatedAt: now })
+              yield* events.planUpdated({ revision, status, taskCount: list.length })
+              yield* finalizeRecord(ctx, events, record, {
+                status: "succeeded",
+                output: Schema.encodeSync(Wire.WriteTodosResultJson)(
+                  list.length === 0
+                    ? { status: "cleared", revision }
+                    : { status: "updated", revision, taskCount: list.length }
+                )
+              })
+              continue
+            }
             if (Option.isNone(parseToolArguments(call.arguments))) {
               yield* finalizeRecord(ctx, events, record, {
                 status: "failed",

@@ -72,7 +72,11 @@ export const questionsSuite = (engine: EngineFactory) => {
     body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
   ) =>
     withSessionOn(
-      { ...setup, flow: { builtInTools: ["ask_user", "durable_wait"], toolPolicies: policies, ...setup.flow }, engine },
+      {
+        ...setup,
+        flow: { builtInTools: ["ask_user", "durable_wait", "write_todos"], toolPolicies: policies, ...setup.flow },
+        engine
+      },
       body
     )
 
@@ -359,6 +363,70 @@ export const questionsSuite = (engine: EngineFactory) => {
             )
             const last = (yield* client.getSnapshot("s-race")).messages.at(-1)!
             assert.include(last.text!, `-> rejected: ${TURN_CANCELLED_REJECTION_MESSAGE}`)
+          })
+      )
+    )
+  })
+
+  describe("write_todos", () => {
+    it.live("replaces the plan in RunModel's commit; twice in one response fails both and keeps the plan", () =>
+      withSession(
+        {
+          script: [
+            {
+              toolCalls: [
+                {
+                  id: "p1",
+                  name: "write_todos",
+                  arguments: {
+                    todos: [
+                      { content: "Read the notes", status: "completed" },
+                      { content: "Write the summary", status: "in_progress" }
+                    ]
+                  }
+                }
+              ]
+            },
+            { text: "Planned." },
+            {
+              toolCalls: [
+                { id: "p2", name: "write_todos", arguments: { todos: [] } },
+                { id: "p3", name: "write_todos", arguments: { todos: [{ content: "x", status: "pending" }] } },
+                { id: "p4", name: "write_todos", arguments: { todos: [{ content: "x", status: "done" }] } }
+              ]
+            },
+            { text: "Not replanned." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-todo", { initialMessage: "plan" })
+            const first = yield* awaitTurns("s-todo", 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), {
+              p1: '{"status":"updated","revision":1,"task_count":2}'
+            })
+            assert.strictEqual(first.plan?.revision, 1)
+            assert.strictEqual(first.plan?.status, "active")
+            assert.deepStrictEqual(
+              first.plan?.tasks.map((t) => [t.content, t.status]),
+              [
+                ["Read the notes", "completed"],
+                ["Write the summary", "in_progress"]
+              ]
+            )
+            const updated = (yield* allEvents("s-todo")).filter((e) => e.event.type === "plan_updated")
+            assert.deepStrictEqual(
+              updated.map((e) => e.event.payload),
+              [{ revision: 1, status: "active", taskCount: 2 }]
+            )
+            assert.isTrue(yield* client.sendUserMessage("s-todo", "replan"))
+            const second = yield* awaitTurns("s-todo", 2)
+            const { p2, p3, p4 } = toolResults(kit.requests[3]!)
+            const twice = "The tool call failed: write_todos was called more than once in one response"
+            assert.deepStrictEqual([p2, p3, p4], [twice, twice, twice])
+            assert.strictEqual(second.plan?.revision, 1, "the plan is unchanged")
           })
       )
     )
