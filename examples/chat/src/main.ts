@@ -37,8 +37,11 @@ const HELP = [
   "  /resume <id>     switch to a session",
   "  /new             start a new session",
   "  /history [full]  the current session's Steps (full: the engine's whole history of it)",
+  "  /steer <text>    redirect the running turn: it stops at its next step and <text> starts the next turn",
+  "  /cancel          stop the running turn (Ctrl-C too); the session stays open",
+  "  /skip            decline the question the agent asks",
   "  /help            this list",
-  "  /quit            leave (Ctrl-C and Ctrl-D too); the sessions stay in the database",
+  "  /quit            leave (Ctrl-D, or Ctrl-C while no turn runs); the sessions stay in the database",
   "any other line is a message to the agent."
 ].join("\n")
 
@@ -94,6 +97,21 @@ const command = (line: string) =>
         yield* screen.print(chatLine(`sessions (* current):\n${lines.join("\n")}`))
         return false
       }
+      case "/cancel":
+        yield* chat.cancel
+        return false
+      case "/steer": {
+        const text = line.slice("/steer".length).trim()
+        if (text.length === 0) yield* screen.print(errorLine("usage: /steer <message>"))
+        else yield* chat.steer(text)
+        return false
+      }
+      case "/skip": {
+        const asking = yield* chat.asking
+        if (Option.isSome(asking) && asking.value.kind === "question") yield* chat.answer(false)
+        else yield* screen.print(errorLine("no question to skip"))
+        return false
+      }
       case "/history": {
         yield* screen.print(yield* chat.history(args[0] === "full"))
         return false
@@ -116,11 +134,20 @@ const loop = Effect.gen(function* () {
   while (true) {
     const input = yield* screen.input
     if (input._tag === "Quit") return
+    if (input._tag === "Interrupt") {
+      // Ctrl-C cancels the running turn; with none running it leaves, as it always did
+      if (!(yield* chat.busy)) return
+      yield* chat.cancel.pipe(Effect.catchCause((cause) => screen.print(errorLine(describeCause(cause)))))
+      yield* chat.refreshPrompt
+      continue
+    }
     const text = input.text.trim()
     const quit = yield* Effect.gen(function* () {
       if (text.startsWith("/")) return yield* command(text)
       const asking = yield* chat.asking
-      if (Option.isSome(asking)) {
+      if (Option.isSome(asking) && asking.value.kind === "question") {
+        if (text.length > 0) yield* chat.answerText(text)
+      } else if (Option.isSome(asking)) {
         if (/^(y|yes)$/i.test(text)) yield* chat.answer(true)
         else if (/^(n|no)$/i.test(text)) yield* chat.answer(false)
         else yield* screen.print(errorLine(`please answer y or n: run ${asking.value.toolName}?`))

@@ -31,6 +31,7 @@ import {
   describeCall,
   errorLine,
   finishedLine,
+  questionLines,
   Screen,
   showMessage,
   stepLines,
@@ -64,8 +65,16 @@ export interface ChatShape {
   readonly send: (text: string) => Effect.Effect<void, ChatError>
   /** The approval the chat is asking for, if any. */
   readonly asking: Effect.Effect<Option.Option<AgentInterrupt>>
-  /** Answers the approval the chat is asking for. */
+  /** Answers the approval the chat is asking for (or declines its question with `false`). */
   readonly answer: (approved: boolean) => Effect.Effect<void, ChatError>
+  /** Answers the question the chat is asking with a text. */
+  readonly answerText: (text: string) => Effect.Effect<void, ChatError>
+  /** Whether a turn of the current session runs. */
+  readonly busy: Effect.Effect<boolean>
+  /** Cancels the running turn (`cancel_turn`); the session stays open. */
+  readonly cancel: Effect.Effect<void, ChatError>
+  /** Steers the running turn with a new message (`steer_user_message`); queued when no turn runs. */
+  readonly steer: (text: string) => Effect.Effect<void, ChatError>
   /** The current session's Steps (or, with `full`, the engine's whole history of it). */
   readonly history: (full: boolean) => Effect.Effect<string, ChatError>
   /** Shows the prompt that fits the state: an approval question, nothing while the agent works, or `you>`. */
@@ -159,12 +168,10 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
 
         const ask = (v: View, interrupt: AgentInterrupt) =>
           Effect.gen(function* () {
-            if (interrupt.kind !== "tool_approval" || v.pending.some((p) => p.interruptId === interrupt.interruptId)) {
-              return
-            }
+            if (v.pending.some((p) => p.interruptId === interrupt.interruptId)) return
             v.pending.push(interrupt)
             v.approvals.set(interrupt.interruptId, interrupt.toolName)
-            yield* print(approvalLines(interrupt))
+            yield* print(interrupt.kind === "question" ? questionLines(interrupt) : approvalLines(interrupt))
           })
 
         /** Shows one event. `replay` shows a resumed turn's earlier events without asking again. */
@@ -206,10 +213,22 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
                 return yield* interrupt === undefined ? Effect.void : ask(v, interrupt)
               }
               case "interrupt_resolved": {
-                const { interruptId, approved } = event.payload
+                const { interruptId, approved, kind, answered, cancellationReason } = event.payload
                 v.pending = v.pending.filter((p) => p.interruptId !== interruptId)
                 const name = v.approvals.get(interruptId) ?? interruptId
-                return yield* print(approveLine(`${name}: ${approved ? "approved" : "rejected"}`))
+                const outcome =
+                  cancellationReason === "steered"
+                    ? "abandoned (steered)"
+                    : cancellationReason === "turn_cancelled"
+                      ? "abandoned (turn cancelled)"
+                      : kind === "question"
+                        ? answered
+                          ? "answered"
+                          : "declined"
+                        : approved
+                          ? "approved"
+                          : "rejected"
+                return yield* print(approveLine(`${name}: ${outcome}`))
               }
               case "turn_completed":
                 v.busy = false
@@ -373,11 +392,44 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
               .resolveInterrupt(v.sessionId, {
                 interruptId: interrupt.interruptId,
                 approved,
-                rejectionMessage: approved ? null : `The user rejected this ${interrupt.toolName} call.`
+                rejectionMessage:
+                  approved || interrupt.kind === "question"
+                    ? null
+                    : `The user rejected this ${interrupt.toolName} call.`
               })
               // still pending: ask again
               .pipe(Effect.onError(() => Effect.sync(() => v.pending.unshift(interrupt))))
             if (!resolved) yield* print(errorLine(`the approval of ${interrupt.toolName} is no longer pending`))
+          })
+
+        const answerText = (text: string) =>
+          Effect.gen(function* () {
+            const v = view
+            const interrupt = v.pending[0]
+            if (interrupt === undefined) return
+            const accepted = yield* client.answerQuestion(v.sessionId, {
+              interruptId: interrupt.interruptId,
+              answer: text
+            })
+            if (accepted) v.pending.shift()
+            else if (interrupt.choices.length > 0 && !interrupt.allowsFreeText) {
+              yield* print(errorLine(`please answer one of: ${interrupt.choices.join(", ")}`))
+            } else yield* print(errorLine("the question is no longer pending"))
+          })
+
+        const cancel = Effect.gen(function* () {
+          const cancelled = yield* client.cancelTurn(view.sessionId)
+          if (!cancelled) yield* print(errorLine("no turn is running"))
+          else yield* print(chatLine("cancelling the turn…"))
+        })
+
+        const steer = (text: string) =>
+          Effect.gen(function* () {
+            const steered = yield* client.steerUserMessage(view.sessionId, { text })
+            if (!steered) yield* print(errorLine("the session did not take that message"))
+            else if (view.busy)
+              yield* print(chatLine("steering: the turn ends at its next step and this message starts the next"))
+            else view.busy = true
           })
 
         const history = (full: boolean) =>
@@ -400,6 +452,10 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
           send,
           asking: Effect.sync(() => Option.fromUndefinedOr(view.pending[0])),
           answer,
+          answerText,
+          busy: Effect.sync(() => view.busy),
+          cancel,
+          steer,
           history,
           refreshPrompt
         } satisfies ChatShape

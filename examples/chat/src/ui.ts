@@ -12,8 +12,11 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 
-/** One input from the person: a line, or the end (Ctrl-D, Ctrl-C). */
-export type Input = { readonly _tag: "Line"; readonly text: string } | { readonly _tag: "Quit" }
+/** One input from the person: a line, Ctrl-C (`Interrupt`), or the end of input (Ctrl-D). */
+export type Input =
+  | { readonly _tag: "Line"; readonly text: string }
+  | { readonly _tag: "Interrupt" }
+  | { readonly _tag: "Quit" }
 
 export interface ScreenShape {
   /** Prints whole lines above the prompt. */
@@ -63,7 +66,8 @@ export class Screen extends Context.Service<Screen, ScreenShape>()("examples/cha
         shown = null
         Queue.offerUnsafe(inputs, { _tag: "Quit" })
       })
-      rl.on("SIGINT", () => void Queue.offerUnsafe(inputs, { _tag: "Quit" }))
+      // Ctrl-C cancels a running turn (the chat decides); it quits only when no turn runs
+      rl.on("SIGINT", () => void Queue.offerUnsafe(inputs, { _tag: "Interrupt" }))
 
       const hidePrompt = () => {
         if (shown === null) return
@@ -229,7 +233,21 @@ export const approvalLines = (interrupt: AgentInterrupt): string => {
 }
 
 export const approvalPrompt = (interrupt: AgentInterrupt) =>
-  `${styleText("yellow", "approve>")} run ${interrupt.toolName}? [y/n] `
+  interrupt.kind === "question"
+    ? `${styleText("yellow", "answer>")} `
+    : `${styleText("yellow", "approve>")} run ${interrupt.toolName}? [y/n] `
+
+/** A question the agent or one of its tools asks: the question and its choices. */
+export const questionLines = (interrupt: AgentInterrupt): string => {
+  const lines = [approveLine(`${interrupt.toolName} asks: ${interrupt.question ?? ""}`)]
+  if (interrupt.choices.length > 0) {
+    lines.push(
+      `         ${styleText("dim", `choices: ${interrupt.choices.join(" | ")}${interrupt.allowsFreeText ? " (or your own words)" : ""}`)}`
+    )
+  }
+  lines.push(`         ${styleText("dim", "type the answer; /skip declines")}`)
+  return lines.join("\n")
+}
 
 /** Shows a stored message of the conversation (for `/resume`): `you>` or `agent>` text. */
 export const showMessage = (screen: ScreenShape, message: AgentMessage): Effect.Effect<void> => {

@@ -216,6 +216,41 @@ describe("the terminal chat", () => {
   )
 
   it.live(
+    "Ctrl-C cancels the running turn and /steer redirects one; the chat and the session stay open",
+    () =>
+      Effect.gen(function* () {
+        const chat = yield* makeChat
+        yield* start(chat)
+        yield* waitForPrompt(chat, "you>")
+        yield* type(chat, "summarize the notes")
+        yield* waitForPrompt(chat, APPROVAL)
+
+        yield* Effect.sync(() => tmux(chat, "send-keys", "-t", chat.name, "C-c"))
+        yield* waitFor(chat, "approve> write_file: abandoned (turn cancelled)")
+        yield* waitFor(chat, "the turn was cancelled")
+        yield* waitForPrompt(chat, "you>")
+        assert.isTrue(yield* isRunning(chat), "Ctrl-C during a turn does not end the chat")
+        assert.isFalse(existsSync(summary(chat)), "the cancelled write never ran")
+
+        yield* type(chat, "summarize the notes")
+        yield* waitFor(chat, "the second approval", (s) => s.split("needs your approval").length === 3)
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* type(chat, "/steer hello instead")
+        yield* waitFor(chat, "approve> write_file: abandoned (steered)")
+        yield* waitFor(chat, "the turn was steered by a newer message")
+        yield* waitFor(chat, "agent> Hello! I'm the scripted demo model.")
+        yield* waitForPrompt(chat, "you>")
+        assert.isFalse(existsSync(summary(chat)), "the abandoned write never ran")
+
+        yield* type(chat, "/cancel")
+        yield* waitFor(chat, "no turn is running")
+        yield* type(chat, "/quit")
+        yield* waitForExit(chat)
+      }),
+    90_000
+  )
+
+  it.live(
     "killed while it asks for an approval, it resumes the turn on restart; the write runs after the approval",
     () =>
       Effect.gen(function* () {

@@ -67,6 +67,13 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
    * own key to run several agents (Flow types) with different runners in one process.
    */
   readonly runner?: Context.Key<Id, AgentFrameworkRunnerShape> | undefined
+  /**
+   * The built-in tools the model may call: `ask_user`, `durable_wait`, `write_todos` (see `BuiltInTools`).
+   * Their names are reserved while enabled. None by default. (Plan mode is not built yet.)
+   */
+  readonly builtInTools?: ReadonlyArray<Wire.BuiltInToolName> | undefined
+  /** The longest `durable_wait`; default 7 days. */
+  readonly maxDurableWait?: Duration.Input | undefined
 }
 
 /**
@@ -112,6 +119,16 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
       ? null
       : Duration.toMillis(Duration.fromInputUnsafe(options.interruptDeadline))
   if (deadline !== null && !(deadline >= 0)) fail("interruptDeadline must not be negative")
+  const builtInTools = new Set<string>(options.builtInTools ?? [])
+  for (const name of builtInTools) {
+    if (!(Wire.BuiltInToolName.literals as ReadonlyArray<string>).includes(name)) {
+      fail(`unknown built-in tool ${JSON.stringify(name)}`)
+    }
+  }
+  const maxDurableWaitSeconds = Math.floor(
+    Duration.toMillis(Duration.fromInputUnsafe(options.maxDurableWait ?? "7 days")) / 1000
+  )
+  if (!(maxDurableWaitSeconds >= 1)) fail("maxDurableWait must be at least 1 second")
   const events = P.agentEvents(options.eventsCapacityBytes)
   const { steps } = makeSteps({
     flowType: options.flowType,
@@ -121,7 +138,9 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     events,
     runner: options.runner ?? (AgentFrameworkRunner as unknown as Context.Key<Id, AgentFrameworkRunnerShape>),
     heartbeatInterval: Duration.fromInputUnsafe(options.heartbeatInterval ?? "20 seconds"),
-    retryInitialInterval: options.retryInitialInterval ?? "1 second"
+    retryInitialInterval: options.retryInitialInterval ?? "1 second",
+    builtInTools,
+    maxDurableWaitSeconds
   })
   const rpcs = makeRpcs(steps)
   const flow = Flow<AgentSessionStartInput, Id>({

@@ -116,6 +116,15 @@ export interface AgentSessionClientShape {
     }
   ) => Effect.Effect<boolean, RpcError>
   /**
+   * `answer_question`: answers a pending question (`ask_user`, or a tool's `<tool_call_id>-input-<n>`). False
+   * when it is not a pending question, its deadline passed, the answer is blank, or it is not one of the
+   * choices of a question without free text. Decline with `resolveInterrupt({ approved: false })`.
+   */
+  readonly answerQuestion: (
+    sessionId: string,
+    request: { readonly interruptId: string; readonly answer: string }
+  ) => Effect.Effect<boolean, RpcError>
+  /**
    * `cancel_turn`: stops the active turn (or `turnId` when it is still the active one) without ending the
    * session. True means the cancellation is recorded: a running model call is aborted, waiting approvals
    * are rejected, and the session waits for the next message; a final answer that committed first wins
@@ -125,6 +134,18 @@ export interface AgentSessionClientShape {
     sessionId: string,
     options?: { readonly turnId?: string | null | undefined }
   ) => Effect.Effect<boolean, RpcError>
+  /**
+   * `steer_user_message`: redirects the active turn with a new text or a queued message (by its
+   * `messageId` from the snapshot's `queuedMessages`). The turn ends at its next boundary, abandoning only
+   * the calls that took no effect, and the steered messages start the next turn in order. Without an active
+   * turn a text is queued like `sendUserMessage`. False for a blank text or an ID that is not queued.
+   */
+  readonly steerUserMessage: (
+    sessionId: string,
+    message: { readonly text: string } | { readonly messageId: string }
+  ) => Effect.Effect<boolean, RpcError>
+  /** `delete_queued_message`: removes a queued message by its ID; false when it is not queued. */
+  readonly deleteQueuedMessage: (sessionId: string, messageId: string) => Effect.Effect<boolean, RpcError>
   /** `get_agent_snapshot`. */
   readonly getSnapshot: (sessionId: string) => Effect.Effect<Wire.AgentSnapshot, RpcError>
   /** `list_agent_messages`, oldest first; `limit` defaults to 50. */
@@ -239,8 +260,20 @@ export const makeAgentSessionClient = (flowType: string) =>
           approved: request.approved,
           rejectionMessage: request.rejectionMessage ?? null
         }),
+      answerQuestion: (sessionId, request) =>
+        invoke<Wire.AnswerQuestionRequest, boolean>(rpcs.answer_question, sessionId, {
+          interruptId: request.interruptId,
+          answer: request.answer
+        }),
       cancelTurn: (sessionId, options) =>
         invoke<Wire.CancelTurnRequest, boolean>(rpcs.cancel_turn, sessionId, { turnId: options?.turnId ?? null }),
+      steerUserMessage: (sessionId, message) =>
+        invoke<Wire.SteerUserMessageRequest, boolean>(rpcs.steer_user_message, sessionId, {
+          messageId: "messageId" in message ? message.messageId : null,
+          text: "text" in message ? message.text : null
+        }),
+      deleteQueuedMessage: (sessionId, messageId) =>
+        invoke<Wire.DeleteQueuedMessageRequest, boolean>(rpcs.delete_queued_message, sessionId, { messageId }),
       getSnapshot: (sessionId) => invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null),
       listMessages: (sessionId, request) =>
         invoke<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>(rpcs.list_agent_messages, sessionId, {

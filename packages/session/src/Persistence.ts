@@ -85,7 +85,7 @@ export const SessionSettings = Attribute("SessionSettings", Wire.SessionSettings
 export const TurnSessionSettings = Attribute("TurnSessionSettings", Wire.TurnSessionSettings)
 
 /**
- * `TurnCancellationRequest`: written only by `cancel_turn` (later); AwaitUserMessage locks it.
+ * `TurnCancellationRequest`: written only by `cancel_turn`; AwaitUserMessage, ApplyTurnControl and FinishTurnCancellation lock it.
  *
  * @category attributes
  * @since 0.1.0
@@ -167,6 +167,14 @@ export const agentEvents = (capacityBytes: number = DEFAULT_EVENTS_CAPACITY_BYTE
 export const AgentEvents = agentEvents()
 
 /**
+ * The session's plan: replaced by each successful `write_todos`; unset until the first one.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentPlan = Attribute("AgentPlan", Wire.AgentPlan)
+
+/**
  * Every Attribute and AttributeMap of the session.
  *
  * @category collections
@@ -182,7 +190,8 @@ export const attributes = [
   AgentUsage,
   SessionSettings,
   TurnSessionSettings,
-  TurnCancellationRequest
+  TurnCancellationRequest,
+  AgentPlan
 ] as const
 
 /**

@@ -19,7 +19,9 @@ import type {
   AgentMessageRole,
   AgentToolCall,
   AgentUsage,
+  BuiltInToolName,
   InteractionMode,
+  QuestionAnswer,
   SessionSettings,
   ToolEffect
 } from "./wire/index.ts"
@@ -153,6 +155,8 @@ export interface AgentTurnContext {
    * framework and the provider request. The session drops the call's result.
    */
   readonly cancellationSignal?: AbortSignal | undefined
+  /** The session's enabled built-in tools; a runner offers their `BuiltInTools.definitions` to its model. */
+  readonly enabledBuiltInTools?: ReadonlyArray<BuiltInToolName> | undefined
 }
 
 /**
@@ -180,6 +184,8 @@ export interface DeferredToolExecution {
    * handle; later heartbeats of the attempt repeat it. Resolves once it is durable.
    */
   readonly saveHeartbeatCheckpoint?: ((checkpoint: unknown) => Effect.Effect<void>) | undefined
+  /** The user's answers to the questions this call asked so far ({@link ToolInputRequested}), oldest first. */
+  readonly inputAnswers?: ReadonlyArray<QuestionAnswer> | undefined
 }
 
 /**
@@ -237,12 +243,60 @@ export interface ToolTaskPending {
 }
 
 /**
- * What one deferred call returns: its result, or a started task (see {@link isToolTaskStarted}).
+ * The tool needs the user's answer before it takes any effect. The session asks the question (interrupt
+ * `<tool_call_id>-input-<n>`) and runs the tool again with the answer in `inputAnswers`; `continuation` comes
+ * back as the record's `inputContinuation`. Build it with {@link toolInputRequested}.
+ *
+ * It is also a {@link ToolExecutionResult} (its `output` names the question), as {@link ToolTaskStarted} is.
  *
  * @category models
  * @since 0.1.0
  */
-export type DeferredToolOutcome = ToolExecutionResult | ToolTaskStarted
+export interface ToolInputRequested extends ToolExecutionResult {
+  readonly _tag: "ToolInputRequested"
+  readonly question: string
+  readonly choices: ReadonlyArray<string>
+  readonly allowsFreeText: boolean
+  readonly continuation: string | null
+}
+
+/**
+ * A {@link ToolInputRequested}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const toolInputRequested = (options: {
+  readonly question: string
+  readonly choices?: ReadonlyArray<string> | undefined
+  readonly allowsFreeText?: boolean | undefined
+  readonly continuation?: string | null | undefined
+}): ToolInputRequested => ({
+  _tag: "ToolInputRequested",
+  question: options.question,
+  choices: options.choices ?? [],
+  allowsFreeText: options.allowsFreeText ?? true,
+  continuation: options.continuation ?? null,
+  output: `the tool asks: ${options.question}`
+})
+
+/**
+ * Whether an outcome is a question for the user.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isToolInputRequested = (outcome: ToolExecutionResult): outcome is ToolInputRequested =>
+  "_tag" in outcome && (outcome as { readonly _tag: unknown })._tag === "ToolInputRequested"
+
+/**
+ * What one deferred call returns: its result, a started task (see {@link isToolTaskStarted}), or a question
+ * for the user (see {@link isToolInputRequested}).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type DeferredToolOutcome = ToolExecutionResult | ToolTaskStarted | ToolInputRequested
 
 /**
  * What one task poll returns: the task's result, or a pending task.

@@ -14,6 +14,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as BuiltInTools from "./BuiltInTools.ts"
 import { ModelClient, type ModelClientShape, type ModelMessage, type ModelToolCall } from "./ModelClient.ts"
 import { parseToolArguments } from "./Policy.ts"
 import {
@@ -286,10 +287,11 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
       typeof agent.instructions === "string"
         ? agent.instructions
         : agent.instructions({ flowId: turn.flowId, turnId: turn.turnId, sessionSettings: turn.sessionSettings })
+    const builtIns = BuiltInTools.definitions.filter((d) => turn.enabledBuiltInTools?.includes(d.name) === true)
     const response = yield* model.generate({
       instructions,
       messages: toModelMessages([...history, ...turnItems]),
-      tools,
+      tools: [...tools, ...builtIns],
       onTextDelta: events.textDelta,
       onReasoningDelta: events.reasoningDelta,
       cancellationSignal: turn.cancellationSignal
@@ -348,7 +350,8 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
       idempotencyKey: call.idempotencyKey,
       attempt: call.attempt,
       toolSourceReference: record.toolSourceReference,
-      supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true
+      supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true,
+      inputAnswers: call.inputAnswers ?? record.inputAnswers
     })
   })
 

@@ -12,9 +12,15 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { type ToolAttemptError, ToolExecutionError } from "./Errors.ts"
 import type { ModelToolDefinition } from "./ModelClient.ts"
-import type { ToolExecutionResult, ToolTaskPollOutcome, ToolTaskStarted } from "./Runner.ts"
+import {
+  isToolInputRequested,
+  type ToolExecutionResult,
+  type ToolInputRequested,
+  type ToolTaskPollOutcome,
+  type ToolTaskStarted
+} from "./Runner.ts"
 import type { EventWriter, Heartbeat } from "./Services.ts"
-import type { ToolEffect } from "./wire/index.ts"
+import type { QuestionAnswer, ToolEffect } from "./wire/index.ts"
 
 /**
  * A tool as a source lists it: the model-facing definition plus its effect class, when the source knows
@@ -55,6 +61,8 @@ export interface ToolCallRequest {
    * with `Heartbeat.beat(checkpoint)`); without it, the source runs its remote work to the end in the call.
    */
   readonly supportsToolTasks?: boolean | undefined
+  /** The user's answers to the questions this call asked so far (a tool asks by returning `toolInputRequested`). */
+  readonly inputAnswers?: ReadonlyArray<QuestionAnswer> | undefined
 }
 
 /**
@@ -97,7 +105,7 @@ export interface ToolSourceShape {
   readonly tools: ReadonlyArray<ToolDefinition>
   readonly call: (
     request: ToolCallRequest
-  ) => Effect.Effect<ToolExecutionResult | ToolTaskStarted, ToolCallError, EventWriter | Heartbeat>
+  ) => Effect.Effect<ToolExecutionResult | ToolTaskStarted | ToolInputRequested, ToolCallError, EventWriter | Heartbeat>
   /** Polls a task that `call` started, once; sources whose calls return `ToolTaskStarted` define it. */
   readonly pollToolTask?:
     | ((request: ToolTaskRequest) => Effect.Effect<ToolTaskPollOutcome, ToolCallError, EventWriter | Heartbeat>)
@@ -257,6 +265,9 @@ const fromToolsWith = <R>(
         (context: Context.Context<EventWriter | Heartbeat>) =>
           Context.merge(services, context) as Context.Context<R | EventWriter | Heartbeat>
       )
+      if (typeof value === "object" && value !== null && isToolInputRequested(value as ToolExecutionResult)) {
+        return value as ToolInputRequested
+      }
       return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
     })
   }

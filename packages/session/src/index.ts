@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 export * as AgentSessionFlow from "./AgentSessionFlow.ts"
+export * as BuiltInTools from "./BuiltInTools.ts"
 export * from "./Client.ts"
 export * from "./Errors.ts"
 export * from "./ModelClient.ts"

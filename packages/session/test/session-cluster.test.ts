@@ -4,7 +4,9 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
+import { steerSuite } from "./suites/steer.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { clusterEngine } from "./support.ts"
 
@@ -14,3 +16,5 @@ effectsSuite(clusterEngine)
 inputSuite(clusterEngine)
 sizesSuite(clusterEngine)
 cancelSuite(clusterEngine)
+steerSuite(clusterEngine)
+questionsSuite(clusterEngine)

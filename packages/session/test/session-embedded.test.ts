@@ -5,7 +5,9 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
+import { steerSuite } from "./suites/steer.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { embeddedEngine } from "./support.ts"
 
@@ -15,3 +17,5 @@ effectsSuite(embeddedEngine)
 inputSuite(embeddedEngine)
 sizesSuite(embeddedEngine)
 cancelSuite(embeddedEngine)
+steerSuite(embeddedEngine)
+questionsSuite(embeddedEngine)

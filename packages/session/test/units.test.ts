@@ -118,7 +118,9 @@ describe("the Flow definition", () => {
         "ResumeTurn",
         "ApplyTurnControl",
         "FinishTurnCancellation",
-        "CancelToolTask"
+        "CancelToolTask",
+        "AwaitQuestionAnswer",
+        "AwaitTimer"
       ]
     )
     const {
@@ -163,7 +165,10 @@ describe("the Flow definition", () => {
       [
         ["send_user_message", []],
         ["resolve_interrupt", ["PendingInterrupts"]],
+        ["answer_question", ["PendingInterrupts"]],
         ["cancel_turn", ["TurnCancellationRequest", "PendingInterrupts"]],
+        ["steer_user_message", []],
+        ["delete_queued_message", []],
         ["get_agent_snapshot", []],
         ["list_agent_messages", []],
         ["update_session_settings", []]

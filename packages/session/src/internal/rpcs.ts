@@ -19,6 +19,9 @@ export interface SessionRpcs {
   readonly list_agent_messages: RpcDef<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>
   readonly update_session_settings: RpcDef<typeof UpdateSettingsInput.Type, boolean>
   readonly cancel_turn: RpcDef<Wire.CancelTurnRequest, boolean>
+  readonly steer_user_message: RpcDef<Wire.SteerUserMessageRequest, boolean>
+  readonly delete_queued_message: RpcDef<Wire.DeleteQueuedMessageRequest, boolean>
+  readonly answer_question: RpcDef<Wire.AnswerQuestionRequest, boolean>
 }
 
 /** The Steps an RPC handler schedules or cancels; a client-side definition has none (it runs no handler). */
@@ -71,6 +74,32 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
     })
   }),
 
+  // Serializes with resolve_interrupt, ResumeTurn and the waiting Steps on the PendingInterrupts lock.
+  answer_question: Rpc({
+    name: "answer_question",
+    input: Wire.AnswerQuestionRequest,
+    output: Schema.Boolean,
+    locks: [P.PendingInterrupts],
+    handler: Effect.fn("AgentSession.answer_question")(function* (ctx, request) {
+      const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+      const interrupt = pending.find((i) => i.interruptId === request.interruptId && i.kind === "question")
+      if (interrupt === undefined || isBlank(request.answer)) return { output: false }
+      const now = yield* Clock.currentTimeMillis
+      if (interrupt.deadline !== null && now >= Date.parse(interrupt.deadline)) return { output: false }
+      if (!interrupt.allowsFreeText && !interrupt.choices.includes(request.answer)) return { output: false }
+      ctx.set(
+        P.PendingInterrupts,
+        pending.filter((i) => i !== interrupt)
+      )
+      ctx.publishAt(P.InterruptResolutions, interrupt.interruptId, {
+        approved: true,
+        rejectionMessage: null,
+        answer: request.answer
+      })
+      return { output: true }
+    })
+  }),
+
   // Locks only what short Steps lock (never a model call's Step), so it never waits for a model call. The
   // commit cancels the model call and every waiting Step of the turn, and FinishTurnCancellation records their
   // calls; a final answer that committed first already ended the turn, so this returns false.
@@ -91,10 +120,63 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       ctx.set(P.TurnCancellationRequest, { turnId, requestedAt: new Date(now).toISOString() })
       return {
         output: true,
-        cancelSteps: [s.RunModel, s.RecordTurnFailure, s.AwaitToolApproval, s.PollToolTask],
+        cancelSteps: [
+          s.RunModel,
+          s.RecordTurnFailure,
+          s.AwaitToolApproval,
+          s.AwaitQuestionAnswer,
+          s.AwaitTimer,
+          s.PollToolTask
+        ],
         nextSteps: [StepMovement.of(s.FinishTurnCancellation, turnId)]
       }
     })
+  }),
+
+  // Transactional and lock-free. With an active turn the message goes to SteeredUserMessages and a control wake
+  // to TurnControlRequests; the turn applies it at its next boundary ("Steering and cancellation rules").
+  steer_user_message: Rpc({
+    name: "steer_user_message",
+    input: Wire.SteerUserMessageRequest,
+    output: Schema.Boolean,
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        const { messageId, text } = request
+        if ((messageId === null) === (text === null)) return { output: false }
+        if (text !== null && isBlank(text)) return { output: false }
+        const queued =
+          messageId === null ? undefined : ctx.messages(P.QueuedUserMessages).find((m) => m.id === messageId)
+        if (messageId !== null && queued === undefined) return { output: false }
+        const state = Option.getOrNull(ctx.get(P.AgentState))
+        if (state === null) return { output: false }
+        if (state.activeTurnId === null) {
+          // No turn to steer: the idle wait listens to queued messages, so a text is queued and an ID stays.
+          if (text !== null) ctx.publish(P.QueuedUserMessages, { text, planMode: false })
+          return { output: true }
+        }
+        if (!state.acceptsTurnControl) return { output: false }
+        if (queued !== undefined) {
+          ctx.deleteMessage(P.QueuedUserMessages, queued.id)
+          ctx.publish(P.SteeredUserMessages, queued.value)
+        } else if (text !== null) {
+          ctx.publish(P.SteeredUserMessages, { text, planMode: false })
+        }
+        ctx.publish(P.TurnControlRequests, { kind: "steer" })
+        return { output: true }
+      })
+  }),
+
+  delete_queued_message: Rpc({
+    name: "delete_queued_message",
+    input: Wire.DeleteQueuedMessageRequest,
+    output: Schema.Boolean,
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        const queued = ctx.messages(P.QueuedUserMessages).find((m) => m.id === request.messageId)
+        if (queued === undefined) return { output: false }
+        ctx.deleteMessage(P.QueuedUserMessages, queued.id)
+        return { output: true }
+      })
   }),
 
   get_agent_snapshot: Rpc({
@@ -115,7 +197,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
             toolCalls: state?.activeTurnId ? turnRecords(ctx, state.activeTurnId) : [],
             usage: Option.getOrElse(ctx.get(P.AgentUsage), () => ZERO_USAGE),
             queuedMessageCount: queued.length,
-            plan: null,
+            plan: Option.getOrNull(ctx.get(P.AgentPlan)),
             queuedMessages: queued,
             steeredMessages: pendingMessages(P.SteeredUserMessages),
             contextSummary: null,

@@ -25,6 +25,10 @@ export interface SessionConfig<Id = unknown> {
   readonly runner: Context.Key<Id, AgentFrameworkRunnerShape>
   readonly heartbeatInterval: Duration.Duration
   readonly retryInitialInterval: Duration.Input
+  /** The enabled built-in tools (names reserved for them). */
+  readonly builtInTools: ReadonlySet<string>
+  /** The longest `durable_wait`, in whole seconds. */
+  readonly maxDurableWaitSeconds: number
 }
 
 export const ZERO_USAGE: Wire.AgentUsage = {

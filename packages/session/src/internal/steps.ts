@@ -17,6 +17,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as BuiltInTools from "../BuiltInTools.ts"
 import { ModelCallError, ToolAttemptError, type ToolExecutionError } from "../Errors.ts"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
@@ -25,9 +26,11 @@ import {
   type AgentTurnContext,
   type DeferredToolCall,
   type FrameworkMessage,
+  isToolInputRequested,
   isToolTaskPending,
   isToolTaskStarted,
   type ToolExecutionResult,
+  type ToolInputRequested,
   type ToolTaskStarted
 } from "../Runner.ts"
 import type { EventWriter, Heartbeat } from "../Services.ts"
@@ -93,6 +96,8 @@ export interface SessionSteps<Id = unknown> {
   readonly ApplyTurnControl: StepDef<null, never, Id>
   readonly FinishTurnCancellation: StepDef<string, never, Id>
   readonly CancelToolTask: StepDef<string, ToolAttemptError, Id>
+  readonly AwaitQuestionAnswer: StepDef<string, never, Id>
+  readonly AwaitTimer: StepDef<string, never, Id>
 }
 
 /**
@@ -103,6 +108,47 @@ export type ToolStepBody<Id = unknown> = (
   ctx: ExecuteContext,
   toolCallId: string
 ) => Effect.Effect<StepDecision, ToolExecutionError | ToolAttemptError, Id>
+
+/**
+ * Whether steering may abandon a waiting call: only while it has taken no effect, that is an approval, a
+ * question that no started task asked, or a durable wait. The one predicate of every such decision.
+ */
+export const abandonable = (record: Wire.AgentToolCall): boolean =>
+  record.status === "awaiting_approval" ||
+  (record.status === "awaiting_answer" && record.taskId === null) ||
+  record.status === "waiting_for_timer"
+
+/** A question interrupt for a record that asks `inputQuestion`. */
+const questionInterrupt = (
+  record: Wire.AgentToolCall,
+  interruptId: string,
+  createdAt: string,
+  deadline: string | null
+): Wire.AgentInterrupt => ({
+  interruptId,
+  kind: "question",
+  toolCallId: record.toolCallId,
+  toolName: record.toolName,
+  arguments: record.arguments,
+  createdAt,
+  deadline,
+  question: record.inputQuestion,
+  choices: record.inputChoices,
+  allowsFreeText: record.inputAllowsFreeText
+})
+
+/** Writes `interrupt_raised` for an interrupt. */
+const raised = (events: Emitter, interrupt: Wire.AgentInterrupt) =>
+  events.interruptRaised({
+    interruptId: interrupt.interruptId,
+    toolCallId: interrupt.toolCallId,
+    toolName: interrupt.toolName,
+    deadline: interrupt.deadline,
+    kind: interrupt.kind,
+    question: interrupt.question,
+    choices: interrupt.choices,
+    allowsFreeText: interrupt.allowsFreeText
+  })
 
 /** The longest wait between two polls of a task: a day. */
 const MAX_TASK_POLL_SECONDS = 86_400
@@ -217,6 +263,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
     toolCalls: turnRecords(ctx, turnId),
     sessionSettings: turnSettings(ctx, turnId),
     interactionMode: state.interactionMode,
+    enabledBuiltInTools: Wire.BuiltInToolName.literals.filter((name) => config.builtInTools.has(name)),
     toolPolicies: config.toolPolicies,
     defaultToolEffect: config.defaultToolEffect,
     resolveToolPolicy: (toolName, frameworkEffect) =>
@@ -441,13 +488,88 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
           const deadline =
             config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
           for (const [i, call] of outcome.toolCalls.entries()) {
-            const record = newRecord(call, turnId, existing.length + i)
+            const builtIn = config.builtInTools.has(call.toolName) ? call.toolName : undefined
+            const base = newRecord(call, turnId, existing.length + i)
+            // A built-in call runs in the session's own Steps: no approval, the read effect.
+            const record: Wire.AgentToolCall =
+              builtIn === undefined
+                ? base
+                : { ...base, effect: "read", requiresApproval: false, status: "approved", toolSourceReference: null }
             yield* events.toolCallDeferred({
               toolCallId: record.toolCallId,
               toolName: record.toolName,
               effect: record.effect,
               requiresApproval: record.requiresApproval
             })
+            if (builtIn === "ask_user") {
+              const args = BuiltInTools.validateAskUser(call.arguments)
+              if (args._tag === "Invalid") {
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "failed",
+                  error: Wire.invalidBuiltInArgumentsError("ask_user", args.reason)
+                })
+                continue
+              }
+              const asking: Wire.AgentToolCall = {
+                ...record,
+                status: "awaiting_answer",
+                inputQuestion: args.value.question,
+                inputChoices: args.value.choices,
+                inputAllowsFreeText: args.value.allowsFreeText
+              }
+              ctx.setAt(P.AgentToolCalls, record.toolCallId, asking)
+              const interrupt = questionInterrupt(asking, record.toolCallId, now, deadline)
+              pending.push(interrupt)
+              yield* raised(events, interrupt)
+              movements.push(StepMovement.of(AwaitQuestionAnswer, record.toolCallId))
+              continue
+            }
+            if (builtIn === "durable_wait") {
+              const args = BuiltInTools.validateDurableWait(call.arguments, config.maxDurableWaitSeconds)
+              if (args._tag === "Invalid") {
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "failed",
+                  error: Wire.invalidBuiltInArgumentsError("durable_wait", args.reason)
+                })
+                continue
+              }
+              const waitUntil = new Date(nowMs + args.value.seconds * 1000).toISOString()
+              ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, status: "waiting_for_timer", waitUntil })
+              yield* events.timerStarted({ toolCallId: record.toolCallId, waitUntil, reason: args.value.reason })
+              movements.push(StepMovement.of(AwaitTimer, record.toolCallId))
+              continue
+            }
+            if (builtIn === "write_todos") {
+              // Settles in this commit: the plan is replaced, or every call of a response that called it more
+              // than once fails and the plan stays as it was.
+              const repeated = outcome.toolCalls.filter((c) => c.toolName === "write_todos").length > 1
+              const tasks = repeated ? undefined : BuiltInTools.validateWriteTodos(call.arguments)
+              if (tasks === undefined || tasks._tag === "Invalid") {
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "failed",
+                  error:
+                    tasks === undefined
+                      ? Wire.WRITE_TODOS_CALLED_MORE_THAN_ONCE_ERROR
+                      : Wire.invalidTodosError(tasks.reason)
+                })
+                continue
+              }
+              const revision = Option.match(ctx.get(P.AgentPlan), { onNone: () => 0, onSome: (p) => p.revision }) + 1
+              const list = tasks.value
+              const status: Wire.AgentPlanStatus =
+                list.length === 0 ? "cleared" : list.every((t) => t.status === "completed") ? "completed" : "active"
+              ctx.set(P.AgentPlan, { revision, status, tasks: list, updatedAt: now })
+              yield* events.planUpdated({ revision, status, taskCount: list.length })
+              yield* finalizeRecord(ctx, events, record, {
+                status: "succeeded",
+                output: Schema.encodeSync(Wire.WriteTodosResultJson)(
+                  list.length === 0
+                    ? { status: "cleared", revision }
+                    : { status: "updated", revision, taskCount: list.length }
+                )
+              })
+              continue
+            }
             if (Option.isNone(parseToolArguments(call.arguments))) {
               yield* finalizeRecord(ctx, events, record, {
                 status: "failed",
@@ -567,8 +689,9 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
       const outcome = yield* settle(
         ctx,
         record,
-        isToolTaskStarted,
+        (o): o is ToolTaskStarted | ToolInputRequested => isToolTaskStarted(o) || isToolInputRequested(o),
         runner.executeDeferredToolCall({
+          inputAnswers: record.inputAnswers,
           flowId: ctx.flowId,
           turnId: record.turnId,
           toolCall: record,
@@ -579,9 +702,29 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
           saveHeartbeatCheckpoint: (checkpoint) => ctx.heartbeat(checkpoint)
         })
       )
-      if ("_tag" in outcome) return yield* recordTaskStarted(ctx, events, record, outcome, runner)
+      if ("_tag" in outcome) {
+        return isToolInputRequested(outcome)
+          ? yield* recordInputRequested(ctx, record, outcome)
+          : yield* recordTaskStarted(ctx, events, record, outcome, runner)
+      }
       return yield* finishCall(ctx, events, record, outcome)
     })
+
+  /**
+   * The tool asks the user before it takes effect: the record waits for the answer, and AwaitQuestionAnswer
+   * raises the question under the PendingInterrupts lock (a tool Step never writes PendingInterrupts).
+   */
+  const recordInputRequested = (ctx: ExecuteContext, record: Wire.AgentToolCall, request: ToolInputRequested) => {
+    ctx.setAt(P.AgentToolCalls, record.toolCallId, {
+      ...record,
+      status: "awaiting_answer",
+      inputContinuation: request.continuation,
+      inputQuestion: request.question,
+      inputChoices: request.choices,
+      inputAllowsFreeText: request.allowsFreeText
+    })
+    return Effect.succeed(StepDecision.goTo(AwaitQuestionAnswer, record.toolCallId))
+  }
 
   /** Records a tool's result or failure, unless its output does not fit in the record. */
   const finishCall = Effect.fnUntraced(function* (
@@ -815,6 +958,46 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
   // AwaitToolApproval
   // -------------------------------------------------------------------------------------------------------
 
+  /**
+   * A waiting Step woken by ToolCallCancellations. A turn neither steered nor cancelled (a wake left from an
+   * earlier turn whose call reused the ID) waits again, and so does a call whose interrupt is gone while its
+   * answer is queued. Otherwise the call is abandoned: its interrupt goes, and it records `rejected` with the
+   * cancellation result.
+   */
+  const cancellationWake = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    events: Emitter,
+    record: Wire.AgentToolCall,
+    again: StepDef<string, never, Id>
+  ) {
+    const reason = turnControl(ctx, record.turnId)
+    const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+    const interrupt = pending.find((i) => i.toolCallId === record.toolCallId)
+    const interruptId = record.status === "awaiting_answer" ? questionInterruptId(record) : record.toolCallId
+    const answered = interrupt === undefined && ctx.channelSize(P.InterruptResolutions, interruptId) > 0
+    if (reason === null || answered || !abandonable(record)) return StepDecision.goTo(again, record.toolCallId)
+    if (interrupt !== undefined) {
+      ctx.set(
+        P.PendingInterrupts,
+        pending.filter((i) => i !== interrupt)
+      )
+      yield* events.interruptResolved({
+        interruptId: interrupt.interruptId,
+        approved: false,
+        rejectionMessage: cancellationRejection(reason),
+        kind: interrupt.kind,
+        answered: false,
+        cancellationReason: reason
+      })
+    }
+    yield* finalizeRecord(ctx, events, record, {
+      status: "rejected",
+      rejectionMessage: cancellationRejection(reason),
+      cancellationReason: reason
+    })
+    return StepDecision.deadEnd()
+  })
+
   const AwaitToolApproval: StepDef<string> = Step({
     type: "AwaitToolApproval",
     input: ToolCallIdInput,
@@ -880,8 +1063,189 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         })
         return StepDecision.deadEnd()
       }
-      // A cancellation wake: without steering the turn is never steered or cancelled, so wait again.
-      return StepDecision.goTo(AwaitToolApproval, toolCallId)
+      // A cancellation wake: only the flags decide, and an answer that committed first wins.
+      return yield* cancellationWake(ctx, events, record, AwaitToolApproval)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // AwaitQuestionAnswer
+  // -------------------------------------------------------------------------------------------------------
+
+  /** Whether the record is an `ask_user` call (the name is reserved while the built-in is enabled). */
+  const isAskUser = (record: Wire.AgentToolCall) =>
+    record.toolName === "ask_user" && config.builtInTools.has("ask_user")
+
+  /** The interrupt ID of a record's question: the call's ID for ask_user, `<id>-input-<n>` for a tool's. */
+  const questionInterruptId = (record: Wire.AgentToolCall) =>
+    isAskUser(record)
+      ? record.toolCallId
+      : Wire.toolQuestionInterruptId(record.toolCallId, record.inputAnswers.length + 1)
+
+  const AwaitQuestionAnswer: StepDef<string, never, Id> = Step({
+    type: "AwaitQuestionAnswer",
+    input: ToolCallIdInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
+    waitFor: (ctx, toolCallId) => {
+      const record = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
+      if (record === undefined) return Wait.anyOf(Timer.seconds(0))
+      const interruptId = questionInterruptId(record)
+      const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => []).find(
+        (i) => i.interruptId === interruptId
+      )
+      const channels = [P.ToolCallCancellations.forOne(toolCallId), P.InterruptResolutions.forOne(interruptId)]
+      if (pending === undefined && ctx.channelSize(P.InterruptResolutions, interruptId) === 0) {
+        // A tool's question that is neither raised nor answered: Execute raises it at once.
+        return Wait.anyOf(Timer.seconds(0), ...channels)
+      }
+      return pending?.deadline
+        ? Wait.anyOf(Timer.seconds(secondsUntil(pending.deadline, Date.now())), ...channels)
+        : Wait.anyOf(...channels)
+    },
+    execute: Effect.fn("AgentSession.AwaitQuestionAnswer")(function* (ctx, toolCallId) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      if (Option.isNone(found) || found.value.status !== "awaiting_answer") return StepDecision.deadEnd()
+      const record = found.value
+      const events = emitter(ctx, config, record.turnId)
+      const interruptId = questionInterruptId(record)
+      let pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+      const interrupt = pending.find((i) => i.interruptId === interruptId)
+      const resolution = ctx.channelResults(P.InterruptResolutions, interruptId)[0]
+      const question = record.inputQuestion ?? ""
+      if (resolution !== undefined) {
+        const answered = resolution.approved && resolution.answer !== null
+        yield* events.interruptResolved({
+          interruptId,
+          approved: resolution.approved,
+          rejectionMessage: answered ? null : resolution.rejectionMessage,
+          kind: "question",
+          answered,
+          cancellationReason: null
+        })
+        if (answered && isAskUser(record)) {
+          yield* finalizeRecord(ctx, events, record, {
+            status: "succeeded",
+            output: Schema.encodeSync(Wire.AskUserAnsweredResultJson)({
+              status: "answered",
+              answer: resolution.answer!
+            })
+          })
+          return StepDecision.deadEnd()
+        }
+        if (answered) {
+          // The tool runs again with the answer.
+          ctx.setAt(P.AgentToolCalls, toolCallId, {
+            ...record,
+            status: "approved",
+            inputQuestion: null,
+            inputChoices: [],
+            inputAllowsFreeText: true,
+            inputAnswers: [
+              ...record.inputAnswers,
+              { interruptId, question, answer: resolution.answer!, resolution: "answered" }
+            ]
+          })
+          return StepDecision.goTo(toolStep(record.effect), toolCallId)
+        }
+        yield* finalizeRecord(ctx, events, record, {
+          status: "rejected",
+          rejectionMessage: resolution.rejectionMessage ?? Wire.QUESTION_DECLINED_MESSAGE
+        })
+        return StepDecision.deadEnd()
+      }
+      if (ctx.timerFired()) {
+        if (interrupt === undefined) {
+          // Answered meanwhile (its resolution is queued): wait again and apply it.
+          if (ctx.channelSize(P.InterruptResolutions, interruptId) > 0) {
+            return StepDecision.goTo(AwaitQuestionAnswer, toolCallId)
+          }
+          // A tool's question not raised yet. A steered or cancelled turn asks nothing.
+          const control = turnControl(ctx, record.turnId)
+          if (control !== null) {
+            yield* finalizeRecord(ctx, events, record, {
+              status: "rejected",
+              rejectionMessage: cancellationRejection(control),
+              cancellationReason: control
+            })
+            return StepDecision.deadEnd()
+          }
+          const inUse =
+            pending.some((i) => i.interruptId === interruptId && i.toolCallId !== toolCallId) ||
+            Option.isSome(ctx.getAt(P.AgentToolCalls, interruptId))
+          if (inUse) {
+            yield* finalizeRecord(ctx, events, record, {
+              status: "failed",
+              error: Wire.interruptIdInUseError(interruptId)
+            })
+            return StepDecision.deadEnd()
+          }
+          const nowMs = yield* Clock.currentTimeMillis
+          const deadline =
+            config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
+          const raisedInterrupt = questionInterrupt(record, interruptId, new Date(nowMs).toISOString(), deadline)
+          ctx.set(P.PendingInterrupts, [...pending, raisedInterrupt])
+          yield* raised(events, raisedInterrupt)
+          return StepDecision.goTo(AwaitQuestionAnswer, toolCallId)
+        }
+        const nowMs = yield* Clock.currentTimeMillis
+        if (interrupt.deadline === null || nowMs < Date.parse(interrupt.deadline)) {
+          return StepDecision.goTo(AwaitQuestionAnswer, toolCallId)
+        }
+        pending = pending.filter((i) => i !== interrupt)
+        ctx.set(P.PendingInterrupts, pending)
+        yield* events.interruptResolved({
+          interruptId,
+          approved: false,
+          rejectionMessage: Wire.QUESTION_DEADLINE_PASSED_MESSAGE,
+          kind: "question",
+          answered: false,
+          cancellationReason: null
+        })
+        yield* finalizeRecord(ctx, events, record, {
+          status: "rejected",
+          rejectionMessage: Wire.QUESTION_DEADLINE_PASSED_MESSAGE
+        })
+        return StepDecision.deadEnd()
+      }
+      return yield* cancellationWake(ctx, events, record, AwaitQuestionAnswer)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // AwaitTimer
+  // -------------------------------------------------------------------------------------------------------
+
+  // The Timer is the authority: a wait that ends as a steer arrives completes (Timers are selected before
+  // Channels), and SkipTimer ends it early.
+  const AwaitTimer: StepDef<string, never, Id> = Step({
+    type: "AwaitTimer",
+    input: ToolCallIdInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    waitFor: (ctx, toolCallId) => {
+      const record = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
+      const seconds = record?.waitUntil == null ? 0 : secondsUntil(record.waitUntil, Date.now())
+      return Wait.anyOf(Timer.seconds(seconds), P.ToolCallCancellations.forOne(toolCallId))
+    },
+    execute: Effect.fn("AgentSession.AwaitTimer")(function* (ctx, toolCallId) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      if (Option.isNone(found) || found.value.status !== "waiting_for_timer") return StepDecision.deadEnd()
+      const record = found.value
+      const events = emitter(ctx, config, record.turnId)
+      if (!ctx.timerFired()) return yield* cancellationWake(ctx, events, record, AwaitTimer)
+      const args = BuiltInTools.validateDurableWait(record.arguments, Number.MAX_SAFE_INTEGER)
+      const requested = args._tag === "Valid" ? args.value.seconds : 0
+      const nowMs = yield* Clock.currentTimeMillis
+      const startedMs = Date.parse(record.waitUntil ?? new Date(nowMs).toISOString()) - requested * 1000
+      const waited = Math.max(0, Math.min(requested, Math.round((nowMs - startedMs) / 1000)))
+      yield* finalizeRecord(ctx, events, record, {
+        status: "succeeded",
+        output: Schema.encodeSync(Wire.DurableWaitCompletedResultJson)({
+          status: "completed",
+          waitedSeconds: waited,
+          reason: args._tag === "Valid" ? args.value.reason : ""
+        })
+      })
+      return StepDecision.deadEnd()
     })
   })
 
@@ -899,8 +1263,36 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
       if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
-      // A control wake with nothing to apply (no steering yet): wait again for the same count.
-      if (ctx.channelResults(P.ToolCallResults).length === 0) return StepDecision.goTo(ResumeTurn, count)
+      if (ctx.channelResults(P.ToolCallResults).length === 0) {
+        // A control wake. In a steered turn that is not cancelled, every call that took no effect is abandoned:
+        // its interrupt goes now, and its waiting Step records it. Then wait again for the same count.
+        if (turnControl(ctx, turnId) === "steered") {
+          const events = emitter(ctx, config, turnId)
+          let pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+          for (const record of turnRecords(ctx, turnId)) {
+            if (!abandonable(record)) continue
+            const interrupt = pending.find((i) => i.toolCallId === record.toolCallId)
+            if (interrupt !== undefined) {
+              pending = pending.filter((i) => i !== interrupt)
+              yield* events.interruptResolved({
+                interruptId: interrupt.interruptId,
+                approved: false,
+                rejectionMessage: Wire.STEERED_REJECTION_MESSAGE,
+                kind: interrupt.kind,
+                answered: false,
+                cancellationReason: "steered"
+              })
+            } else if (record.status !== "waiting_for_timer") {
+              // Its answer committed first: the waiting Step applies it. An unraised question is cancelled.
+              const id = record.status === "awaiting_answer" ? questionInterruptId(record) : record.toolCallId
+              if (ctx.channelSize(P.InterruptResolutions, id) > 0) continue
+            }
+            ctx.publishAt(P.ToolCallCancellations, record.toolCallId, { reason: "steered" })
+          }
+          ctx.set(P.PendingInterrupts, pending)
+        }
+        return StepDecision.goTo(ResumeTurn, count)
+      }
       // A consumed result of an earlier turn: wait again for what is still unfinished.
       const unfinished = turnRecords(ctx, turnId).filter((r) => !isFinal(r)).length
       if (unfinished > 0) return StepDecision.goTo(ResumeTurn, unfinished)
@@ -982,8 +1374,12 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
   // -------------------------------------------------------------------------------------------------------
 
   /** The Step that waits for a record's approval or answer. */
-  const waitingStep = (record: Wire.AgentToolCall): StepDef<string> | undefined =>
-    record.status === "awaiting_approval" ? AwaitToolApproval : undefined
+  const waitingStep = (record: Wire.AgentToolCall): StepDef<string, never, Id> | undefined =>
+    record.status === "awaiting_approval"
+      ? AwaitToolApproval
+      : record.status === "awaiting_answer"
+        ? AwaitQuestionAnswer
+        : undefined
 
   // Scheduled by cancel_turn's commit, which cancelled the model call and every waiting Step. It decides from
   // committed state under the locks cancel_turn holds, and records every call whose waiting Step was
@@ -1024,7 +1420,10 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         if (
           interrupt === undefined &&
           step !== undefined &&
-          ctx.channelSize(P.InterruptResolutions, record.toolCallId) > 0
+          ctx.channelSize(
+            P.InterruptResolutions,
+            record.status === "awaiting_answer" ? questionInterruptId(record) : record.toolCallId
+          ) > 0
         ) {
           // The answer committed first: its waiting Step applies it.
           movements.push(StepMovement.of(step, record.toolCallId))
@@ -1112,7 +1511,9 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
     ResumeTurn,
     ApplyTurnControl,
     FinishTurnCancellation,
-    CancelToolTask
+    CancelToolTask,
+    AwaitQuestionAnswer,
+    AwaitTimer
   }
   return { steps, toolBodies: { callTool: callToolBody, pollToolTask: pollToolTaskBody } }
 }

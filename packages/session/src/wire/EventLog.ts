@@ -37,7 +37,12 @@ export const outcomeKey = (event: SettleableEvent): string | undefined => {
     const id = payload?.toolCallId ?? payload?.tool_call_id
     return typeof id === "string" ? `tool_call_finished/${id}` : undefined
   }
-  if (event.type === "turn_completed" || event.type === "turn_failed") {
+  if (
+    event.type === "turn_completed" ||
+    event.type === "turn_failed" ||
+    event.type === "turn_steered" ||
+    event.type === "turn_cancelled"
+  ) {
     return event.turnId === null ? undefined : `turn_end/${event.turnId}`
   }
   return undefined

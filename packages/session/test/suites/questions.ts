@@ -1,0 +1,492 @@
+import { Client } from "@durable-agent/engine"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import {
+  AgentSessionClient,
+  QUESTION_DEADLINE_PASSED_MESSAGE,
+  QUESTION_DECLINED_MESSAGE,
+  STEERED_REJECTION_MESSAGE,
+  TURN_CANCELLED_REJECTION_MESSAGE,
+  tool,
+  toolInputRequested
+} from "../../src/index.ts"
+import {
+  allEvents,
+  awaitSnapshot,
+  awaitTurns,
+  bump,
+  type EngineFactory,
+  type Kit,
+  type Setup,
+  stepExecutions,
+  stepShape,
+  toolResults,
+  withSession as withSessionOn
+} from "../support.ts"
+
+const tools = (kit: Kit) => [
+  tool({
+    name: "charge",
+    description: "Charge a card.",
+    effect: "non_idempotent_write",
+    handler: () =>
+      Effect.sync(() => {
+        bump(kit, "charge")
+        return "charged"
+      })
+  }),
+  tool({
+    name: "deploy",
+    description: "Deploy; asks where first.",
+    effect: "non_idempotent_write",
+    handler: (_args, request) =>
+      Effect.sync(() => {
+        const answer = request.inputAnswers?.at(-1)
+        if (answer === undefined) {
+          bump(kit, "deploy:asked")
+          return toolInputRequested({
+            question: "Which environment?",
+            choices: ["staging", "prod"],
+            allowsFreeText: false,
+            continuation: "env"
+          })
+        }
+        bump(kit, "deploy")
+        return `deployed to ${answer.answer}`
+      })
+  })
+]
+
+const ask = (id: string, args: Record<string, unknown>) => ({ toolCalls: [{ id, name: "ask_user", arguments: args }] })
+
+const policies = {
+  charge: { effect: "non_idempotent_write" as const, requiresApproval: false },
+  deploy: { effect: "non_idempotent_write" as const, requiresApproval: false }
+}
+
+/** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
+export const questionsSuite = (engine: EngineFactory) => {
+  const withSession = <A, E>(
+    setup: Omit<Setup, "engine">,
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+  ) =>
+    withSessionOn(
+      {
+        ...setup,
+        flow: { builtInTools: ["ask_user", "durable_wait", "write_todos"], toolPolicies: policies, ...setup.flow },
+        engine
+      },
+      body
+    )
+
+  describe("questions", () => {
+    it.live("ask_user answered: a choice, once; the model sees the answer", () =>
+      withSession(
+        {
+          script: [
+            ask("q1", { question: "Which city?", choices: ["Paris", "Rome"], allows_free_text: false }),
+            { text: "Paris it is." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-ask", { initialMessage: "plan a trip" })
+            const waiting = yield* awaitSnapshot("s-ask", (s) => s.pendingInterrupts.length === 1, "the question")
+            assert.deepStrictEqual(
+              kit.requests[0]!.tools.map((t) => t.name).filter((n) => n === "ask_user" || n === "durable_wait"),
+              ["ask_user", "durable_wait"]
+            )
+            const interrupt = waiting.pendingInterrupts[0]!
+            assert.deepStrictEqual(
+              [interrupt.interruptId, interrupt.kind, interrupt.question, interrupt.choices, interrupt.allowsFreeText],
+              ["q1", "question", "Which city?", ["Paris", "Rome"], false]
+            )
+            assert.strictEqual(waiting.toolCalls[0]!.status, "awaiting_answer")
+            assert.isFalse(yield* client.answerQuestion("s-ask", { interruptId: "q1", answer: "Berlin" }))
+            assert.isFalse(yield* client.answerQuestion("s-ask", { interruptId: "q1", answer: "  " }))
+            assert.isFalse(yield* client.resolveInterrupt("s-ask", { interruptId: "q1", approved: true }))
+            assert.isTrue(yield* client.answerQuestion("s-ask", { interruptId: "q1", answer: "Paris" }))
+            assert.isFalse(yield* client.answerQuestion("s-ask", { interruptId: "q1", answer: "Paris" }))
+            yield* awaitTurns("s-ask", 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { q1: '{"status":"answered","answer":"Paris"}' })
+            assert.deepStrictEqual(yield* stepShape("s-ask"), [
+              "StartAgentSession",
+              "RunModel",
+              "AwaitQuestionAnswer",
+              "ResumeTurn",
+              "RunModel",
+              "AwaitUserMessage"
+            ])
+            const events = yield* allEvents("s-ask")
+            const resolved = events.find((e) => e.event.type === "interrupt_resolved")!.event
+            assert.deepStrictEqual(resolved.payload, {
+              interruptId: "q1",
+              approved: true,
+              rejectionMessage: null,
+              kind: "question",
+              answered: true,
+              cancellationReason: null
+            })
+          })
+      )
+    )
+
+    it.live("ask_user declined and past its deadline; invalid arguments fail at once", () =>
+      withSession(
+        {
+          script: [
+            ask("q1", { question: "Proceed?" }),
+            { text: "ok, not proceeding" },
+            ask("q2", { question: "Still there?", choices: null, allows_free_text: null }),
+            { text: "timed out" },
+            {
+              toolCalls: [
+                { id: "bad1", name: "ask_user", arguments: { question: " " } },
+                { id: "bad2", name: "ask_user", arguments: { zeta: 1, alpha: 2, question: "q" } },
+                { id: "bad3", name: "ask_user", arguments: "not json" }
+              ]
+            },
+            { text: "fixed" }
+          ],
+          tools,
+          flow: { interruptDeadline: "2 seconds" }
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-dec", { initialMessage: "go" })
+            yield* awaitSnapshot("s-dec", (s) => s.pendingInterrupts.length === 1, "the question")
+            assert.isTrue(yield* client.resolveInterrupt("s-dec", { interruptId: "q1", approved: false }))
+            yield* awaitTurns("s-dec", 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { q1: QUESTION_DECLINED_MESSAGE })
+            assert.isTrue(yield* client.sendUserMessage("s-dec", "again"))
+            yield* awaitTurns("s-dec", 2)
+            assert.strictEqual(toolResults(kit.requests[3]!).q2, QUESTION_DEADLINE_PASSED_MESSAGE)
+            assert.isFalse(yield* client.answerQuestion("s-dec", { interruptId: "q2", answer: "yes" }))
+            assert.isTrue(yield* client.sendUserMessage("s-dec", "bad"))
+            yield* awaitTurns("s-dec", 3)
+            const { bad1, bad2, bad3 } = toolResults(kit.requests[5]!)
+            assert.deepStrictEqual(
+              { bad1, bad2, bad3 },
+              {
+                bad1: "The tool call failed: invalid ask_user arguments: question must be a non-blank string",
+                bad2: "The tool call failed: invalid ask_user arguments: unknown argument alpha",
+                bad3: "The tool call failed: invalid ask_user arguments: arguments must be a JSON object"
+              }
+            )
+          })
+      )
+    )
+
+    it.live("ask_user three turns in a row: each answer resumes exactly once, with no extra model call", () =>
+      withSession(
+        {
+          script: [
+            ask("q", { question: "One?" }),
+            { text: "a1" },
+            ask("q", { question: "Two?" }),
+            { text: "a2" },
+            ask("q", { question: "Three?" }),
+            { text: "a3" }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-three")
+            for (const [i, question] of ["One?", "Two?", "Three?"].entries()) {
+              assert.isTrue(yield* client.sendUserMessage("s-three", `turn ${i + 1}`))
+              yield* awaitSnapshot(
+                "s-three",
+                (s) => s.pendingInterrupts.some((p) => p.question === question),
+                `question ${question}`
+              )
+              assert.strictEqual(kit.requests.length, 2 * i + 1)
+              assert.isTrue(yield* client.answerQuestion("s-three", { interruptId: "q", answer: `answer ${i + 1}` }))
+              const done = yield* awaitTurns("s-three", i + 1)
+              assert.strictEqual(done.messages.at(-1)?.text, `a${i + 1}`)
+              assert.strictEqual(kit.requests.length, 2 * i + 2, "one model call resumed the turn")
+              assert.strictEqual(
+                toolResults(kit.requests[2 * i + 1]!).q,
+                `{"status":"answered","answer":"answer ${i + 1}"}`
+              )
+            }
+            const steps = yield* stepExecutions("s-three")
+            assert.strictEqual(steps.filter((s) => s.stepType === "RunModel").length, 6)
+            assert.strictEqual(steps.filter((s) => s.stepType === "AwaitQuestionAnswer").length, 3)
+          })
+      )
+    )
+
+    it.live("ask_user and a write in one response: the write runs once", () =>
+      withSession(
+        {
+          script: [
+            {
+              toolCalls: [
+                { id: "q1", name: "ask_user", arguments: { question: "Receipt?" } },
+                { id: "c1", name: "charge", arguments: {} }
+              ]
+            },
+            { text: "Charged." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-mix", { initialMessage: "charge" })
+            yield* awaitSnapshot(
+              "s-mix",
+              (s) => s.pendingInterrupts.length === 1 && s.toolCalls.some((c) => c.status === "succeeded"),
+              "the question and the write"
+            )
+            assert.isTrue(yield* client.answerQuestion("s-mix", { interruptId: "q1", answer: "yes" }))
+            yield* awaitTurns("s-mix", 1)
+            assert.strictEqual(kit.count("charge"), 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), {
+              q1: '{"status":"answered","answer":"yes"}',
+              c1: "charged"
+            })
+          })
+      )
+    )
+
+    it.live("a tool that asks before taking effect runs again with input_answers", () =>
+      withSession(
+        { script: [{ toolCalls: [{ id: "d1", name: "deploy", arguments: {} }] }, { text: "Deployed." }], tools },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-tq", { initialMessage: "deploy" })
+            const waiting = yield* awaitSnapshot("s-tq", (s) => s.pendingInterrupts.length === 1, "the tool's question")
+            const interrupt = waiting.pendingInterrupts[0]!
+            assert.deepStrictEqual(
+              [interrupt.interruptId, interrupt.kind, interrupt.toolCallId, interrupt.question, interrupt.choices],
+              ["d1-input-1", "question", "d1", "Which environment?", ["staging", "prod"]]
+            )
+            const record = waiting.toolCalls[0]!
+            assert.deepStrictEqual(
+              [record.status, record.inputContinuation, record.inputQuestion],
+              ["awaiting_answer", "env", "Which environment?"]
+            )
+            assert.strictEqual(kit.count("deploy"), 0, "no effect before the answer")
+            assert.isFalse(yield* client.answerQuestion("s-tq", { interruptId: "d1-input-1", answer: "moon" }))
+            assert.isTrue(yield* client.answerQuestion("s-tq", { interruptId: "d1-input-1", answer: "staging" }))
+            yield* awaitTurns("s-tq", 1)
+            assert.strictEqual(kit.count("deploy:asked"), 1)
+            assert.strictEqual(kit.count("deploy"), 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { d1: "deployed to staging" })
+            assert.deepStrictEqual(yield* stepShape("s-tq"), [
+              "StartAgentSession",
+              "RunModel",
+              "CallSingleAttemptTool",
+              "ResumeTurn",
+              "AwaitQuestionAnswer",
+              "AwaitQuestionAnswer",
+              "CallSingleAttemptTool",
+              "RunModel",
+              "AwaitUserMessage"
+            ])
+          })
+      )
+    )
+
+    it.live("resolve_interrupt and answer_question serialize: exactly one wins, the others return false", () =>
+      withSession({ script: [ask("q1", { question: "Pick" }), { text: "done" }], tools }, (kit) =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient
+          yield* client.startSession("s-lock", { initialMessage: "go" })
+          yield* awaitSnapshot("s-lock", (s) => s.pendingInterrupts.length === 1, "the question")
+          const results = yield* Effect.all(
+            [
+              client.answerQuestion("s-lock", { interruptId: "q1", answer: "a" }),
+              client.resolveInterrupt("s-lock", { interruptId: "q1", approved: false }),
+              client.answerQuestion("s-lock", { interruptId: "q1", answer: "b" }),
+              client.answerQuestion("s-lock", { interruptId: "q1", answer: "c" })
+            ],
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(results.filter((r) => r).length, 1)
+          yield* awaitTurns("s-lock", 1)
+          const seen = toolResults(kit.requests[1]!).q1
+          const winner = results.findIndex((r) => r)
+          assert.strictEqual(
+            seen,
+            winner === 1 ? QUESTION_DECLINED_MESSAGE : `{"status":"answered","answer":"${["a", "", "b", "c"][winner]}"}`
+          )
+        })
+      )
+    )
+
+    it.live("an answer that commits before a steer wins; cancel_turn rejects an open question", () =>
+      withSession(
+        {
+          script: [ask("q1", { question: "Name?" }), ask("q2", { question: "Age?" })],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-race", { initialMessage: "hi" })
+            yield* awaitSnapshot("s-race", (s) => s.pendingInterrupts.length === 1, "the question")
+            assert.isTrue(yield* client.answerQuestion("s-race", { interruptId: "q1", answer: "Ann" }))
+            assert.isTrue(yield* client.steerUserMessage("s-race", { text: "new topic" }))
+            const done = yield* awaitSnapshot(
+              "s-race",
+              (s) => s.state?.turnCount === 1 && s.pendingInterrupts.some((p) => p.interruptId === "q2"),
+              "the steered turn's question"
+            )
+            const events = yield* allEvents("s-race")
+            const finished = events.filter((e) => e.event.type === "tool_call_finished" && e.event.turnId === "turn-1")
+            assert.deepStrictEqual(
+              finished.map((e) => e.event.payload),
+              [{ toolCallId: "q1", toolName: "ask_user", status: "succeeded" }]
+            )
+            assert.isTrue(events.some((e) => e.event.type === "turn_steered"))
+            const note = done.messages.find((m) => m.turnId === "turn-1" && m.text?.includes("ask_user"))!
+            assert.include(note.text!, '-> succeeded: {"status":"answered","answer":"Ann"}')
+            assert.notInclude(note.text!, STEERED_REJECTION_MESSAGE)
+            assert.strictEqual(kit.requests.length, 2, "the steered turn resumed with one model call, not the old one")
+            assert.isTrue(yield* client.cancelTurn("s-race"))
+            yield* awaitTurns("s-race", 2)
+            const cancelled = (yield* allEvents("s-race")).filter(
+              (e) => e.event.type === "tool_call_finished" && e.event.turnId === "turn-2"
+            )
+            assert.deepStrictEqual(
+              cancelled.map((e) => e.event.payload),
+              [{ toolCallId: "q2", toolName: "ask_user", status: "rejected" }]
+            )
+            const last = (yield* client.getSnapshot("s-race")).messages.at(-1)!
+            assert.include(last.text!, `-> rejected: ${TURN_CANCELLED_REJECTION_MESSAGE}`)
+          })
+      )
+    )
+  })
+
+  describe("write_todos", () => {
+    it.live("replaces the plan in RunModel's commit; twice in one response fails both and keeps the plan", () =>
+      withSession(
+        {
+          script: [
+            {
+              toolCalls: [
+                {
+                  id: "p1",
+                  name: "write_todos",
+                  arguments: {
+                    todos: [
+                      { content: "Read the notes", status: "completed" },
+                      { content: "Write the summary", status: "in_progress" }
+                    ]
+                  }
+                }
+              ]
+            },
+            { text: "Planned." },
+            {
+              toolCalls: [
+                { id: "p2", name: "write_todos", arguments: { todos: [] } },
+                { id: "p3", name: "write_todos", arguments: { todos: [{ content: "x", status: "pending" }] } },
+                { id: "p4", name: "write_todos", arguments: { todos: [{ content: "x", status: "done" }] } }
+              ]
+            },
+            { text: "Not replanned." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-todo", { initialMessage: "plan" })
+            const first = yield* awaitTurns("s-todo", 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), {
+              p1: '{"status":"updated","revision":1,"task_count":2}'
+            })
+            assert.strictEqual(first.plan?.revision, 1)
+            assert.strictEqual(first.plan?.status, "active")
+            assert.deepStrictEqual(
+              first.plan?.tasks.map((t) => [t.content, t.status]),
+              [
+                ["Read the notes", "completed"],
+                ["Write the summary", "in_progress"]
+              ]
+            )
+            const updated = (yield* allEvents("s-todo")).filter((e) => e.event.type === "plan_updated")
+            assert.deepStrictEqual(
+              updated.map((e) => e.event.payload),
+              [{ revision: 1, status: "active", taskCount: 2 }]
+            )
+            assert.isTrue(yield* client.sendUserMessage("s-todo", "replan"))
+            const second = yield* awaitTurns("s-todo", 2)
+            const { p2, p3, p4 } = toolResults(kit.requests[3]!)
+            const twice = "The tool call failed: write_todos was called more than once in one response"
+            assert.deepStrictEqual([p2, p3, p4], [twice, twice, twice])
+            assert.strictEqual(second.plan?.revision, 1, "the plan is unchanged")
+          })
+      )
+    )
+  })
+
+  describe("durable_wait", () => {
+    it.live("completes after its seconds; SkipTimer ends a long one; a steer abandons one", () =>
+      withSession(
+        {
+          script: [
+            { toolCalls: [{ id: "t1", name: "durable_wait", arguments: { seconds: 1, reason: "cool down" } }] },
+            { text: "waited" },
+            { toolCalls: [{ id: "t2", name: "durable_wait", arguments: { seconds: 3600 } }] },
+            { text: "skipped" },
+            { toolCalls: [{ id: "t3", name: "durable_wait", arguments: { seconds: 3600, reason: "later" } }] },
+            { text: "steered" }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            const engine = yield* Client.Client
+            yield* client.startSession("s-wait", { initialMessage: "wait a second" })
+            yield* awaitTurns("s-wait", 1)
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), {
+              t1: '{"status":"completed","waited_seconds":1,"reason":"cool down"}'
+            })
+            const started = (yield* allEvents("s-wait")).find((e) => e.event.type === "timer_started")!.event
+            assert.deepStrictEqual(Object.keys(started.payload as object), ["toolCallId", "waitUntil", "reason"])
+            assert.isTrue(yield* client.sendUserMessage("s-wait", "wait an hour"))
+            yield* awaitSnapshot("s-wait", (s) => s.toolCalls.some((c) => c.status === "waiting_for_timer"), "t2")
+            const timer = yield* awaitSnapshotSteps("s-wait")
+            assert.isTrue(yield* engine.skipTimer("s-wait", timer, 0))
+            yield* awaitTurns("s-wait", 2)
+            const skipped = JSON.parse(toolResults(kit.requests[3]!).t2!) as { status: string; waited_seconds: number }
+            assert.strictEqual(skipped.status, "completed")
+            assert.isBelow(skipped.waited_seconds, 3600)
+            assert.isTrue(yield* client.sendUserMessage("s-wait", "wait again"))
+            yield* awaitSnapshot("s-wait", (s) => s.toolCalls.some((c) => c.toolCallId === "t3"), "t3")
+            assert.isTrue(yield* client.steerUserMessage("s-wait", { text: "stop waiting" }))
+            const done = yield* awaitTurns("s-wait", 4)
+            assert.include(
+              done.messages.find((m) => m.turnId === "turn-3" && m.role === "user" && m.text?.startsWith("[Dex]"))!
+                .text!,
+              `- durable_wait {"seconds":3600,"reason":"later"} -> rejected: ${STEERED_REJECTION_MESSAGE}`
+            )
+            assert.strictEqual(done.messages.at(-1)?.text, "steered")
+          })
+      )
+    )
+  })
+}
+
+/** The Step execution ID of the session's waiting AwaitTimer. */
+const awaitSnapshotSteps = (sessionId: string) =>
+  Effect.map(
+    Effect.repeat(stepExecutions(sessionId), {
+      schedule: Schedule.spaced("30 millis"),
+      until: (steps) => steps.some((s) => s.stepType === "AwaitTimer" && s.status === "waiting")
+    }),
+    (steps) => steps.find((s) => s.stepType === "AwaitTimer" && s.status === "waiting")!.stepExecutionId
+  )

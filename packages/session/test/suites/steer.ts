@@ -1,0 +1,261 @@
+import type { Client } from "@durable-agent/engine"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import {
+  AgentSessionClient,
+  STEERED_REJECTION_MESSAGE,
+  TURN_NOTE_FOOTER,
+  TURN_STEERED_NOTE_HEADER,
+  tool
+} from "../../src/index.ts"
+import {
+  allEvents,
+  awaitSnapshot,
+  awaitTurns,
+  bump,
+  type EngineFactory,
+  eventually,
+  type Kit,
+  type Setup,
+  withSession as withSessionOn
+} from "../support.ts"
+
+const tools = (kit: Kit) => [
+  tool({
+    name: "get_weather",
+    description: "Read the weather.",
+    effect: "read",
+    handler: () =>
+      Effect.sync(() => {
+        bump(kit, "get_weather")
+        return "sunny"
+      })
+  }),
+  tool({
+    name: "slow_read",
+    description: "A read that runs until the test releases it.",
+    effect: "read",
+    handler: () =>
+      Effect.gen(function* () {
+        bump(kit, "slow_read:started")
+        while (kit.count("release") === 0) yield* Effect.sleep("20 millis")
+        bump(kit, "slow_read")
+        return "slow result"
+      })
+  }),
+  tool({
+    name: "send_email",
+    description: "Send an email.",
+    effect: "non_idempotent_write",
+    handler: (args) =>
+      Effect.sync(() => {
+        bump(kit, "send_email")
+        return `sent to ${String(args.to)}`
+      })
+  })
+]
+
+const userTexts = (request: Kit["requests"][number]) =>
+  request.messages.flatMap((m) => (m.role === "user" ? [m.text] : []))
+
+/** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
+export const steerSuite = (engine: EngineFactory) => {
+  const withSession = <A, E>(
+    setup: Omit<Setup, "engine">,
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+  ) => withSessionOn({ ...setup, engine }, body)
+
+  describe("steering", () => {
+    it.live("a steer during a model call applies at the next boundary: the requested tool never runs", () =>
+      withSession(
+        {
+          script: [
+            { toolCalls: [{ id: "r1", name: "get_weather", arguments: {} }], delay: "3 seconds" },
+            { text: "Steered answer." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-model", { initialMessage: "weather?" })
+            yield* eventually(
+              Effect.sync(() => kit.requests.length),
+              (n) => n === 1,
+              "the model call"
+            )
+            assert.isTrue(yield* client.steerUserMessage("s-model", { text: "no, the news" }))
+            const during = yield* client.getSnapshot("s-model")
+            assert.deepStrictEqual(
+              during.steeredMessages.map((m) => m.message.text),
+              ["no, the news"]
+            )
+            const done = yield* awaitTurns("s-model", 2)
+            assert.strictEqual(kit.count("get_weather"), 0, "the call was abandoned before it started")
+            assert.strictEqual(done.steeredMessages.length, 0)
+            assert.deepStrictEqual(
+              done.messages.map((m) => [m.turnId, m.role, m.text]),
+              [
+                ["turn-1", "user", "weather?"],
+                [
+                  "turn-1",
+                  "user",
+                  [
+                    TURN_STEERED_NOTE_HEADER,
+                    `- get_weather {} -> rejected: ${STEERED_REJECTION_MESSAGE}`,
+                    TURN_NOTE_FOOTER
+                  ].join("\n")
+                ],
+                ["turn-2", "user", "no, the news"],
+                ["turn-2", "assistant", "Steered answer."]
+              ]
+            )
+            const events = yield* allEvents("s-model")
+            const steered = events.find((e) => e.event.type === "turn_steered")!.event
+            assert.deepStrictEqual(steered.payload, { steeredMessageCount: 1, messageCount: 1 })
+            assert.isFalse(events.some((e) => e.event.type === "tool_call_started"))
+            assert.deepStrictEqual(userTexts(kit.requests[1]!).slice(-1), ["no, the news"])
+          })
+      )
+    )
+
+    it.live("a steer while an approval waits abandons it, never the started call, and starts the next turn", () =>
+      withSession(
+        {
+          script: [
+            {
+              toolCalls: [
+                { id: "w1", name: "send_email", arguments: { to: "ann" } },
+                { id: "s1", name: "slow_read", arguments: {} }
+              ]
+            },
+            { text: "Answer to the steer." }
+          ],
+          tools
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-wait", { initialMessage: "email ann" })
+            yield* awaitSnapshot("s-wait", (s) => s.pendingInterrupts.length === 1, "the approval")
+            yield* eventually(
+              Effect.sync(() => kit.count("slow_read:started")),
+              (n) => n === 1,
+              "the slow tool"
+            )
+            assert.isTrue(yield* client.steerUserMessage("s-wait", { text: "forget the email" }))
+            const abandoned = yield* awaitSnapshot(
+              "s-wait",
+              (s) => s.toolCalls.some((c) => c.toolCallId === "w1" && c.status === "rejected"),
+              "the abandoned approval"
+            )
+            const w1 = abandoned.toolCalls.find((c) => c.toolCallId === "w1")!
+            assert.strictEqual(w1.cancellationReason, "steered")
+            assert.strictEqual(w1.rejectionMessage, STEERED_REJECTION_MESSAGE)
+            assert.strictEqual(abandoned.toolCalls.find((c) => c.toolCallId === "s1")!.status, "approved")
+            assert.deepStrictEqual(abandoned.pendingInterrupts, [])
+            assert.isFalse(yield* client.resolveInterrupt("s-wait", { interruptId: "w1", approved: true }))
+            bump(kit, "release")
+            const done = yield* awaitTurns("s-wait", 2)
+            assert.strictEqual(kit.count("send_email"), 0)
+            assert.strictEqual(kit.count("slow_read"), 1, "the started call ran to its end")
+            const note = done.messages.find((m) => m.text?.startsWith(TURN_STEERED_NOTE_HEADER))!
+            assert.include(note.text!, `- send_email {"to":"ann"} -> rejected: ${STEERED_REJECTION_MESSAGE}`)
+            assert.include(note.text!, "- slow_read {} -> succeeded: slow result")
+            assert.deepStrictEqual(
+              done.messages.slice(-2).map((m) => [m.turnId, m.text]),
+              [
+                ["turn-2", "forget the email"],
+                ["turn-2", "Answer to the steer."]
+              ]
+            )
+            const events = yield* allEvents("s-wait")
+            const resolved = events.find((e) => e.event.type === "interrupt_resolved")!.event
+            assert.deepStrictEqual(resolved.payload, {
+              interruptId: "w1",
+              approved: false,
+              rejectionMessage: STEERED_REJECTION_MESSAGE,
+              kind: "tool_approval",
+              answered: false,
+              cancellationReason: "steered"
+            })
+            assert.strictEqual(kit.requests.length, 2, "the steered turn made no model call")
+          })
+      )
+    )
+
+    it.live("queued messages show their IDs, steer by ID keeps order, delete_queued_message removes one", () =>
+      withSession({ script: [{ text: "First.", delay: "3 seconds" }, { text: "Second." }] }, (kit) =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient
+          yield* client.startSession("s-ids", { initialMessage: "one" })
+          yield* eventually(
+            Effect.sync(() => kit.requests.length),
+            (n) => n === 1,
+            "the model call"
+          )
+          assert.isTrue(yield* client.sendUserMessage("s-ids", "two"))
+          assert.isTrue(yield* client.sendUserMessage("s-ids", "three"))
+          const queued = (yield* client.getSnapshot("s-ids")).queuedMessages
+          assert.deepStrictEqual(
+            queued.map((m) => m.message.text),
+            ["two", "three"]
+          )
+          assert.notStrictEqual(queued[0]!.messageId, queued[1]!.messageId)
+          // refused requests change nothing
+          assert.isFalse(yield* client.steerUserMessage("s-ids", { text: "   " }))
+          assert.isFalse(yield* client.steerUserMessage("s-ids", { messageId: "no-such-id" }))
+          assert.isTrue(yield* client.steerUserMessage("s-ids", { messageId: queued[1]!.messageId }))
+          assert.isTrue(yield* client.steerUserMessage("s-ids", { text: "four" }))
+          const during = yield* client.getSnapshot("s-ids")
+          assert.deepStrictEqual(
+            during.queuedMessages.map((m) => m.message.text),
+            ["two"]
+          )
+          assert.deepStrictEqual(
+            during.steeredMessages.map((m) => m.message.text),
+            ["three", "four"]
+          )
+          assert.isTrue(during.steeredMessages.every((m) => m.messageId.length > 0))
+          assert.isTrue(yield* client.deleteQueuedMessage("s-ids", queued[0]!.messageId))
+          assert.isFalse(yield* client.deleteQueuedMessage("s-ids", queued[0]!.messageId), "already deleted")
+          const done = yield* awaitTurns("s-ids", 2)
+          // a final answer committed during the steer: turn 1 completes, and the steered messages start turn 2
+          assert.deepStrictEqual(
+            done.messages.map((m) => [m.turnId, m.text]),
+            [
+              ["turn-1", "one"],
+              ["turn-1", "First."],
+              ["turn-2", "three"],
+              ["turn-2", "four"],
+              ["turn-2", "Second."]
+            ]
+          )
+          assert.strictEqual(done.queuedMessageCount, 0)
+          assert.deepStrictEqual(userTexts(kit.requests[1]!).slice(-2), ["three", "four"])
+          const types = (yield* allEvents("s-ids")).map((e) => e.event.type)
+          assert.deepStrictEqual(
+            types.filter((t) => t.startsWith("turn_")),
+            ["turn_started", "turn_completed", "turn_started", "turn_completed"]
+          )
+        })
+      )
+    )
+
+    it.live("without an active turn a steer is queued like a message", () =>
+      withSession({ script: [{ text: "Hello." }] }, () =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient
+          yield* client.startSession("s-idle")
+          yield* awaitSnapshot("s-idle", (s) => s.state !== null, "the session start")
+          assert.isTrue(yield* client.steerUserMessage("s-idle", { text: "hi" }))
+          const done = yield* awaitTurns("s-idle", 1)
+          assert.deepStrictEqual(
+            done.messages.map((m) => m.text),
+            ["hi", "Hello."]
+          )
+        })
+      )
+    )
+  })
+}
