@@ -123,7 +123,7 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     heartbeatInterval: Duration.fromInputUnsafe(options.heartbeatInterval ?? "20 seconds"),
     retryInitialInterval: options.retryInitialInterval ?? "1 second"
   })
-  const rpcs = makeRpcs()
+  const rpcs = makeRpcs(steps)
   const flow = Flow<AgentSessionStartInput, Id>({
     type: options.flowType,
     start: steps.StartAgentSession,

@@ -115,6 +115,16 @@ export interface AgentSessionClientShape {
       readonly rejectionMessage?: string | null | undefined
     }
   ) => Effect.Effect<boolean, RpcError>
+  /**
+   * `cancel_turn`: stops the active turn (or `turnId` when it is still the active one) without ending the
+   * session. True means the cancellation is recorded: a running model call is aborted, waiting approvals
+   * are rejected, and the session waits for the next message; a final answer that committed first wins
+   * (false, as for no active turn). A started tool call runs to its end.
+   */
+  readonly cancelTurn: (
+    sessionId: string,
+    options?: { readonly turnId?: string | null | undefined }
+  ) => Effect.Effect<boolean, RpcError>
   /** `get_agent_snapshot`. */
   readonly getSnapshot: (sessionId: string) => Effect.Effect<Wire.AgentSnapshot, RpcError>
   /** `list_agent_messages`, oldest first; `limit` defaults to 50. */
@@ -229,6 +239,8 @@ export const makeAgentSessionClient = (flowType: string) =>
           approved: request.approved,
           rejectionMessage: request.rejectionMessage ?? null
         }),
+      cancelTurn: (sessionId, options) =>
+        invoke<Wire.CancelTurnRequest, boolean>(rpcs.cancel_turn, sessionId, { turnId: options?.turnId ?? null }),
       getSnapshot: (sessionId) => invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null),
       listMessages: (sessionId, request) =>
         invoke<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>(rpcs.list_agent_messages, sessionId, {

@@ -66,6 +66,8 @@ export interface ModelRequest {
   readonly onTextDelta?: ((text: string) => Effect.Effect<void>) | undefined
   /** Called with each piece of reasoning text as it streams in. */
   readonly onReasoningDelta?: ((text: string) => Effect.Effect<void>) | undefined
+  /** Aborts when the turn is cancelled (`cancel_turn`); a client passes it to the provider request. */
+  readonly cancellationSignal?: AbortSignal | undefined
 }
 
 /**

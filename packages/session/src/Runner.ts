@@ -148,6 +148,11 @@ export interface AgentTurnContext {
   readonly defaultToolEffect: ToolEffect
   /** The policy of a tool: an explicit policy, then `frameworkEffect`, then the session default. */
   readonly resolveToolPolicy: (toolName: string, frameworkEffect?: ToolEffect | undefined) => ResolvedToolPolicy
+  /**
+   * Aborts when `cancel_turn` cancels this model call (or the Step is interrupted otherwise): pass it to the
+   * framework and the provider request. The session drops the call's result.
+   */
+  readonly cancellationSignal?: AbortSignal | undefined
 }
 
 /**

@@ -291,7 +291,8 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
       messages: toModelMessages([...history, ...turnItems]),
       tools,
       onTextDelta: events.textDelta,
-      onReasoningDelta: events.reasoningDelta
+      onReasoningDelta: events.reasoningDelta,
+      cancellationSignal: turn.cancellationSignal
     })
     const usage: Wire.AgentUsage = { modelCalls: 1, ...response.usage }
     const responseItems: Array<StepwiseItem> = [

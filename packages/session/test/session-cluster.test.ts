@@ -1,6 +1,7 @@
 // The same behaviour tests on the cluster engine: a fresh Postgres database and a runner on a free port per test.
 
 import { approvalSuite } from "./suites/approval.ts"
+import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
 import { sizesSuite } from "./suites/sizes.ts"
@@ -12,3 +13,4 @@ approvalSuite(clusterEngine)
 effectsSuite(clusterEngine)
 inputSuite(clusterEngine)
 sizesSuite(clusterEngine)
+cancelSuite(clusterEngine)

@@ -2,6 +2,7 @@
 // matrix cases 1, 2, 3 (without a restart), 4, 7, 8, 10 and 11; kill.test.ts covers 3 (with SIGKILL), 5, 6, 9.
 
 import { approvalSuite } from "./suites/approval.ts"
+import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
 import { sizesSuite } from "./suites/sizes.ts"
@@ -13,3 +14,4 @@ approvalSuite(embeddedEngine)
 effectsSuite(embeddedEngine)
 inputSuite(embeddedEngine)
 sizesSuite(embeddedEngine)
+cancelSuite(embeddedEngine)

@@ -115,7 +115,10 @@ describe("the Flow definition", () => {
         "RecordToolFailure",
         "RecordToolOutcomeUnknown",
         "PollToolTask",
-        "ResumeTurn"
+        "ResumeTurn",
+        "ApplyTurnControl",
+        "FinishTurnCancellation",
+        "CancelToolTask"
       ]
     )
     const {
@@ -139,6 +142,18 @@ describe("the Flow definition", () => {
     // RecordToolFailure records by effect: failed for a read, outcome_unknown for any write
     assert.strictEqual(PollToolTask.options?.execute?.retry?.maxAttempts, 3)
     assert.strictEqual(PollToolTask.options?.onExecuteFailure, RecordToolFailure)
+    const { CancelToolTask, ApplyTurnControl, FinishTurnCancellation } = flow.session.steps
+    assert.strictEqual(CancelToolTask.options?.execute?.timeout, "30 seconds")
+    assert.strictEqual(CancelToolTask.options?.execute?.retry?.maxAttempts, 3)
+    assert.strictEqual(CancelToolTask.options?.onExecuteFailure, RecordToolOutcomeUnknown)
+    assert.deepStrictEqual(
+      ApplyTurnControl.options?.execute?.locks?.map((l) => ("name" in l ? l.name : l.map.name)),
+      ["TurnCancellationRequest"]
+    )
+    assert.deepStrictEqual(
+      FinishTurnCancellation.options?.execute?.locks?.map((l) => ("name" in l ? l.name : l.map.name)),
+      ["TurnCancellationRequest", "PendingInterrupts"]
+    )
     for (const step of flow.steps) {
       assert.strictEqual(step.options?.execute?.durability, "sync", step.type)
       assert.strictEqual(step.options?.waitFor?.durability, "sync", step.type)
@@ -148,6 +163,7 @@ describe("the Flow definition", () => {
       [
         ["send_user_message", []],
         ["resolve_interrupt", ["PendingInterrupts"]],
+        ["cancel_turn", ["TurnCancellationRequest", "PendingInterrupts"]],
         ["get_agent_snapshot", []],
         ["list_agent_messages", []],
         ["update_session_settings", []]

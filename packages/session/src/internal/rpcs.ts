@@ -1,7 +1,7 @@
 // The RPCs of the session Flow (docs/session-contract.md, "RPCs"): send_user_message, resolve_interrupt, get_agent_snapshot,
 // list_agent_messages and update_session_settings. Handlers read and write through the RPC's TxView, so
 // each commits atomically or not at all.
-import { Rpc, type RpcDef } from "@durable-agent/engine"
+import { Rpc, type RpcDef, StepMovement } from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -9,7 +9,8 @@ import * as Schema from "effect/Schema"
 import * as P from "../Persistence.ts"
 import * as Wire from "../wire/index.ts"
 import { NoInput, UpdateSettingsInput } from "./schemas.ts"
-import { isBlank, settingsProblem, storedMessages, turnRecords, ZERO_USAGE } from "./session.ts"
+import { isBlank, isTurnCancelled, settingsProblem, storedMessages, turnRecords, ZERO_USAGE } from "./session.ts"
+import type { SessionSteps } from "./steps.ts"
 
 export interface SessionRpcs {
   readonly send_user_message: RpcDef<Wire.AgentUserMessage, boolean>
@@ -17,10 +18,20 @@ export interface SessionRpcs {
   readonly get_agent_snapshot: RpcDef<null, Wire.AgentSnapshot>
   readonly list_agent_messages: RpcDef<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>
   readonly update_session_settings: RpcDef<typeof UpdateSettingsInput.Type, boolean>
+  readonly cancel_turn: RpcDef<Wire.CancelTurnRequest, boolean>
 }
 
-/** RPC definitions without handlers' state: shared by the Flow (which runs them) and the client. */
-export const makeRpcs = (): SessionRpcs => ({
+/** The Steps an RPC handler schedules or cancels; a client-side definition has none (it runs no handler). */
+const requireSteps = (steps: SessionSteps | undefined): Effect.Effect<SessionSteps> =>
+  steps === undefined
+    ? Effect.die(new Error("a client-side session Flow definition does not run RPC handlers"))
+    : Effect.succeed(steps)
+
+/**
+ * RPC definitions: shared by the Flow (which runs them, with its Steps) and the client (which only names
+ * them, without Steps).
+ */
+export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
   send_user_message: Rpc({
     name: "send_user_message",
     input: Wire.AgentUserMessage,
@@ -57,6 +68,32 @@ export const makeRpcs = (): SessionRpcs => ({
         answer: null
       })
       return { output: true }
+    })
+  }),
+
+  // Locks only what short Steps lock (never a model call's Step), so it never waits for a model call. The
+  // commit cancels the model call and every waiting Step of the turn, and FinishTurnCancellation records their
+  // calls; a final answer that committed first already ended the turn, so this returns false.
+  cancel_turn: Rpc({
+    name: "cancel_turn",
+    input: Wire.CancelTurnRequest,
+    output: Schema.Boolean,
+    locks: [P.TurnCancellationRequest, P.PendingInterrupts],
+    handler: Effect.fn("AgentSession.cancel_turn")(function* (ctx, request) {
+      const state = Option.getOrNull(ctx.get(P.AgentState))
+      const turnId = state?.activeTurnId ?? null
+      if (state === null || turnId === null) return { output: false }
+      if (request.turnId !== null && request.turnId !== turnId) return { output: false }
+      if (!state.acceptsTurnControl) return { output: false }
+      if (isTurnCancelled(ctx, turnId)) return { output: true }
+      const s = yield* requireSteps(steps)
+      const now = yield* Clock.currentTimeMillis
+      ctx.set(P.TurnCancellationRequest, { turnId, requestedAt: new Date(now).toISOString() })
+      return {
+        output: true,
+        cancelSteps: [s.RunModel, s.RecordTurnFailure, s.AwaitToolApproval, s.PollToolTask],
+        nextSteps: [StepMovement.of(s.FinishTurnCancellation, turnId)]
+      }
     })
   }),
 

@@ -24,3 +24,6 @@ export const ResultCountInput = Schema.Int
 
 /** The input of Steps that take none. */
 export const NoInput = Schema.Null
+
+/** FinishTurnCancellation's input: the cancelled turn's ID. */
+export const TurnIdInput = Schema.String

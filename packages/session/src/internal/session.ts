@@ -113,6 +113,11 @@ export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: stri
     turnStarted: typed("turn_started", Wire.TurnStartedPayload),
     turnCompleted: typed("turn_completed", Wire.TurnCompletedPayload),
     turnFailed: typed("turn_failed", Wire.TurnFailedPayload),
+    turnSteered: typed("turn_steered", Wire.TurnSteeredPayload),
+    turnCancelled: typed("turn_cancelled", Wire.TurnCancelledPayload),
+    timerStarted: typed("timer_started", Wire.TimerStartedPayload),
+    planUpdated: typed("plan_updated", Wire.PlanUpdatedPayload),
+    planExecutionStarted: typed("plan_execution_started", Wire.PlanExecutionStartedPayload),
     toolCallStarted: typed("tool_call_started", Wire.ToolCallStartedPayload),
     toolCallFinished: typed("tool_call_finished", Wire.ToolCallFinishedPayload),
     toolCallDeferred: typed("tool_call_deferred", Wire.ToolCallDeferredPayload),
@@ -269,6 +274,7 @@ export const finalizeRecord = (
     readonly output?: string | null
     readonly error?: string | null
     readonly rejectionMessage?: string | null
+    readonly cancellationReason?: Wire.CancellationReason | null
   }
 ) => {
   ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, ...patch })
@@ -285,7 +291,8 @@ export const beginTurn = Effect.fnUntraced(function* (
   config: SessionConfig,
   runner: AgentFrameworkRunnerShape,
   state: Wire.AgentState,
-  texts: ReadonlyArray<string>
+  texts: ReadonlyArray<string>,
+  interactionMode: Wire.InteractionMode = "chat"
 ) {
   const turnId = Wire.formatTurnId(state.turnCount + 1)
   const now = yield* nowIso
@@ -309,8 +316,9 @@ export const beginTurn = Effect.fnUntraced(function* (
     ...appended,
     status: "running_model",
     activeTurnId: turnId,
-    interactionMode: "chat",
-    acceptsTurnControl: false
+    interactionMode,
+    // This worker applies steering and cancel_turn, so the turn accepts them (docs/session-contract.md).
+    acceptsTurnControl: true
   })
   yield* emitter(ctx, config, turnId).turnStarted({ sequence: first })
   return turnId
@@ -340,17 +348,83 @@ export const endTurn = (
     status: "waiting_for_user_message",
     turnCount: state.turnCount + 1,
     activeTurnId: null,
-    lastTurnError: error
+    lastTurnError: error,
+    acceptsTurnControl: false
   })
   const events = emitter(ctx, config, turnId)
   if (error !== null) return events.turnFailed({ error })
-  const reply = ctx.get(P.TurnReplySequence)
-  const messageCount =
-    Option.isSome(reply) && reply.value.turnId === turnId
-      ? state.nextMessageSequence - reply.value.sequence
-      : storedMessages(ctx).filter((m) => m.turnId === turnId && m.role !== "user").length
-  return events.turnCompleted({ messageCount })
+  return events.turnCompleted({ messageCount: turnMessageCount(ctx, state, turnId) })
 }
+
+/** The messages the turn appended after its user messages ("Message storage", Counts). */
+export const turnMessageCount = (ctx: TxView, state: Wire.AgentState, turnId: string): number => {
+  const reply = ctx.get(P.TurnReplySequence)
+  return Option.isSome(reply) && reply.value.turnId === turnId
+    ? state.nextMessageSequence - reply.value.sequence
+    : storedMessages(ctx).filter((m) => m.turnId === turnId && m.role !== "user").length
+}
+
+/** Whether cancel_turn cancelled this turn (turn IDs never repeat). */
+export const isTurnCancelled = (ctx: TxView, turnId: string): boolean =>
+  Option.match(ctx.get(P.TurnCancellationRequest), { onNone: () => false, onSome: (r) => r.turnId === turnId })
+
+/** Whether a steered message waits to start the next turn. */
+export const isTurnSteered = (ctx: TxView): boolean => ctx.channelSize(P.SteeredUserMessages) > 0
+
+/** Why the active turn must end before its next boundary, or `null`: a cancelled turn ends as cancelled. */
+export const turnControl = (ctx: TxView, turnId: string): Wire.CancellationReason | null =>
+  isTurnCancelled(ctx, turnId) ? "turn_cancelled" : isTurnSteered(ctx) ? "steered" : null
+
+/** The structured rejection of a call that steering or cancel_turn abandoned. */
+export const cancellationRejection = (reason: Wire.CancellationReason): string =>
+  reason === "steered" ? Wire.STEERED_REJECTION_MESSAGE : Wire.TURN_CANCELLED_REJECTION_MESSAGE
+
+/**
+ * Ends a steered or cancelled turn: appends `unfinished` (the runner's unstored items) when there are any,
+ * else the steered or cancelled note when the turn has records; deletes the turn's records and run state,
+ * counts the turn, clears it and `last_turn_error`, and writes `turn_steered` or `turn_cancelled`. The
+ * caller starts the steered turn or moves to AwaitUserMessage.
+ */
+export const endControlledTurn = Effect.fnUntraced(function* (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  runner: AgentFrameworkRunnerShape,
+  state: Wire.AgentState,
+  turnId: string,
+  reason: Wire.CancellationReason,
+  unfinished: ReadonlyArray<FrameworkMessage> | undefined,
+  steeredMessageCount: number
+) {
+  const now = yield* nowIso
+  const limit = yield* maxValueBytes
+  let next = state
+  const fitting = (unfinished ?? []).filter(
+    (message) => messagesOversize(state, turnId, [message], now, limit) === undefined
+  )
+  if (fitting.length > 0) {
+    next = appendMessages(ctx, next, turnId, fitting, now)
+  } else {
+    const finals = turnRecords(ctx, turnId).filter(isFinal)
+    if (finals.length > 0) {
+      const header = reason === "steered" ? Wire.TURN_STEERED_NOTE_HEADER : Wire.TURN_CANCELLED_NOTE_HEADER
+      next = appendMessages(ctx, next, turnId, [fittingNote(runner, next, turnId, finals, now, limit, header)], now)
+    }
+  }
+  clearTurn(ctx)
+  ctx.set(P.AgentState, {
+    ...next,
+    status: "waiting_for_user_message",
+    turnCount: next.turnCount + 1,
+    activeTurnId: null,
+    lastTurnError: null,
+    acceptsTurnControl: false
+  })
+  const events = emitter(ctx, config, turnId)
+  const messageCount = turnMessageCount(ctx, next, turnId)
+  return yield* reason === "steered"
+    ? events.turnSteered({ steeredMessageCount, messageCount })
+    : events.turnCancelled({ messageCount })
+})
 
 /**
  * Fails the active turn: appends `unfinished` (the runner's unstored items), then one turn-failure note when
@@ -400,9 +474,10 @@ const fittingNote = (
   turnId: string,
   finals: ReadonlyArray<Wire.AgentToolCall & { readonly status: Wire.AgentToolCallFinalStatus }>,
   createdAt: string,
-  limit: number
+  limit: number,
+  header: string = Wire.TURN_FAILURE_NOTE_HEADER
 ): FrameworkMessage => {
-  const full = runner.buildUserMessage(Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, finals))
+  const full = runner.buildUserMessage(Wire.turnNote(header, finals))
   if (messagesOversize(state, turnId, [full], createdAt, limit) === undefined) return full
   for (let share = Math.floor(limit / (4 * finals.length)); share >= 16; share = Math.floor(share / 2)) {
     const cut = finals.map((r) => ({
@@ -412,8 +487,8 @@ const fittingNote = (
       error: r.error === null ? null : truncateText(r.error, share),
       rejectionMessage: r.rejectionMessage === null ? null : truncateText(r.rejectionMessage, share)
     }))
-    const message = runner.buildUserMessage(Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, cut))
+    const message = runner.buildUserMessage(Wire.turnNote(header, cut))
     if (messagesOversize(state, turnId, [message], createdAt, limit) === undefined) return message
   }
-  return runner.buildUserMessage(Wire.turnNote(Wire.TURN_FAILURE_NOTE_HEADER, []))
+  return runner.buildUserMessage(Wire.turnNote(header, []))
 }

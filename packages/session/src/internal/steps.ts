@@ -21,18 +21,21 @@ import {
 } from "../Runner.ts"
 import type { EventWriter, Heartbeat } from "../Services.ts"
 import * as Wire from "../wire/index.ts"
-import { NoInput, ResultCountInput, StartInput, ToolCallIdInput } from "./schemas.ts"
+import { NoInput, ResultCountInput, StartInput, ToolCallIdInput, TurnIdInput } from "./schemas.ts"
 import {
   appendMessages,
   beginTurn,
+  cancellationRejection,
   type Emitter,
   emitter,
+  endControlledTurn,
   endTurn,
   failTurn,
   finalizeRecord,
   initialState,
   isBlank,
   isFinal,
+  isTurnCancelled,
   messagesOversize,
   provideStepServices,
   recordUsage,
@@ -41,6 +44,7 @@ import {
   secondsUntil,
   settingsProblem,
   storedMessages,
+  turnControl,
   turnRecords,
   turnSettings,
   withHeartbeats,
@@ -69,6 +73,9 @@ export interface SessionSteps {
   readonly RecordToolOutcomeUnknown: StepDef<string, any>
   readonly PollToolTask: StepDef<string, any>
   readonly ResumeTurn: StepDef<number, any>
+  readonly ApplyTurnControl: StepDef<null, any>
+  readonly FinishTurnCancellation: StepDef<string, any>
+  readonly CancelToolTask: StepDef<string, any>
 }
 
 /** The longest wait between two polls of a task: a day. */
@@ -229,8 +236,10 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     type: "AwaitUserMessage",
     input: NoInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
-    waitFor: () => Wait.anyOf(P.QueuedUserMessages.forOne()),
+    // A steer beats a queued message: Channel conditions are selected in argument order.
+    waitFor: () => Wait.anyOf(P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX), P.QueuedUserMessages.forOne()),
     execute: Effect.fn("AgentSession.AwaitUserMessage")(function* (ctx) {
+      if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(ApplyTurnControl, null)
       const runner = yield* config.runner
       const state = yield* requireState(ctx)
       const texts = ctx
@@ -315,10 +324,29 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
         "dex.step.attempt": ctx.attempt,
         "dex.agent.turn.id": turnId
       })
-      const turn = turnContext(ctx, turnId, state, storedMessages(ctx))
-      const outcome = yield* runner
-        .runModelStep(turn)
-        .pipe(withHeartbeats(ctx, config.heartbeatInterval), provideStepServices(ctx, config, turnId))
+      // A steered or cancelled turn ends here, before any model call, as ApplyTurnControl ends it.
+      const control = turnControl(ctx, turnId)
+      if (control !== null) {
+        yield* endControlledTurn(
+          ctx,
+          config,
+          runner,
+          state,
+          turnId,
+          control,
+          undefined,
+          ctx.channelSize(P.SteeredUserMessages)
+        )
+        return StepDecision.goTo(ApplyTurnControl, null)
+      }
+      // cancel_turn interrupts this attempt: the signal aborts the framework's call and its provider request.
+      const controller = new AbortController()
+      const turn = { ...turnContext(ctx, turnId, state, storedMessages(ctx)), cancellationSignal: controller.signal }
+      const outcome = yield* runner.runModelStep(turn).pipe(
+        withHeartbeats(ctx, config.heartbeatInterval),
+        provideStepServices(ctx, config, turnId),
+        Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
+      )
       const events = emitter(ctx, config, turnId)
       const nowMs = yield* Clock.currentTimeMillis
       const now = new Date(nowMs).toISOString()
@@ -476,6 +504,16 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       const record = found.value
       const runner = yield* config.runner
       const events = emitter(ctx, config, record.turnId)
+      // Before tool_call_started, a steered or cancelled turn abandons the call: it never runs.
+      const control = turnControl(ctx, record.turnId)
+      if (control !== null) {
+        yield* finalizeRecord(ctx, events, record, {
+          status: "rejected",
+          rejectionMessage: cancellationRejection(control),
+          cancellationReason: control
+        })
+        return StepDecision.deadEnd()
+      }
       yield* annotateToolSpan(ctx, record)
       // The event's heartbeat (see `announce`) comes first: a started tool is never handed out again as never-run.
       yield* events.toolCallStarted({ toolCallId: record.toolCallId, toolName: record.toolName })
@@ -595,6 +633,11 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       }))
       const neverRan =
         recovery.attemptProgress === "not_started" && record.status === "approved" && record.inputAnswers.length === 0
+      if (record.taskId !== null && record.cancellationReason === "turn_cancelled") {
+        // CancelToolTask ran out of attempts: the task may have run, recorded as cancel_turn abandoned it.
+        yield* finalizeRecord(ctx, events, record, { status: "outcome_unknown", error: Wire.TOOL_TASK_CANCELLED_ERROR })
+        return StepDecision.deadEnd()
+      }
       yield* finalizeRecord(
         ctx,
         events,
@@ -667,13 +710,17 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     },
     waitFor: (ctx, toolCallId) => {
       const record = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
-      const seconds = record === undefined || record.taskAnswerPending ? 0 : (record.taskPollIntervalSeconds ?? 1)
+      const cancelled = record !== undefined && isTurnCancelled(ctx, record.turnId)
+      const seconds =
+        record === undefined || record.taskAnswerPending || cancelled ? 0 : (record.taskPollIntervalSeconds ?? 1)
       return Wait.anyOf(Timer.seconds(seconds))
     },
     execute: Effect.fn("AgentSession.PollToolTask")(function* (ctx, toolCallId) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || found.value.status !== "waiting_for_task") return StepDecision.deadEnd()
       const record = found.value
+      // Started after cancel_turn committed: FinishTurnCancellation hands the task to CancelToolTask.
+      if (isTurnCancelled(ctx, record.turnId)) return StepDecision.goTo(FinishTurnCancellation, record.turnId)
       const runner = yield* config.runner
       const events = emitter(ctx, config, record.turnId)
       yield* annotateToolSpan(ctx, record)
@@ -802,8 +849,189 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
       // A consumed result of an earlier turn: wait again for what is still unfinished.
       const unfinished = turnRecords(ctx, turnId).filter((r) => !isFinal(r)).length
       if (unfinished > 0) return StepDecision.goTo(ResumeTurn, unfinished)
+      // Every record is final: a steered or cancelled turn ends in ApplyTurnControl instead of a model call.
+      if (turnControl(ctx, turnId) !== null) return StepDecision.goTo(ApplyTurnControl, null)
       ctx.set(P.AgentState, { ...state, status: "running_model" })
       return StepDecision.goTo(RunModel, null)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // ApplyTurnControl
+  // -------------------------------------------------------------------------------------------------------
+
+  /** The runner's unfinished-turn messages, or `undefined` when it has none or they fail (a warning). */
+  const unfinishedMessages = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    runner: AgentFrameworkRunnerShape,
+    state: Wire.AgentState,
+    turnId: string
+  ) {
+    if (runner.buildUnfinishedTurnMessages === undefined) return undefined
+    const turn = turnContext(ctx, turnId, state, storedMessages(ctx))
+    return yield* runner.buildUnfinishedTurnMessages(turn).pipe(
+      Effect.flatMap((messages) =>
+        Array.isArray(messages) && messages.every(isFrameworkMessage)
+          ? Effect.succeed<ReadonlyArray<FrameworkMessage> | undefined>(messages)
+          : Effect.fail(new Error("build_unfinished_turn_messages returned something other than messages"))
+      ),
+      Effect.catchCause((cause) =>
+        Effect.as(
+          Effect.logWarning("build_unfinished_turn_messages failed; the turn keeps its note instead", cause),
+          undefined
+        )
+      )
+    )
+  })
+
+  // Consumes every steered message and stale control wake at once (both conditions never block), ends a
+  // steered or cancelled turn, and starts the next turn with the steered messages, in order.
+  const ApplyTurnControl: StepDef<null, any> = Step({
+    type: "ApplyTurnControl",
+    input: NoInput,
+    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
+    waitFor: () =>
+      Wait.allOf(
+        P.SteeredUserMessages.atMost(Wire.CHANNEL_RANGE_MAX),
+        P.TurnControlRequests.atMost(Wire.CHANNEL_RANGE_MAX)
+      ),
+    execute: Effect.fn("AgentSession.ApplyTurnControl")(function* (ctx) {
+      const runner = yield* config.runner
+      let state = yield* requireState(ctx)
+      const steered = ctx.channelResults(P.SteeredUserMessages)
+      const turnId = state.activeTurnId
+      if (turnId !== null) {
+        const reason = turnControl(ctx, turnId) ?? (steered.length > 0 ? "steered" : null)
+        if (reason === null) {
+          // Nothing to apply to the active turn (a stale wake): it goes on where it waits.
+          return StepDecision.deadEnd()
+        }
+        if (turnRecords(ctx, turnId).some((r) => !isFinal(r))) {
+          // Not every record is final yet: ResumeTurn still waits and comes back here (defensive).
+          for (const message of steered) ctx.publish(P.SteeredUserMessages, message)
+          return StepDecision.deadEnd()
+        }
+        const unfinished = yield* unfinishedMessages(ctx, runner, state, turnId)
+        yield* endControlledTurn(ctx, config, runner, state, turnId, reason, unfinished, steered.length)
+        state = yield* requireState(ctx)
+      }
+      const texts = steered.map((m) => m.text).filter((t) => !isBlank(t))
+      if (texts.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
+      const started = yield* beginTurn(ctx, config, runner, state, texts)
+      return started === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // FinishTurnCancellation
+  // -------------------------------------------------------------------------------------------------------
+
+  /** The Step that waits for a record's approval or answer. */
+  const waitingStep = (record: Wire.AgentToolCall): StepDef<string, any> | undefined =>
+    record.status === "awaiting_approval" ? AwaitToolApproval : undefined
+
+  // Scheduled by cancel_turn's commit, which cancelled the model call and every waiting Step. It decides from
+  // committed state under the locks cancel_turn holds, and records every call whose waiting Step was
+  // cancelled; approved calls belong to their tool Steps. It never ends the turn while ResumeTurn waits.
+  const FinishTurnCancellation: StepDef<string, any> = Step({
+    type: "FinishTurnCancellation",
+    input: TurnIdInput,
+    options: {
+      ...sync,
+      execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest, P.PendingInterrupts] }
+    },
+    execute: Effect.fn("AgentSession.FinishTurnCancellation")(function* (ctx, turnId) {
+      const state = yield* requireState(ctx)
+      if (state.activeTurnId !== turnId || turnControl(ctx, turnId) !== "turn_cancelled") {
+        return StepDecision.deadEnd()
+      }
+      // The model call or the turn's failure route was cancelled: the turn ends now.
+      if (state.status !== "running_tools") return StepDecision.goTo(ApplyTurnControl, null)
+      const events = emitter(ctx, config, turnId)
+      let pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+      const movements: Array<StepMovement> = []
+      for (const record of turnRecords(ctx, turnId)) {
+        if (isFinal(record) || record.status === "approved") continue
+        if (record.taskId !== null) {
+          // Already handed to CancelToolTask by an earlier run of this Step.
+          if (record.cancellationReason === "turn_cancelled" && record.status === "waiting_for_task") continue
+          // A started task is never rejected: it is cancelled best-effort and recorded by its effect.
+          ctx.setAt(P.AgentToolCalls, record.toolCallId, {
+            ...record,
+            status: "waiting_for_task",
+            cancellationReason: "turn_cancelled"
+          })
+          movements.push(StepMovement.of(CancelToolTask, record.toolCallId))
+          continue
+        }
+        const interrupt = pending.find((i) => i.toolCallId === record.toolCallId)
+        const step = waitingStep(record)
+        if (
+          interrupt === undefined &&
+          step !== undefined &&
+          ctx.channelSize(P.InterruptResolutions, record.toolCallId) > 0
+        ) {
+          // The answer committed first: its waiting Step applies it.
+          movements.push(StepMovement.of(step, record.toolCallId))
+          continue
+        }
+        if (interrupt !== undefined) {
+          pending = pending.filter((i) => i !== interrupt)
+          yield* events.interruptResolved({
+            interruptId: interrupt.interruptId,
+            approved: false,
+            rejectionMessage: Wire.TURN_CANCELLED_REJECTION_MESSAGE,
+            kind: interrupt.kind,
+            answered: false,
+            cancellationReason: "turn_cancelled"
+          })
+        }
+        yield* finalizeRecord(ctx, events, record, {
+          status: "rejected",
+          rejectionMessage: Wire.TURN_CANCELLED_REJECTION_MESSAGE,
+          cancellationReason: "turn_cancelled"
+        })
+      }
+      ctx.set(P.PendingInterrupts, pending)
+      return movements.length > 0 ? StepDecision.goToMany(...movements) : StepDecision.deadEnd()
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------------------
+  // CancelToolTask
+  // -------------------------------------------------------------------------------------------------------
+
+  const CancelToolTask: StepDef<string, any> = Step({
+    type: "CancelToolTask",
+    input: ToolCallIdInput,
+    options: {
+      ...sync,
+      execute: {
+        ...sync.execute,
+        timeout: "30 seconds",
+        retry: { maxAttempts: 3, totalDuration: "2 minutes", initialInterval: config.retryInitialInterval }
+      },
+      onExecuteFailure: RecordToolOutcomeUnknown
+    },
+    execute: Effect.fn("AgentSession.CancelToolTask")(function* (ctx, toolCallId) {
+      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+      if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
+      const record = found.value
+      const runner = yield* config.runner
+      const events = emitter(ctx, config, record.turnId)
+      if (runner.cancelToolTask !== undefined) {
+        yield* runner
+          .cancelToolTask({
+            flowId: ctx.flowId,
+            turnId: record.turnId,
+            toolCall: record,
+            idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
+            attempt: ctx.attempt
+          })
+          .pipe(provideStepServices(ctx, config, record.turnId))
+      }
+      yield* finalizeRecord(ctx, events, record, { status: "outcome_unknown", error: Wire.TOOL_TASK_CANCELLED_ERROR })
+      return StepDecision.deadEnd()
     })
   })
 
@@ -818,6 +1046,9 @@ export const makeSteps = (config: SessionConfig): SessionSteps => {
     RecordToolFailure,
     RecordToolOutcomeUnknown,
     PollToolTask,
-    ResumeTurn
+    ResumeTurn,
+    ApplyTurnControl,
+    FinishTurnCancellation,
+    CancelToolTask
   }
 }
