@@ -76,7 +76,8 @@ export interface ChatHandlerOptions {
   /** `/api/chat` by default; `useChat`'s `api`. */
   readonly basePath?: string | undefined
   /**
-   * Stops the active turn of a session (the stop button). Without it `POST {base}/{id}/stop` answers 501.
+   * Stops the active turn of a session (the stop button); the session client's `cancelTurn` (the durable
+   * `cancel_turn` RPC) by default.
    */
   readonly cancelTurn?: ((sessionId: string) => Effect.Effect<boolean, unknown, Services>) | undefined
   /** Starts a session that does not exist yet with the first message; true by default. */
@@ -418,16 +419,16 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   const stop = (request: Request, sessionId: string) =>
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "write")
-      if (options.cancelTurn === undefined) return yield* fail(501, "not_configured", "stopping a turn is not set up")
-      const cancelled = yield* options
-        .cancelTurn(sessionId)
-        .pipe(
-          Effect.mapError((e) =>
-            typeof e === "object" && e !== null && "_tag" in e
-              ? rpcFailure(e as { readonly _tag: string; readonly message?: string })
-              : new ChatRequestError({ status: 500, code: "cancel_failed", message: String(e) })
-          )
+      const cancel =
+        options.cancelTurn ??
+        ((id: string) => Effect.flatMap(AgentSessionClient, (sessions) => sessions.cancelTurn(id)))
+      const cancelled = yield* cancel(sessionId).pipe(
+        Effect.mapError((e) =>
+          typeof e === "object" && e !== null && "_tag" in e
+            ? rpcFailure(e as { readonly _tag: string; readonly message?: string })
+            : new ChatRequestError({ status: 500, code: "cancel_failed", message: String(e) })
         )
+      )
       return json(200, { cancelled })
     })
 

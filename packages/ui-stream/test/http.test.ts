@@ -33,7 +33,7 @@ const approve = (message: UIMessage, approvalId: string, toolCallId = approvalId
 describe("authorization and bad input", () => {
   it.live("another user's session: 403 on every route, nothing read, written or resolved", () =>
     Effect.gen(function* () {
-      const handler = yield* ChatHandler.make({ authorize, cancelTurn: () => Effect.succeed(true) })
+      const handler = yield* ChatHandler.make({ authorize })
       const sessions = yield* AgentSessionClient
       // Ann's turn waits for her approval
       const first = yield* promise(() => handler(post("ann", { id: "ann-1", messages: [userMessage("u1", "send")] })))
@@ -73,6 +73,7 @@ describe("authorization and bad input", () => {
 
       const after = yield* sessions.getSnapshot("ann-1")
       assert.strictEqual(after.pendingInterrupts.length, 1, "the interrupt is still pending")
+      assert.strictEqual(after.state?.activeTurnId, "turn-1", "the turn was not stopped")
       assert.strictEqual(after.messages.length, before.messages.length, "no message was added")
       assert.strictEqual(after.queuedMessageCount, 0)
       assert.strictEqual(runs.get("send_email:ann"), undefined)
@@ -147,10 +148,10 @@ describe("authorization and bad input", () => {
           "invalid_token"
         ],
         [
-          "stop without cancelTurn",
-          new Request("http://test.local/api/chat/cy-1/stop", { method: "POST", headers: { "x-user": "cy" } }),
-          501,
-          "not_configured"
+          "stop on a session that does not exist",
+          new Request("http://test.local/api/chat/cy-9/stop", { method: "POST", headers: { "x-user": "cy" } }),
+          404,
+          "session_not_found"
         ]
       ]
       for (const [what, request, status, code] of cases) {

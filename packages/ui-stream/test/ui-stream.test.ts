@@ -4,6 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import type { DynamicToolUIPart, UIMessage } from "ai"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { ChatHandler, ResumeToken } from "../src/index.ts"
 import { authorize, chunksOf, fold, get, layer, post, readSse, runs, userMessage, writeAndRead } from "./support.ts"
@@ -168,6 +169,36 @@ describe("UI message stream", () => {
       const snapshot = yield* SessionTesting.awaitTurn("dan-1", { turn: 1 })
       assert.strictEqual(snapshot.messages.at(-1)?.text, "a b c d e f")
     }).pipe(Effect.provide(layer({ model: slowModel(["a ", "b ", "c ", "d ", "e ", "f"], "100 millis") })))
+  )
+
+  it.live("stop: a durable cancel_turn ends the turn cancelled, and the open stream finishes", () =>
+    Effect.gen(function* () {
+      const handler = yield* handlerEffect
+      const response = yield* promise(() => handler(post("gil", { id: "gil-1", messages: [userMessage("u1", "go")] })))
+      const reading = yield* Effect.forkChild(promise(() => readSse(response)))
+      yield* SessionTesting.awaitSnapshot("gil-1", (s) => s.state?.activeTurnId === "turn-1")
+      const stop = yield* promise(() =>
+        handler(new Request("http://test.local/api/chat/gil-1/stop", { method: "POST", headers: { "x-user": "gil" } }))
+      )
+      assert.strictEqual(stop.status, 200)
+      assert.deepStrictEqual(yield* promise(() => stop.json()), { cancelled: true })
+      const chunks = chunksOf(yield* Fiber.join(reading))
+      const finish = chunks.at(-1)!.chunk
+      assert.strictEqual(finish.type, "finish")
+      assert.strictEqual(finish.type === "finish" ? finish.finishReason : undefined, "other")
+      assert.strictEqual(
+        finish.type === "finish" ? (finish.messageMetadata as { turnStatus?: string }).turnStatus : undefined,
+        "cancelled"
+      )
+      const snapshot = yield* SessionTesting.awaitTurn("gil-1", { turn: 1 })
+      assert.isNull(snapshot.state?.activeTurnId)
+      assert.notStrictEqual(snapshot.messages.at(-1)?.text, "a b c d e f", "the model call did not finish")
+      // a second stop has nothing to stop
+      const again = yield* promise(() =>
+        handler(new Request("http://test.local/api/chat/gil-1/stop", { method: "POST", headers: { "x-user": "gil" } }))
+      )
+      assert.deepStrictEqual(yield* promise(() => again.json()), { cancelled: false })
+    }).pipe(Effect.provide(layer({ model: slowModel(["a ", "b ", "c ", "d ", "e ", "f"], "1 second") })))
   )
 
   it.live("a retried model call: reset-step drops the parts of the failed attempt", () =>
