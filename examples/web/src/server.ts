@@ -47,6 +47,8 @@ const userOf = (request: { readonly headers: { readonly get: (name: string) => s
   return match?.[1]
 }
 const sessionOf = (user: string) => `${user}-chat`
+const withUser = (response: HttpServerResponse.HttpServerResponse, user: string) =>
+  HttpServerResponse.setCookieUnsafe(response, "uid", user, { path: "/", httpOnly: true, sameSite: "strict" })
 
 const routes = Layer.mergeAll(
   HttpChat.layer({
@@ -60,10 +62,10 @@ const routes = Layer.mergeAll(
     Effect.sync(() => {
       const existing = userOf({ headers: { get: (name) => request.headers[name] ?? null } })
       const user = existing ?? randomUUID()
-      return HttpServerResponse.text(JSON.stringify({ sessionId: sessionOf(user) }), {
-        contentType: "application/json",
-        headers: existing === undefined ? { "set-cookie": `uid=${user}; Path=/; HttpOnly; SameSite=Strict` } : {}
+      const response = HttpServerResponse.text(JSON.stringify({ sessionId: sessionOf(user) }), {
+        contentType: "application/json"
       })
+      return existing === undefined ? withUser(response, user) : response
     })
   ),
   HttpRouter.add("GET", "/*", (request: HttpServerRequest.HttpServerRequest) =>
@@ -77,9 +79,12 @@ const routes = Layer.mergeAll(
         ".css": "text/css",
         ".svg": "image/svg+xml"
       }
-      return HttpServerResponse.uint8Array(readFileSync(target), {
+      const response = HttpServerResponse.uint8Array(readFileSync(target), {
         contentType: types[extname(target)] ?? "application/octet-stream"
       })
+      // the page sets the user cookie, before the page's own requests could race for one
+      const known = userOf({ headers: { get: (name) => request.headers[name] ?? null } }) !== undefined
+      return known || extname(target) !== ".html" ? response : withUser(response, randomUUID())
     })
   )
 )

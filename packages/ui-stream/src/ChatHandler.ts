@@ -371,7 +371,8 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         )
       }
       const snapshot = yield* snapshotOrNull(sessionId)
-      if (Option.isNone(snapshot)) return yield* fail(404, "session_not_found", "no such session")
+      // a session that does not exist yet has no stream either (useChat resumes on every page load)
+      if (Option.isNone(snapshot)) return new Response(null, { status: 204 })
       const active = snapshot.value.state?.activeTurnId ?? null
       if (active === null) return new Response(null, { status: 204 })
       return yield* uiStreamResponse(turn(sessionId, active, { _tag: "TurnStart", after: null }))
