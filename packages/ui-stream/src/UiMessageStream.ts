@@ -245,6 +245,8 @@ export const turnStream = (
       const state: State = from._tag === "TurnStart" ? ResumeToken.emptyOpenParts() : clone(from.token.o)
       let done = false
       let eventsLost = false
+      /** Text or reasoning was sent in this stream (the browser holds some of the turn's text). */
+      let textSent = from._tag === "Continue" && from.token.o.content
 
       const tokenOf = (p: string | null, k: number, o: ResumeToken.OpenParts) =>
         ResumeToken.encode({ v: 1, s: sessionId, t: turnId, a: start, p, k, o })
@@ -368,8 +370,8 @@ export const turnStream = (
         closeText(out)
         closeReasoning(out)
         const messages = snapshot.messages.filter((m) => m.turnId === turnId && m.role !== "user")
-        if (!state.content) {
-          // nothing of the turn was sent: rebuild it from the stored messages, one step per model response
+        if (!state.content || (eventsLost && !textSent)) {
+          // nothing of the turn's text was sent: rebuild it from the stored messages, one step per model response
           closeStep(out)
           let afterTool = true
           for (const m of messages) {
@@ -381,6 +383,7 @@ export const turnStream = (
                 afterTool = false
               }
               if (m.toolCallId !== null) {
+                if (state.tools[m.toolCallId] !== undefined) continue
                 announceTool(
                   m.toolCallId,
                   {
@@ -439,6 +442,7 @@ export const turnStream = (
               ensureStart(out)
               if (!enterModelStep(event, out)) return
               state.content = true
+              textSent = true
               const delta = (event.payload as Wire.TextDeltaPayload).text
               if (event.type === "text_delta") {
                 closeReasoning(out)
@@ -542,6 +546,11 @@ export const turnStream = (
           const previous = position
           if (entry.event.turnId !== turnId) {
             position = entry.token
+            return []
+          }
+          if (!state.started && entry.event.type !== "turn_started") {
+            // the turn's first events are gone (trimmed): its text cannot be streamed, the committed state ends it
+            eventsLost = true
             return []
           }
           const before = clone(state)

@@ -6,6 +6,8 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { ChatHandler, ResumeToken } from "../src/index.ts"
 import { authorize, chunksOf, fold, get, layer, post, readSse, runs, userMessage, writeAndRead } from "./support.ts"
 
@@ -246,6 +248,34 @@ describe("UI message stream", () => {
       const texts = replay.parts.filter((p) => p.type === "text").map((p) => (p.type === "text" ? p.text : ""))
       assert.deepStrictEqual(texts, ["Let me send it.", "Done."])
     }).pipe(Effect.provide(layer({ model: writeAndRead("fay"), eventsCapacityBytes: 1 })))
+  )
+})
+
+describe("trimmed events", () => {
+  const words = Array.from({ length: 60 }, (_, i) => `word${i} `)
+  it.live("a turn whose first events were trimmed is rebuilt from the committed messages", () =>
+    Effect.gen(function* () {
+      const handler = yield* handlerEffect
+      const sessions = yield* AgentSessionClient
+      yield* sessions.startSession("hal-1", { initialMessage: "go" })
+      const snapshot = yield* SessionTesting.awaitTurn("hal-1", { turn: 1 })
+      const oldest = (yield* Stream.runHead(sessions.events("hal-1"))).pipe(Option.getOrThrow)
+      assert.notStrictEqual(oldest.event.type, "turn_started", "the turn's start was trimmed")
+      const replay = yield* promise(async () =>
+        readSse(await handler(get("hal", `/hal-1/stream?token=${encodeURIComponent(tokenFor("hal-1"))}`)))
+      )
+      const message = yield* promise(() => fold(chunksOf(replay).map((c) => c.chunk)))
+      const text = message.parts.filter((p) => p.type === "text").map((p) => (p.type === "text" ? p.text : ""))
+      assert.deepStrictEqual(text, [snapshot.messages.at(-1)!.text])
+      assert.strictEqual(text[0], words.join(""))
+    }).pipe(
+      Effect.provide(
+        SessionTesting.layer({
+          model: [{ text: words.join(""), textDeltas: words }],
+          flow: { eventsCapacityBytes: 8000 }
+        })
+      )
+    )
   )
 })
 
