@@ -1,0 +1,95 @@
+/**
+ * The web chat's agent: a demonstration model that needs no key (it streams its words slowly so that a reload or
+ * a stop lands mid-turn) and two tools on a notes file, one of which writes and so waits for approval.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync } from "node:fs"
+import { dirname } from "node:path"
+import { ModelClient, type ModelRequest, type ModelResponse, type Tool, tool } from "@durable-agent/session"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+
+/** The session Flow type of the web chat. */
+export const FLOW_TYPE = "WebChat"
+
+/** The tools: `read_notes` (read) and `save_note` (a write: it waits for the user's approval). */
+export const tools = (notesFile: string): ReadonlyArray<Tool> => [
+  tool({
+    name: "read_notes",
+    description: "Read the notes file.",
+    effect: "read",
+    handler: () => Effect.sync(() => (existsSync(notesFile) ? readFileSync(notesFile, "utf8") : "(no notes yet)"))
+  }),
+  tool({
+    name: "save_note",
+    description: "Append a line to the notes file.",
+    effect: "non_idempotent_write",
+    parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+    handler: (args) =>
+      Effect.sync(() => {
+        mkdirSync(dirname(notesFile), { recursive: true })
+        appendFileSync(notesFile, `${String(args.text)}\n`)
+        return `saved: ${String(args.text)}`
+      })
+  })
+]
+
+const words = (text: string) => text.match(/\S+\s*/g) ?? [text]
+
+const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
+
+/**
+ * The demonstration model. A message with "save" asks to save a note (needs approval) while reading the notes; a
+ * message with "notes" reads them; anything else gets a long answer, streamed a word every `wordDelay`.
+ */
+export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
+  Layer.succeed(ModelClient, {
+    generate: (request: ModelRequest) =>
+      Effect.gen(function* () {
+        const stream = (text: string) =>
+          Effect.forEach(
+            words(text),
+            (w) =>
+              Effect.andThen(
+                Effect.sleep(Duration.fromInputUnsafe(wordDelay)),
+                request.onTextDelta ? request.onTextDelta(w) : Effect.void
+              ),
+            { discard: true }
+          )
+        const last = request.messages.at(-1)
+        const reply = (text: string, toolCalls: ModelResponse["toolCalls"] = []): ModelResponse => ({
+          text,
+          reasoning: null,
+          toolCalls,
+          usage,
+          metadata: { requestModel: "demo", responseModel: "demo", providerName: "demo" }
+        })
+        if (last?.role === "tool") {
+          const results = request.messages.filter((m) => m.role === "tool")
+          const text = `Done. The tools answered: ${results
+            .slice(-2)
+            .map((m) => (m.role === "tool" ? `${m.toolName} → ${m.output.slice(0, 60)}` : ""))
+            .join("; ")}.`
+          yield* stream(text)
+          return reply(text)
+        }
+        const said = last?.role === "user" ? last.text : ""
+        const id = `call-${Date.now().toString(36)}`
+        if (/save/i.test(said)) {
+          const text = "I'll save that note (it needs your approval) and read the notes meanwhile."
+          yield* stream(text)
+          return reply(text, [
+            { toolCallId: `${id}-w`, toolName: "save_note", arguments: JSON.stringify({ text: said }) },
+            { toolCallId: `${id}-r`, toolName: "read_notes", arguments: "{}" }
+          ])
+        }
+        if (/notes/i.test(said)) {
+          const text = "Let me read the notes."
+          yield* stream(text)
+          return reply(text, [{ toolCallId: `${id}-r`, toolName: "read_notes", arguments: "{}" }])
+        }
+        const text = `You said "${said}". This is the demonstration model: it streams a long answer one word at a time, so you can reload the page, stop the turn, or kill the server in the middle and watch the durable session carry on. ${"The turn is a durable Flow, and every word you see was written to the session's event stream as it streamed. ".repeat(3)}That is all.`
+        yield* stream(text)
+        return reply(text)
+      })
+  })

@@ -1,0 +1,126 @@
+/**
+ * `npm run web`: the web chat. One Node process holds the embedded engine (a SQLite file), the session worker with
+ * the demonstration model, and an effect/http server with the UI stream routes and the page, built with Vite at
+ * start. No server to install and no API key.
+ *
+ * Settings: `PORT` (3000; 0 picks a free one), `WEB_DB` (examples/web/.data/web.db), `WEB_SKIP_BUILD=1` (serve
+ * the last build), `WEB_WORD_DELAY_MS` (60: how fast the demonstration model streams).
+ */
+import { randomUUID } from "node:crypto"
+import { existsSync, mkdirSync, readFileSync } from "node:fs"
+import { createServer } from "node:http"
+import { dirname, extname, join, normalize } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Engine } from "@durable-agent/engine"
+import { AgentSessionClient, AgentSessionFlow, Stepwise, ToolSource } from "@durable-agent/session"
+import { HttpChat } from "@durable-agent/ui-stream"
+import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Effect from "effect/Effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as Layer from "effect/Layer"
+import { demoModel, FLOW_TYPE, tools } from "./agent.ts"
+
+const here = dirname(fileURLToPath(import.meta.url))
+const appRoot = join(here, "..")
+const dist = join(appRoot, "dist")
+const port = Number(process.env.PORT ?? "3000")
+const database = process.env.WEB_DB ?? join(appRoot, ".data", "web.db")
+const notesFile = join(dirname(database), "notes.md")
+const wordDelay = Number(process.env.WEB_WORD_DELAY_MS ?? "60")
+
+/** Builds the page with Vite (React) into `dist`. */
+const buildPage = Effect.promise(async () => {
+  if (process.env.WEB_SKIP_BUILD === "1" && existsSync(join(dist, "index.html"))) return
+  const { build } = await import("vite")
+  const react = (await import("@vitejs/plugin-react")).default
+  await build({ root: appRoot, plugins: [react()], logLevel: "warn", build: { outDir: dist, emptyOutDir: true } })
+})
+
+/** The example's users: a random ID in a cookie. Each user owns the one session `<user>-chat`. */
+const userOf = (request: { readonly headers: { readonly get: (name: string) => string | null } }) => {
+  const cookie = request.headers.get("cookie") ?? ""
+  const match = /(?:^|;\s*)uid=([\w-]+)/.exec(cookie)
+  return match?.[1]
+}
+const sessionOf = (user: string) => `${user}-chat`
+const withUser = (response: HttpServerResponse.HttpServerResponse, user: string) =>
+  HttpServerResponse.setCookieUnsafe(response, "uid", user, { path: "/", httpOnly: true, sameSite: "strict" })
+
+const routes = Layer.mergeAll(
+  HttpChat.layer({
+    // a session ID alone is never a credential: the cookie's user must own it
+    authorize: ({ request, sessionId }) => {
+      const user = userOf(request)
+      return user !== undefined && sessionId === sessionOf(user)
+    }
+  }),
+  HttpRouter.add("GET", "/api/me", (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.sync(() => {
+      const existing = userOf({ headers: { get: (name) => request.headers[name] ?? null } })
+      const user = existing ?? randomUUID()
+      const response = HttpServerResponse.text(JSON.stringify({ sessionId: sessionOf(user) }), {
+        contentType: "application/json"
+      })
+      return existing === undefined ? withUser(response, user) : response
+    })
+  ),
+  HttpRouter.add("GET", "/*", (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.sync(() => {
+      const path = new URL(request.url, "http://localhost").pathname
+      const file = normalize(join(dist, path === "/" ? "index.html" : path))
+      const target = file.startsWith(dist) && existsSync(file) && extname(file) !== "" ? file : join(dist, "index.html")
+      const types: Record<string, string> = {
+        ".html": "text/html; charset=utf-8",
+        ".js": "text/javascript",
+        ".css": "text/css",
+        ".svg": "image/svg+xml"
+      }
+      const response = HttpServerResponse.uint8Array(readFileSync(target), {
+        contentType: types[extname(target)] ?? "application/octet-stream"
+      })
+      // the page sets the user cookie, before the page's own requests could race for one
+      const known = userOf({ headers: { get: (name) => request.headers[name] ?? null } }) !== undefined
+      return known || extname(target) !== ".html" ? response : withUser(response, randomUUID())
+    })
+  )
+)
+
+const services = () => {
+  mkdirSync(dirname(database), { recursive: true })
+  const engine = Engine.layerEmbedded({ filename: database, pollInterval: "50 millis" })
+  const flow = AgentSessionFlow.make({ flowType: FLOW_TYPE, retryInitialInterval: "200 millis" })
+  const runner = Stepwise.layer({
+    name: "web-agent",
+    instructions: "You are the web chat's demonstration agent."
+  }).pipe(Layer.provide(Layer.mergeAll(demoModel(`${wordDelay} millis`), ToolSource.layer(tools(notesFile)))))
+  return Layer.mergeAll(
+    AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(runner)),
+    AgentSessionClient.layer(FLOW_TYPE)
+  ).pipe(Layer.provideMerge(engine))
+}
+
+const announce = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const server = yield* HttpServer.HttpServer
+    const address = server.address
+    const url = address._tag === "UnixPathAddress" ? address.path : `http://127.0.0.1:${address.port}`
+    console.log(`web chat on ${url} (database ${database})`)
+  })
+)
+
+const main = Effect.gen(function* () {
+  yield* buildPage
+  return yield* Layer.launch(
+    HttpRouter.serve(routes, { disableLogger: true }).pipe(
+      Layer.merge(announce),
+      Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),
+      Layer.provide(services())
+    )
+  )
+})
+
+main.pipe(NodeRuntime.runMain)

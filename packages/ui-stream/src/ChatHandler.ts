@@ -1,0 +1,484 @@
+/**
+ * The HTTP side of the UI stream adapters as Web-standard `Request → Response` handlers (Next.js route handlers,
+ * Bun, Deno, Hono, and `HttpChat` for effect/http all use the same routes). Under a base path (`/api/chat` by
+ * default):
+ *
+ * | Route                     | What it does                                                                      |
+ * | ------------------------- | --------------------------------------------------------------------------------- |
+ * | `POST {base}`             | `useChat`'s send: a user message, or the approval answers; streams the turn       |
+ * | `GET {base}/{id}/stream`  | `useChat`'s resume: the active turn (204 when none), or the turn of `?token=`     |
+ * | `GET {base}/{id}/events`  | plain SSE of the session's events; `id` is the engine's resume token              |
+ * | `GET {base}/{id}/snapshot`| the snapshot JSON and the token to open the events from                           |
+ * | `POST {base}/{id}/stop`   | stops the active turn (a durable `cancel_turn`), unlike closing the connection    |
+ *
+ * Every route asks the application's `authorize` hook first, and reads or changes nothing when it says no
+ * (403). See `docs/ui-stream.md`.
+ *
+ * @since 0.1.0
+ */
+import { Client, type EngineError, type InvalidResumeToken } from "@durable-agent/engine"
+import { AgentSessionClient, Persistence } from "@durable-agent/session"
+import * as Wire from "@durable-agent/session/wire"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as ResumeToken from "./ResumeToken.ts"
+import * as UiMessageStream from "./UiMessageStream.ts"
+
+/**
+ * What a request wants to do with a session.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Access = "read" | "write"
+
+/**
+ * The input of the authorization hook.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AuthorizationRequest {
+  readonly request: Request
+  readonly sessionId: string
+  readonly access: Access
+}
+
+/**
+ * The application's authorization hook: whether this request may read (or write) this session. A session ID
+ * alone is never a credential, so the hook looks at the request (a cookie, a header) and the session's owner.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Authorize = (input: AuthorizationRequest) => Effect.Effect<boolean> | Promise<boolean> | boolean
+
+/**
+ * The services the handlers run with: the session client and the engine client.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Services = AgentSessionClient | Client.Client
+
+/**
+ * Options of the handlers.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ChatHandlerOptions {
+  /** Required: there is no default that allows everyone. */
+  readonly authorize: Authorize
+  /** `/api/chat` by default; `useChat`'s `api`. */
+  readonly basePath?: string | undefined
+  /**
+   * Stops the active turn of a session (the stop button); the session client's `cancelTurn` (the durable
+   * `cancel_turn` RPC) by default.
+   */
+  readonly cancelTurn?: ((sessionId: string) => Effect.Effect<boolean, unknown, Services>) | undefined
+  /** Starts a session that does not exist yet with the first message; true by default. */
+  readonly startSessions?: boolean | undefined
+  /** The largest request body; 1 MiB by default. */
+  readonly maxBodyBytes?: number | undefined
+  /** The longest user message, in characters; 32,000 by default. */
+  readonly maxMessageChars?: number | undefined
+  /** How often the streams look for new events; 25 ms by default. */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+/**
+ * The handler's request errors; each becomes a 4xx JSON response `{ "error": { "code", "message" } }`.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ChatRequestError extends Schema.TaggedError<ChatRequestError>()("ChatRequestError", {
+  status: Schema.Int,
+  code: Schema.String,
+  message: Schema.String
+}) {}
+
+const fail = (status: number, code: string, message: string) =>
+  Effect.fail(new ChatRequestError({ status, code, message }))
+
+const json = (status: number, body: unknown, headers?: Record<string, string>) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } })
+
+const errorResponse = (e: ChatRequestError) => json(e.status, { error: { code: e.code, message: e.message } })
+
+/** The body `useChat`'s default transport posts. */
+const ChatBody = Schema.Struct({
+  id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  messages: Schema.Array(
+    Schema.Struct({
+      id: Schema.optional(Schema.String),
+      role: Schema.Literals(["user", "assistant", "system"]),
+      parts: Schema.Array(Schema.Unknown),
+      metadata: Schema.optional(Schema.Unknown)
+    })
+  ).check(Schema.isMinLength(1)),
+  trigger: Schema.optional(Schema.String),
+  messageId: Schema.optional(Schema.String)
+})
+type ChatBody = typeof ChatBody.Type
+const decodeChatBody = Schema.decodeUnknownEffect(Schema.fromJsonString(ChatBody))
+
+const encodeEvent = Schema.encodeSync(Wire.AgentEvent)
+const encodeSnapshot = Schema.encodeSync(Wire.UiAgentSnapshot)
+
+interface ApprovalAnswer {
+  readonly approvalId: string
+  readonly approved: boolean
+  readonly reason: string | null
+}
+
+/** The approval answers of a message's tool parts (`state: "approval-responded"`). */
+const approvalAnswers = (parts: ReadonlyArray<unknown>): Array<ApprovalAnswer> => {
+  const answers: Array<ApprovalAnswer> = []
+  for (const part of parts) {
+    if (typeof part !== "object" || part === null) continue
+    const p = part as { state?: unknown; approval?: { id?: unknown; approved?: unknown; reason?: unknown } }
+    if (p.state !== "approval-responded" || typeof p.approval?.id !== "string") continue
+    answers.push({
+      approvalId: p.approval.id,
+      approved: p.approval.approved === true,
+      reason: typeof p.approval.reason === "string" ? p.approval.reason : null
+    })
+  }
+  return answers
+}
+
+const textOf = (parts: ReadonlyArray<unknown>): string =>
+  parts
+    .map((part) =>
+      typeof part === "object" && part !== null && (part as { type?: unknown }).type === "text"
+        ? String((part as { text?: unknown }).text ?? "")
+        : ""
+    )
+    .join("")
+
+const readBody = (request: Request, limit: number) =>
+  Effect.gen(function* () {
+    const declared = Number(request.headers.get("content-length") ?? "0")
+    if (declared > limit) return yield* fail(413, "body_too_large", `the request body is larger than ${limit} bytes`)
+    const text = yield* Effect.tryPromise({
+      try: () => request.text(),
+      catch: () =>
+        new ChatRequestError({ status: 400, code: "bad_body", message: "the request body could not be read" })
+    })
+    if (new TextEncoder().encode(text).byteLength > limit) {
+      return yield* fail(413, "body_too_large", `the request body is larger than ${limit} bytes`)
+    }
+    return text
+  })
+
+const rpcFailure = (e: { readonly _tag: string; readonly message?: string }) => {
+  switch (e._tag) {
+    case "FlowNotFound":
+      return new ChatRequestError({ status: 404, code: "session_not_found", message: "no such session" })
+    case "FlowNotActive":
+      return new ChatRequestError({ status: 409, code: "session_closed", message: "the session has ended" })
+    default:
+      return new ChatRequestError({ status: 500, code: "engine_error", message: e.message ?? e._tag })
+  }
+}
+
+/**
+ * The request handler as an Effect: routes one Web request, or `undefined` when the path is not under the base
+ * path.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeHandler = (options: ChatHandlerOptions) => {
+  const base = (options.basePath ?? "/api/chat").replace(/\/+$/, "")
+  const maxBody = options.maxBodyBytes ?? 1024 * 1024
+  const maxChars = options.maxMessageChars ?? 32_000
+  const poll = options.pollInterval ?? "25 millis"
+
+  const authorize = (request: Request, sessionId: string, access: Access) =>
+    Effect.gen(function* () {
+      const result = options.authorize({ request, sessionId, access })
+      const allowed = Effect.isEffect(result)
+        ? yield* result
+        : result instanceof Promise
+          ? yield* Effect.promise(() => result)
+          : result
+      if (allowed !== true) {
+        return yield* fail(403, "forbidden", `this request may not ${access} session ${JSON.stringify(sessionId)}`)
+      }
+    })
+
+  /** The engine token of the session's newest event, or null (nothing retained). */
+  const lastToken = (sessionId: string) =>
+    Effect.flatMap(Client.Client, (engine) =>
+      engine.readStream(sessionId, Persistence.AgentEvents, { follow: false }).pipe(
+        Stream.runLast,
+        Effect.map((o) => Option.getOrNull(Option.map(o, (m) => m.token))),
+        Effect.catch(() => Effect.succeed(null))
+      )
+    )
+
+  /** Checks an engine position: "ok", "trimmed" (restart from the turn's start), or a 400. */
+  const checkPosition = (sessionId: string, position: string | null) =>
+    position === null
+      ? Effect.succeed("ok" as const)
+      : Effect.flatMap(Client.Client, (engine) =>
+          engine.readStream(sessionId, Persistence.AgentEvents, { from: { after: position }, follow: false }).pipe(
+            Stream.take(1),
+            Stream.runDrain,
+            Effect.as("ok" as const),
+            Effect.catchTag("InvalidResumeToken", (e: InvalidResumeToken) =>
+              e.reason.includes("trimmed")
+                ? Effect.succeed("trimmed" as const)
+                : fail(400, "invalid_token", `the resume token was rejected: ${e.reason}`)
+            ),
+            Effect.catchTag("EngineError", (e: EngineError) => fail(404, "session_not_found", e.reason))
+          )
+        )
+
+  const uiStreamResponse = (parts: Stream.Stream<UiMessageStream.UiPart, UiMessageStream.TurnStreamError, Services>) =>
+    Effect.gen(function* () {
+      const body = UiMessageStream.toSse(parts).pipe(
+        // an error after the stream started can only be told in the stream
+        Stream.catch((e: { readonly _tag: string }) =>
+          Stream.succeed(
+            `data: ${JSON.stringify({ type: "error", errorText: `the turn could not be read: ${e._tag}` })}\n\n`
+          )
+        ),
+        Stream.encodeText
+      )
+      const readable = yield* Stream.toReadableStreamEffect(body)
+      return new Response(readable, { status: 200, headers: UiMessageStream.UI_MESSAGE_STREAM_HEADERS })
+    })
+
+  const turn = (sessionId: string, turnId: string, from: UiMessageStream.StreamFrom) =>
+    UiMessageStream.turnStream({ sessionId, turnId, from, pollInterval: poll })
+
+  const snapshotOrNull = (sessionId: string) =>
+    Effect.flatMap(AgentSessionClient, (sessions) =>
+      sessions.getSnapshot(sessionId).pipe(
+        Effect.map(Option.some),
+        Effect.catchTag("FlowNotFound", () => Effect.succeed(Option.none<Wire.AgentSnapshot>())),
+        Effect.mapError(rpcFailure)
+      )
+    )
+
+  // POST {base}
+  const chat = (request: Request) =>
+    Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient
+      const text = yield* readBody(request, maxBody)
+      const body: ChatBody = yield* decodeChatBody(text).pipe(
+        Effect.mapError(
+          (e) =>
+            new ChatRequestError({ status: 400, code: "bad_request", message: `invalid chat request: ${e.message}` })
+        )
+      )
+      const sessionId = body.id
+      yield* authorize(request, sessionId, "write")
+      const last = body.messages[body.messages.length - 1]!
+      if (last.role === "user") {
+        const message = textOf(last.parts)
+        if (message.trim().length === 0) return yield* fail(400, "empty_message", "the message has no text")
+        if (message.length > maxChars) {
+          return yield* fail(413, "message_too_large", `the message is longer than ${maxChars} characters`)
+        }
+        const snapshot = yield* snapshotOrNull(sessionId)
+        if (Option.isNone(snapshot)) {
+          if (options.startSessions === false) return yield* fail(404, "session_not_found", "no such session")
+          yield* sessions
+            .startSession(sessionId, { initialMessage: message })
+            .pipe(Effect.mapError((e) => rpcFailure(e as { readonly _tag: string; readonly message?: string })))
+          return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(1), { _tag: "TurnStart", after: null }))
+        }
+        const st = snapshot.value.state
+        const next = st === null ? 1 : st.turnCount + (st.activeTurnId === null ? 1 : 2)
+        const after = yield* lastToken(sessionId)
+        const accepted = yield* sessions.sendUserMessage(sessionId, message).pipe(Effect.mapError(rpcFailure))
+        if (!accepted) return yield* fail(400, "empty_message", "the session refused the message")
+        return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(next), { _tag: "TurnStart", after }))
+      }
+      if (last.role !== "assistant") return yield* fail(400, "bad_request", "the last message must be a user message")
+      const answers = approvalAnswers(last.parts)
+      if (answers.length === 0) {
+        return yield* fail(400, "nothing_to_send", "the last assistant message holds no approval answer")
+      }
+      const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
+      const active = snapshot.state?.activeTurnId ?? null
+      if (active === null) return yield* fail(409, "no_active_turn", "the session has no turn waiting for approvals")
+      // validate every answer before resolving any: all must belong to the active turn
+      const toResolve: Array<ApprovalAnswer> = []
+      for (const answer of answers) {
+        const pending = snapshot.pendingInterrupts.find((i) => i.interruptId === answer.approvalId)
+        const record = snapshot.toolCalls.find((r) => r.toolCallId === (pending?.toolCallId ?? answer.approvalId))
+        if (record === undefined || record.turnId !== active) {
+          return yield* fail(
+            409,
+            "interrupt_not_pending",
+            `interrupt ${JSON.stringify(answer.approvalId)} is not pending in the active turn of this session`
+          )
+        }
+        if (pending !== undefined) toResolve.push(answer)
+      }
+      for (const answer of toResolve) {
+        yield* sessions
+          .resolveInterrupt(sessionId, {
+            interruptId: answer.approvalId,
+            approved: answer.approved,
+            rejectionMessage: answer.reason
+          })
+          .pipe(Effect.mapError(rpcFailure))
+      }
+      const metadata = last.metadata as { readonly resumeToken?: unknown } | undefined
+      const token =
+        typeof metadata?.resumeToken === "string"
+          ? yield* ResumeToken.decode(metadata.resumeToken).pipe(Effect.option)
+          : Option.none()
+      if (Option.isSome(token) && token.value.s === sessionId && token.value.t === active) {
+        const position = yield* checkPosition(sessionId, token.value.p)
+        if (position === "ok") {
+          return yield* uiStreamResponse(turn(sessionId, active, { _tag: "Continue", token: token.value }))
+        }
+      }
+      // no usable token: the turn from its start (the browser's message is replaced by the replay)
+      return yield* uiStreamResponse(turn(sessionId, active, { _tag: "TurnStart", after: null }))
+    })
+
+  // GET {base}/{id}/stream
+  const resume = (request: Request, sessionId: string, url: URL) =>
+    Effect.gen(function* () {
+      yield* authorize(request, sessionId, "read")
+      const tokenText = url.searchParams.get("token")
+      if (tokenText !== null) {
+        const token = yield* ResumeToken.decode(tokenText).pipe(
+          Effect.mapError((e) => new ChatRequestError({ status: 400, code: "invalid_token", message: e.reason }))
+        )
+        if (token.s !== sessionId) {
+          return yield* fail(403, "forbidden", "the resume token belongs to another session")
+        }
+        if (url.searchParams.get("mode") === "continue") {
+          const position = yield* checkPosition(sessionId, token.p)
+          if (position === "ok") return yield* uiStreamResponse(turn(sessionId, token.t, { _tag: "Continue", token }))
+        }
+        const start = yield* checkPosition(sessionId, token.a)
+        return yield* uiStreamResponse(
+          turn(sessionId, token.t, { _tag: "TurnStart", after: start === "ok" ? token.a : null })
+        )
+      }
+      const snapshot = yield* snapshotOrNull(sessionId)
+      // a session that does not exist yet has no stream either (useChat resumes on every page load)
+      if (Option.isNone(snapshot)) return new Response(null, { status: 204 })
+      const active = snapshot.value.state?.activeTurnId ?? null
+      if (active === null) return new Response(null, { status: 204 })
+      return yield* uiStreamResponse(turn(sessionId, active, { _tag: "TurnStart", after: null }))
+    })
+
+  // GET {base}/{id}/events
+  const events = (request: Request, sessionId: string, url: URL) =>
+    Effect.gen(function* () {
+      yield* authorize(request, sessionId, "read")
+      const sessions = yield* AgentSessionClient
+      const after = request.headers.get("last-event-id") ?? url.searchParams.get("after")
+      const snapshot = yield* snapshotOrNull(sessionId)
+      if (Option.isNone(snapshot)) return yield* fail(404, "session_not_found", "no such session")
+      const position = yield* checkPosition(sessionId, after)
+      if (position === "trimmed") {
+        return yield* fail(400, "invalid_token", "the events after this token were trimmed; open the snapshot again")
+      }
+      const body = sessions
+        .events(sessionId, { from: after === null ? "oldest" : { after }, follow: true, pollInterval: poll })
+        .pipe(
+          Stream.map((e) => `id: ${e.token}\ndata: ${JSON.stringify(encodeEvent(e.event))}\n\n`),
+          Stream.catch((e: { readonly _tag: string }) =>
+            Stream.succeed(`event: error\ndata: ${JSON.stringify(e._tag)}\n\n`)
+          ),
+          Stream.encodeText
+        )
+      const readable = yield* Stream.toReadableStreamEffect(body)
+      return new Response(readable, {
+        status: 200,
+        headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" }
+      })
+    })
+
+  // GET {base}/{id}/snapshot
+  const snapshot = (request: Request, sessionId: string) =>
+    Effect.gen(function* () {
+      yield* authorize(request, sessionId, "read")
+      const token = yield* lastToken(sessionId)
+      const found = yield* snapshotOrNull(sessionId)
+      if (Option.isNone(found)) return yield* fail(404, "session_not_found", "no such session")
+      return json(200, { snapshot: encodeSnapshot(found.value), token })
+    })
+
+  // POST {base}/{id}/stop
+  const stop = (request: Request, sessionId: string) =>
+    Effect.gen(function* () {
+      yield* authorize(request, sessionId, "write")
+      const cancel =
+        options.cancelTurn ??
+        ((id: string) => Effect.flatMap(AgentSessionClient, (sessions) => sessions.cancelTurn(id)))
+      const cancelled = yield* cancel(sessionId).pipe(
+        Effect.mapError((e) =>
+          typeof e === "object" && e !== null && "_tag" in e
+            ? rpcFailure(e as { readonly _tag: string; readonly message?: string })
+            : new ChatRequestError({ status: 500, code: "cancel_failed", message: String(e) })
+        )
+      )
+      return json(200, { cancelled })
+    })
+
+  return (request: Request): Effect.Effect<Response | undefined, never, Services> => {
+    const url = new URL(request.url)
+    const path = url.pathname.replace(/\/+$/, "")
+    if (path !== base && !path.startsWith(`${base}/`)) return Effect.succeed(undefined)
+    const rest = path
+      .slice(base.length)
+      .split("/")
+      .filter((s) => s.length > 0)
+    let handled: Effect.Effect<Response, ChatRequestError, Services>
+    if (rest.length === 0 && request.method === "POST") handled = chat(request)
+    else if (rest.length === 2) {
+      const sessionId = decodeURIComponent(rest[0]!)
+      const action = rest[1]
+      if (action === "stream" && request.method === "GET") handled = resume(request, sessionId, url)
+      else if (action === "events" && request.method === "GET") handled = events(request, sessionId, url)
+      else if (action === "snapshot" && request.method === "GET") handled = snapshot(request, sessionId)
+      else if (action === "stop" && request.method === "POST") handled = stop(request, sessionId)
+      else handled = fail(404, "not_found", "no such route")
+    } else handled = fail(404, "not_found", "no such route")
+    return handled.pipe(
+      Effect.catchTag("ChatRequestError", (e) => Effect.succeed(errorResponse(e))),
+      Effect.catchCause((cause) =>
+        Effect.as(
+          Effect.logError("ui-stream handler failed", cause),
+          json(500, { error: { code: "internal", message: "the request failed" } })
+        )
+      )
+    )
+  }
+}
+
+/**
+ * A Web-standard handler (`(request: Request) => Promise<Response>`) with the services of the current context,
+ * for Next.js-style route handlers: `export const GET = handler; export const POST = handler`. Paths outside the
+ * base path answer 404.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (
+  options: ChatHandlerOptions
+): Effect.Effect<(request: Request) => Promise<Response>, never, Services> =>
+  Effect.map(Effect.context<Services>(), (context) => {
+    const handle = makeHandler(options)
+    return (request: Request) =>
+      Effect.runPromiseWith(context)(
+        Effect.map(handle(request), (r) => r ?? json(404, { error: { code: "not_found", message: "no such route" } }))
+      )
+  })

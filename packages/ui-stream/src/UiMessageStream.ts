@@ -1,0 +1,683 @@
+/**
+ * One agent turn as an AI SDK UI message stream (`x-vercel-ai-ui-message-stream: v1`), read from the session's
+ * `AgentEvents` and its committed state. See `docs/ui-stream.md` for the mapping:
+ *
+ * - `turn_started` → `start` (the message ID is the turn ID);
+ * - the events of one RunModel Step execution → one AI SDK step (`start-step` … `finish-step`); a higher
+ *   attempt of the same execution → `reset-step`, and the events of lower attempts are dropped;
+ * - `tool_call_deferred` → a dynamic tool part whose input comes from the committed `AgentToolCalls` record
+ *   (or the stored messages once the turn ended); `interrupt_raised` → `tool-approval-request` with the
+ *   interrupt ID as `approvalId`; `tool_call_finished` → the output, error or denial of the committed record;
+ * - a turn end → `finish`, once the end is committed; `tool-calls` when the turn waits only for approvals.
+ *
+ * An event that its Step attempt never committed produces no part. When events are missing (a full or disabled
+ * Stream store), the committed state fills in the tool parts and ends the stream.
+ *
+ * @since 0.1.0
+ */
+import { Client, type EngineError } from "@durable-agent/engine"
+import { AgentSessionClient, type AgentSessionEvent, type EventsError, type RpcError } from "@durable-agent/session"
+import * as Wire from "@durable-agent/session/wire"
+import type { UIMessageChunk } from "ai"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as ResumeToken from "./ResumeToken.ts"
+
+/**
+ * The metadata of the streamed assistant message: its turn, and the token to continue after the last `finish`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnMessageMetadata {
+  readonly turnId: string
+  readonly resumeToken?: string | undefined
+  readonly turnStatus?: "completed" | "failed" | "cancelled" | "steered" | "awaiting_approval" | undefined
+}
+
+/**
+ * The data parts this stream writes: `data-tool-status` while a tool Step runs.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnDataParts {
+  readonly [key: string]: unknown
+  readonly "tool-status": { readonly toolCallId: string; readonly status: "running" }
+}
+
+/**
+ * A UI message chunk as this stream writes it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type TurnChunk = UIMessageChunk<TurnMessageMetadata, TurnDataParts>
+
+/**
+ * One part of the stream with the resume token that follows it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface UiPart {
+  readonly chunk: TurnChunk
+  readonly token: string
+}
+
+/**
+ * Where the stream starts.
+ *
+ * - `TurnStart`: the whole turn, read after `after` (the engine token before its `turn_started`, or null for
+ *   the oldest retained event);
+ * - `Continue`: exactly after a token, for a browser that kept its message.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type StreamFrom =
+  | { readonly _tag: "TurnStart"; readonly after: string | null }
+  | { readonly _tag: "Continue"; readonly token: ResumeToken.ResumeTokenData }
+
+/**
+ * Options of {@link turnStream}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnStreamOptions {
+  readonly sessionId: string
+  readonly turnId: string
+  readonly from: StreamFrom
+  /** How often to look for new events when none are there; 25 ms by default. */
+  readonly pollInterval?: Duration.Input | undefined
+  /** How long to wait for an event's commit before dropping it; 60 s by default. */
+  readonly commitTimeout?: Duration.Input | undefined
+}
+
+/**
+ * The errors of reading a turn.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type TurnStreamError = RpcError | EventsError | EngineError
+
+const PAGE = 500
+
+const turnNumber = (turnId: string): number => {
+  const n = Number(turnId.slice(turnId.lastIndexOf("-") + 1))
+  return Number.isFinite(n) ? n : Number.POSITIVE_INFINITY
+}
+
+/** Whether the snapshot shows turn `turnId` ended and committed. */
+export const turnEnded = (snapshot: Wire.AgentSnapshot, turnId: string): boolean =>
+  snapshot.state !== null &&
+  snapshot.state.activeTurnId !== turnId &&
+  (snapshot.state.turnCount >= turnNumber(turnId) || snapshot.state.status === "failed")
+
+const parseOutput = (text: string | null): unknown => {
+  if (text === null) return null
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+const parseArguments = (text: string | null): unknown => {
+  if (text === null) return {}
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/** The open parts as the stream updates them. */
+type State = { -readonly [K in keyof ResumeToken.OpenParts]: ResumeToken.OpenParts[K] } & {
+  tools: Record<string, number>
+}
+
+const clone = (o: ResumeToken.OpenParts): State => ({ ...o, tools: { ...o.tools } })
+
+interface ToolInput {
+  readonly toolName: string
+  readonly input: unknown
+  readonly effect: string | null
+  readonly requiresApproval: boolean
+}
+
+const findInput = (snapshot: Wire.AgentSnapshot, toolCallId: string): ToolInput | undefined => {
+  const record = snapshot.toolCalls.find((r) => r.toolCallId === toolCallId)
+  if (record !== undefined) {
+    return {
+      toolName: record.toolName,
+      input: parseArguments(record.arguments),
+      effect: record.effect,
+      requiresApproval: record.requiresApproval
+    }
+  }
+  const message = snapshot.messages.find((m) => m.role === "assistant" && m.toolCallId === toolCallId)
+  if (message !== undefined) {
+    return {
+      toolName: message.toolName ?? "tool",
+      input: parseArguments(message.toolArguments),
+      effect: null,
+      requiresApproval: false
+    }
+  }
+  return undefined
+}
+
+type Outcome =
+  | { readonly _tag: "output"; readonly output: unknown }
+  | { readonly _tag: "error"; readonly errorText: string }
+  | { readonly _tag: "denied" }
+
+const findOutcome = (
+  snapshot: Wire.AgentSnapshot,
+  toolCallId: string,
+  status?: Wire.AgentToolCallFinalStatus
+): Outcome | undefined => {
+  const record = snapshot.toolCalls.find((r) => r.toolCallId === toolCallId)
+  const message = snapshot.messages.find((m) => m.role === "tool" && m.toolCallId === toolCallId)
+  const final = record !== undefined && Wire.isAgentToolCallFinalStatus(record.status) ? record.status : undefined
+  if (final === undefined && message === undefined) return undefined
+  const settled = final ?? status ?? "succeeded"
+  const text = record?.output ?? record?.error ?? message?.toolOutput ?? null
+  switch (settled) {
+    case "succeeded":
+      return { _tag: "output", output: parseOutput(record?.output ?? message?.toolOutput ?? null) }
+    case "rejected":
+      return { _tag: "denied" }
+    case "failed":
+      return { _tag: "error", errorText: text ?? "the tool failed" }
+    case "outcome_unknown":
+      return { _tag: "error", errorText: text ?? "the outcome of the tool call is unknown" }
+  }
+}
+
+const finishReasonOf = (
+  type: string | undefined,
+  snapshot: Wire.AgentSnapshot
+): { readonly reason: "stop" | "error" | "other"; readonly status: TurnMessageMetadata["turnStatus"] } => {
+  switch (type) {
+    case "turn_completed":
+      return { reason: "stop", status: "completed" }
+    case "turn_failed":
+      return { reason: "error", status: "failed" }
+    case "turn_cancelled":
+      return { reason: "other", status: "cancelled" }
+    case "turn_steered":
+      return { reason: "other", status: "steered" }
+    default:
+      return snapshot.state?.lastTurnError !== null && snapshot.state?.lastTurnError !== undefined
+        ? { reason: "error", status: "failed" }
+        : { reason: "stop", status: "completed" }
+  }
+}
+
+/**
+ * The UI message stream of one turn. It ends after `finish`: the turn ended (and its end committed), or it
+ * waits only for approvals (`finishReason: "tool-calls"`). Closing the consumer leaves the turn running.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const turnStream = (
+  options: TurnStreamOptions
+): Stream.Stream<UiPart, TurnStreamError, AgentSessionClient | Client.Client> =>
+  Stream.unwrap(
+    Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient
+      const engine = yield* Client.Client
+      const sessionId = options.sessionId
+      const turnId = options.turnId
+      const poll = Duration.fromInputUnsafe(options.pollInterval ?? "25 millis")
+      const commitTimeout = Duration.toMillis(Duration.fromInputUnsafe(options.commitTimeout ?? "60 seconds"))
+      const from = options.from
+      const start: string | null = from._tag === "TurnStart" ? from.after : from.token.a
+      let position: string | null = from._tag === "TurnStart" ? from.after : from.token.p
+      let skip = from._tag === "TurnStart" ? 0 : from.token.k
+      const state: State = from._tag === "TurnStart" ? ResumeToken.emptyOpenParts() : clone(from.token.o)
+      let done = false
+      let eventsLost = false
+      /** Text or reasoning was sent in this stream (the browser holds some of the turn's text). */
+      let textSent = from._tag === "Continue" && from.token.o.content
+
+      const tokenOf = (p: string | null, k: number, o: ResumeToken.OpenParts) =>
+        ResumeToken.encode({ v: 1, s: sessionId, t: turnId, a: start, p, k, o })
+
+      const readPage = Effect.suspend(() =>
+        sessions
+          .events(sessionId, { from: position === null ? "oldest" : { after: position }, follow: false })
+          .pipe(Stream.take(PAGE), Stream.runCollect)
+      )
+
+      /**
+       * Waits until the snapshot shows what the event says (the event's Step attempt committed); `None` when that
+       * attempt ended without committing, so the event is dropped.
+       */
+      const awaitCommitted = <A>(check: (snapshot: Wire.AgentSnapshot) => A | undefined, event: Wire.AgentEvent) =>
+        Effect.gen(function* () {
+          const began = Date.now()
+          while (true) {
+            const steps = yield* engine.stepExecutions(sessionId)
+            const snapshot = yield* sessions.getSnapshot(sessionId)
+            const found = check(snapshot)
+            if (found !== undefined) return Option.some(found)
+            const step = steps.find((s) => s.stepExecutionId === event.stepExecutionId)
+            const over =
+              step !== undefined &&
+              (step.status === "completed" ||
+                step.status === "failed" ||
+                step.status === "cancelled" ||
+                step.attempts.some(
+                  (a) => a.attempt > event.attempt || (a.attempt === event.attempt && a.outcome !== null)
+                ))
+            if (over || Date.now() - began > commitTimeout) return Option.none<A>()
+            yield* Effect.sleep("20 millis")
+          }
+        })
+
+      const ensureStart = (out: Array<TurnChunk>) => {
+        if (!state.started) {
+          out.push({ type: "start", messageId: turnId, messageMetadata: { turnId } })
+          state.started = true
+        }
+      }
+      const closeText = (out: Array<TurnChunk>) => {
+        if (state.text !== null) out.push({ type: "text-end", id: state.text })
+        state.text = null
+      }
+      const closeReasoning = (out: Array<TurnChunk>) => {
+        if (state.reasoning !== null) out.push({ type: "reasoning-end", id: state.reasoning })
+        state.reasoning = null
+      }
+      const closeStep = (out: Array<TurnChunk>) => {
+        closeText(out)
+        closeReasoning(out)
+        if (state.step !== null) out.push({ type: "finish-step" })
+        state.step = null
+      }
+      const nextId = (kind: string) => `${turnId}.${kind}${state.counter++}`
+
+      /** Enters the AI SDK step of a RunModel event; false for an event of a superseded attempt. */
+      const enterModelStep = (event: Wire.AgentEvent, out: Array<TurnChunk>): boolean => {
+        if (state.step === event.stepExecutionId) {
+          if (event.attempt < state.attempt) return false
+          if (event.attempt > state.attempt) {
+            // the parts of the earlier attempt go; the step's start-step stays
+            out.push({ type: "reset-step" })
+            state.text = null
+            state.reasoning = null
+            state.attempt = event.attempt
+          }
+          return true
+        }
+        closeStep(out)
+        out.push({ type: "start-step" })
+        state.step = event.stepExecutionId
+        state.attempt = event.attempt
+        return true
+      }
+
+      const announceTool = (toolCallId: string, input: ToolInput, out: Array<TurnChunk>) => {
+        const toolMetadata = {
+          ...(input.effect === null ? {} : { effect: input.effect }),
+          requiresApproval: input.requiresApproval
+        }
+        out.push(
+          { type: "tool-input-start", toolCallId, toolName: input.toolName, dynamic: true, toolMetadata },
+          {
+            type: "tool-input-available",
+            toolCallId,
+            toolName: input.toolName,
+            input: input.input,
+            dynamic: true,
+            toolMetadata
+          }
+        )
+        state.tools[toolCallId] = 1
+        state.content = true
+      }
+
+      const settleTool = (toolCallId: string, outcome: Outcome, out: Array<TurnChunk>) => {
+        switch (outcome._tag) {
+          case "output":
+            out.push({ type: "tool-output-available", toolCallId, output: outcome.output, dynamic: true })
+            break
+          case "error":
+            out.push({ type: "tool-output-error", toolCallId, errorText: outcome.errorText, dynamic: true })
+            break
+          case "denied":
+            out.push({ type: "tool-output-denied", toolCallId })
+            break
+        }
+        state.tools[toolCallId] = 3
+      }
+
+      /** Ends the stream from the committed state: missing tool parts from the stored messages, then `finish`. */
+      const finishFromCommitted = (
+        snapshot: Wire.AgentSnapshot,
+        endType: string | undefined,
+        out: Array<TurnChunk>
+      ) => {
+        ensureStart(out)
+        closeText(out)
+        closeReasoning(out)
+        const messages = snapshot.messages.filter((m) => m.turnId === turnId && m.role !== "user")
+        if (!state.content || (eventsLost && !textSent)) {
+          // nothing of the turn's text was sent: rebuild it from the stored messages, one step per model response
+          closeStep(out)
+          let afterTool = true
+          for (const m of messages) {
+            if (m.role === "assistant") {
+              if (afterTool || state.step === null) {
+                closeStep(out)
+                out.push({ type: "start-step" })
+                state.step = `stored.${m.sequence}`
+                afterTool = false
+              }
+              if (m.toolCallId !== null) {
+                if (state.tools[m.toolCallId] !== undefined) continue
+                announceTool(
+                  m.toolCallId,
+                  {
+                    toolName: m.toolName ?? "tool",
+                    input: parseArguments(m.toolArguments),
+                    effect: null,
+                    requiresApproval: false
+                  },
+                  out
+                )
+              } else if (m.text !== null && m.text.length > 0) {
+                const id = nextId("t")
+                out.push(
+                  { type: "text-start", id },
+                  { type: "text-delta", id, delta: m.text },
+                  { type: "text-end", id }
+                )
+                state.content = true
+              }
+            } else if (m.toolCallId !== null) {
+              if (state.step !== null) closeStep(out)
+              afterTool = true
+              if (state.tools[m.toolCallId] !== 3) {
+                settleTool(m.toolCallId, { _tag: "output", output: parseOutput(m.toolOutput) }, out)
+              }
+            }
+          }
+        } else {
+          for (const m of messages) {
+            if (m.role !== "tool" || m.toolCallId === null || state.tools[m.toolCallId] === 3) continue
+            if (state.tools[m.toolCallId] === undefined) {
+              const input = findInput(snapshot, m.toolCallId)
+              if (input !== undefined) announceTool(m.toolCallId, input, out)
+            }
+            settleTool(m.toolCallId, { _tag: "output", output: parseOutput(m.toolOutput) }, out)
+          }
+        }
+        closeStep(out)
+        const { reason, status } = finishReasonOf(endType, snapshot)
+        out.push({
+          type: "finish",
+          finishReason: reason,
+          messageMetadata: { turnId, turnStatus: status, resumeToken: tokenOf(position, 0, state) }
+        })
+        done = true
+      }
+
+      const translate = (event: Wire.AgentEvent, out: Array<TurnChunk>) =>
+        Effect.gen(function* () {
+          switch (event.type) {
+            case "turn_started":
+              ensureStart(out)
+              return
+            case "text_delta":
+            case "reasoning_delta": {
+              ensureStart(out)
+              if (!enterModelStep(event, out)) return
+              state.content = true
+              textSent = true
+              const delta = (event.payload as Wire.TextDeltaPayload).text
+              if (event.type === "text_delta") {
+                closeReasoning(out)
+                if (state.text === null) {
+                  state.text = nextId("t")
+                  out.push({ type: "text-start", id: state.text })
+                }
+                out.push({ type: "text-delta", id: state.text, delta })
+              } else {
+                closeText(out)
+                if (state.reasoning === null) {
+                  state.reasoning = nextId("r")
+                  out.push({ type: "reasoning-start", id: state.reasoning })
+                }
+                out.push({ type: "reasoning-delta", id: state.reasoning, delta })
+              }
+              return
+            }
+            case "tool_call_deferred": {
+              ensureStart(out)
+              const { toolCallId } = event.payload
+              if (state.tools[toolCallId] !== undefined) return
+              if (!enterModelStep(event, out)) return
+              closeText(out)
+              closeReasoning(out)
+              const input = yield* awaitCommitted((s) => findInput(s, toolCallId), event)
+              if (Option.isNone(input)) return
+              announceTool(toolCallId, input.value, out)
+              return
+            }
+            case "interrupt_raised": {
+              const { toolCallId, interruptId, kind } = event.payload
+              if (kind !== "tool_approval" || state.tools[toolCallId] !== 1) return
+              if (state.step === event.stepExecutionId && event.attempt < state.attempt) return
+              out.push({ type: "tool-approval-request", approvalId: interruptId, toolCallId })
+              state.tools[toolCallId] = 2
+              return
+            }
+            case "interrupt_resolved": {
+              const { interruptId, approved, rejectionMessage } = event.payload
+              if (state.tools[interruptId] !== 2) return
+              const committed = yield* awaitCommitted(
+                (s) => (s.pendingInterrupts.some((i) => i.interruptId === interruptId) ? undefined : true),
+                event
+              )
+              if (Option.isNone(committed)) return
+              out.push({
+                type: "tool-approval-response",
+                approvalId: interruptId,
+                approved,
+                ...(rejectionMessage === null ? {} : { reason: rejectionMessage })
+              })
+              return
+            }
+            case "tool_call_started": {
+              ensureStart(out)
+              const { toolCallId } = event.payload
+              if (state.tools[toolCallId] === undefined || state.tools[toolCallId] === 3) return
+              closeStep(out)
+              out.push({
+                type: "data-tool-status",
+                id: `status-${toolCallId}`,
+                data: { toolCallId, status: "running" }
+              })
+              return
+            }
+            case "tool_call_finished": {
+              ensureStart(out)
+              const { toolCallId, status } = event.payload
+              if (state.tools[toolCallId] === 3) return
+              const settled = yield* awaitCommitted((s) => {
+                const outcome = findOutcome(s, toolCallId, status)
+                return outcome === undefined ? undefined : { outcome, input: findInput(s, toolCallId) }
+              }, event)
+              if (Option.isNone(settled)) return
+              if (state.step !== event.stepExecutionId) closeStep(out)
+              if (state.tools[toolCallId] === undefined) {
+                if (settled.value.input === undefined) return
+                announceTool(toolCallId, settled.value.input, out)
+              }
+              settleTool(toolCallId, settled.value.outcome, out)
+              return
+            }
+            case "turn_completed":
+            case "turn_failed":
+            case "turn_cancelled":
+            case "turn_steered": {
+              const ended = yield* awaitCommitted((s) => (turnEnded(s, turnId) ? s : undefined), event)
+              if (Option.isNone(ended)) return
+              finishFromCommitted(ended.value, event.type, out)
+              return
+            }
+            default:
+              return
+          }
+        })
+
+      /** Applies one event; returns its parts with their tokens. */
+      const apply = (entry: AgentSessionEvent) =>
+        Effect.gen(function* () {
+          const previous = position
+          if (entry.event.turnId !== turnId) {
+            position = entry.token
+            return []
+          }
+          if (!state.started && entry.event.type !== "turn_started") {
+            // the turn's first events are gone (trimmed): its text cannot be streamed, the committed state ends it
+            eventsLost = true
+            return []
+          }
+          const before = clone(state)
+          const out: Array<TurnChunk> = []
+          yield* translate(entry.event, out)
+          position = entry.token
+          const parts = out.map(
+            (chunk, i): UiPart => ({
+              chunk,
+              token: i === out.length - 1 ? tokenOf(position, 0, state) : tokenOf(previous, i + 1, before)
+            })
+          )
+          const dropped = parts.slice(Math.min(skip, parts.length))
+          skip = 0
+          return dropped
+        })
+
+      /** Nothing new in the events: the committed state shows what the events lost, or that the stream can end. */
+      const sync = (snapshot: Wire.AgentSnapshot): Array<UiPart> => {
+        const st = snapshot.state
+        if (st === null) return []
+        const active = st.activeTurnId === turnId
+        const ended = turnEnded(snapshot, turnId)
+        if (!active && !ended) return []
+        const out: Array<TurnChunk> = []
+        ensureStart(out)
+        if (ended) {
+          finishFromCommitted(snapshot, undefined, out)
+        } else {
+          const records = snapshot.toolCalls
+            .filter((r) => r.turnId === turnId)
+            .sort((a, b) => a.deferralOrder - b.deferralOrder)
+          for (const r of records) {
+            if (state.tools[r.toolCallId] === undefined) {
+              closeStep(out)
+              announceTool(r.toolCallId, findInput(snapshot, r.toolCallId)!, out)
+            }
+            const pending = snapshot.pendingInterrupts.some((i) => i.toolCallId === r.toolCallId)
+            if (pending && state.tools[r.toolCallId] === 1) {
+              out.push({ type: "tool-approval-request", approvalId: r.toolCallId, toolCallId: r.toolCallId })
+              state.tools[r.toolCallId] = 2
+            }
+            const outcome = findOutcome(snapshot, r.toolCallId)
+            if (outcome !== undefined && state.tools[r.toolCallId] !== 3) settleTool(r.toolCallId, outcome, out)
+          }
+          const open = records.filter((r) => !Wire.isAgentToolCallFinalStatus(r.status))
+          const onlyApprovals =
+            open.length > 0 &&
+            open.every(
+              (r) =>
+                r.status === "awaiting_approval" &&
+                state.tools[r.toolCallId] === 2 &&
+                snapshot.pendingInterrupts.some((i) => i.toolCallId === r.toolCallId)
+            )
+          if (onlyApprovals) {
+            closeStep(out)
+            out.push({
+              type: "finish",
+              finishReason: "tool-calls",
+              messageMetadata: { turnId, turnStatus: "awaiting_approval", resumeToken: tokenOf(position, 0, state) }
+            })
+            done = true
+          }
+        }
+        const token = tokenOf(position, 0, state)
+        return out.map((chunk) => ({ chunk, token }))
+      }
+
+      const readEvents = Effect.gen(function* () {
+        if (eventsLost) return []
+        return yield* readPage.pipe(
+          Effect.catchTag("InvalidResumeToken", () =>
+            Effect.sync(() => {
+              // the engine trimmed the events after our position: the committed state ends the turn
+              eventsLost = true
+              return []
+            })
+          )
+        )
+      })
+
+      return Stream.paginate(undefined, () =>
+        Effect.gen(function* () {
+          const out: Array<UiPart> = []
+          let events = yield* readEvents
+          if (events.length === 0) {
+            // the snapshot first, then the events again: every record the snapshot shows had its events written
+            const snapshot = yield* sessions.getSnapshot(sessionId)
+            events = yield* readEvents
+            if (events.length === 0) {
+              out.push(...sync(snapshot))
+              if (!done && out.length === 0) yield* Effect.sleep(poll)
+            }
+          }
+          for (const entry of events) {
+            if (done) break
+            out.push(...(yield* apply(entry)))
+          }
+          return [out, done ? Option.none() : Option.some(undefined)] as const
+        })
+      )
+    })
+  )
+
+/**
+ * The headers of a UI message stream response.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = {
+  "content-type": "text/event-stream",
+  "cache-control": "no-cache",
+  connection: "keep-alive",
+  "x-vercel-ai-ui-message-stream": "v1",
+  "x-accel-buffering": "no"
+}
+
+/**
+ * Encodes parts as the UI message stream's SSE: `id: <token>` and `data: <chunk JSON>` per part, then
+ * `data: [DONE]`.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const toSse = <E, R>(parts: Stream.Stream<UiPart, E, R>): Stream.Stream<string, E, R> =>
+  Stream.concat(
+    Stream.map(parts, (p) => `id: ${p.token}\ndata: ${JSON.stringify(p.chunk)}\n\n`),
+    Stream.succeed("data: [DONE]\n\n")
+  )
