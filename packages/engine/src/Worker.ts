@@ -39,8 +39,10 @@ export const drain: Effect.Effect<void, never, RunnerState | EngineConfig> = Eff
   if (runner.draining()) return
   runner.startDraining()
   const running = () => [...runner.attempts].filter((a) => a.phase === "running")
-  yield* Effect.logInfo(
-    `draining: ${running().length} running Step attempts, drain timeout ${millis(config.drainTimeout)} ms`
+  // A runner with nothing running (a command-line program's layer closing) drains silently.
+  const count = running().length
+  yield* (count === 0 ? Effect.logDebug : Effect.logInfo)(
+    `draining: ${count} running Step attempts, drain timeout ${millis(config.drainTimeout)} ms`
   )
   yield* Effect.forEach(
     [...runner.attempts].filter((a) => a.phase === "waiting"),
