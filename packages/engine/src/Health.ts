@@ -15,6 +15,7 @@ import { HttpRouter, HttpServerResponse } from "effect/http"
 import * as Layer from "effect/Layer"
 import { EngineConfig, type EngineConfigShape } from "./EngineConfig.ts"
 import { LATENCY_BUCKETS, RunnerState, type RunnerStateShape } from "./internal/runner.ts"
+import { drain } from "./Worker.ts"
 
 /** Where the health server listens. */
 export interface HealthOptions {
@@ -151,11 +152,16 @@ export const routes: Layer.Layer<never, never, HttpRouter.HttpRouter | RunnerSta
 
 /**
  * Serves the routes on `options.port`. Needs the engine's services (give it the engine layer); add it to the
- * runner's layer next to the worker.
+ * runner's layer next to the worker. When its scope closes it drains the runner (see `Worker.drain`) before
+ * the server stops, so `/readyz` answers 503 for the whole drain whichever of the two layers closes first.
  */
 export const layer = (
   options: HealthOptions
 ): Layer.Layer<never, HttpServerError.ServeError, RunnerState | EngineConfig> =>
-  HttpRouter.serve(routes, { disableListenLog: true, disableLogger: true }).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host ?? "0.0.0.0" }))
+  Layer.effectDiscard(Effect.addFinalizer(() => drain)).pipe(
+    Layer.provide(
+      HttpRouter.serve(routes, { disableListenLog: true, disableLogger: true }).pipe(
+        Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host ?? "0.0.0.0" }))
+      )
+    )
   )

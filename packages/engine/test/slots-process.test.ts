@@ -1,0 +1,150 @@
+// Task slots and the RPC reserve with a child process on both engine layers: a runner process with 2 slots
+// (one Step slot, one reserved for RPC handlers) runs 5 Flows whose first Step is a slow model call that
+// holds its slot until the test creates a release file. The parent invokes an RPC on every Flow through the
+// runner's HTTP API while that call provably still runs, and checks that a single-attempt write ran at most
+// once per Flow (the child records every handler run in a file before it prints anything).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import { type Child, fileLines, spawnNode } from "../src/testing/ChildProcess.ts"
+import { releaseFile, type Status } from "./fixtures/slots-flow.ts"
+import { freePort } from "./support/ports.ts"
+import { withTestDatabase } from "./support/postgres.ts"
+
+const workerPath = fileURLToPath(new URL("./fixtures/slots-worker.ts", import.meta.url))
+const dir = mkdtempSync(join(tmpdir(), "das-slots-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+let n = 0
+const files = () => {
+  n++
+  return { db: join(dir, `slots-${n}.db`), side: join(dir, `side-${n}.log`) }
+}
+const env = { MAX_CONCURRENT_TASKS: "2", DISPATCH_WAIT_MS: "2000" }
+
+const get = (port: number, path: string) =>
+  Effect.promise(async () => {
+    const response = await fetch(`http://127.0.0.1:${port}${path}`)
+    return { status: response.status, body: await response.text() }
+  })
+
+interface Closed {
+  readonly flow: { readonly status: string; readonly output: { readonly wrote?: boolean; readonly lost?: string } }
+  readonly steps: ReadonlyArray<{
+    readonly stepType: string
+    readonly attempts: ReadonlyArray<{ readonly outcome: string | null; readonly errorType: string | null }>
+  }>
+}
+
+const ids = ["flow-0", "flow-1", "flow-2", "flow-3", "flow-4"]
+const runs = (side: string, kind: string, id: string) => fileLines(side).filter((l) => l.startsWith(`${kind} ${id} `))
+
+/** The scenario, given how to start the runner process (args before `<api port> <health port> ...`). */
+const scenario = <E, R>(target: Effect.Effect<ReadonlyArray<string>, E, R>, side: string) =>
+  Effect.gen(function* () {
+    const api = yield* Effect.promise(freePort)
+    const health = yield* Effect.promise(freePort)
+    const args = [...(yield* target), String(api), String(health), side, String(ids.length)]
+    const child: Child = yield* spawnNode(workerPath, args, env)
+    yield* child.waitFor("STARTED", 60_000)
+    // a model call holds the only Step slot (it waits for the release file, which does not exist yet)
+    yield* child.waitFor("MODEL", 60_000)
+
+    // RPCs answer on the reserve; keep asking until four model attempts waited past the dispatch wait
+    const ask = Effect.forEach(ids, (id) =>
+      Effect.gen(function* () {
+        const r = yield* get(api, `/rpc/${id}`)
+        assert.strictEqual(r.status, 200, r.body)
+        const status: Status = JSON.parse(r.body)
+        assert.strictEqual(status.flowId, id)
+        // the slow call runs and holds the Step slot; this handler holds the reserved one
+        assert.strictEqual(status.runningSteps, 1)
+        assert.strictEqual(status.slotsInUse, 2)
+        return status
+      })
+    )
+    const statuses = yield* ask.pipe(
+      Effect.repeat({
+        schedule: Schedule.spaced("200 millis"),
+        until: (all) => all.every((s) => s.modelNoSlot >= 4)
+      }),
+      Effect.timeout("120 seconds")
+    )
+    // every answer came while the slow call was still running: it has not finished (no release file yet)
+    const side1 = fileLines(side)
+    assert.strictEqual(side1.filter((l) => l.startsWith("model ")).length, 1, side1.join("\n"))
+    assert.isFalse(
+      side1.some((l) => l.startsWith("model-done ")),
+      side1.join("\n")
+    )
+    assert.isTrue(
+      statuses.every((s) => s.reserveDeclines > 0),
+      "Step slot requests that found only the reserve free were counted"
+    )
+
+    writeFileSync(releaseFile(side), "go\n")
+    const closed: Array<Closed> = []
+    for (const id of ids) {
+      const r = yield* get(api, `/flow/${id}`)
+      assert.strictEqual(r.status, 200, r.body)
+      closed.push(JSON.parse(r.body))
+    }
+    let noSlot = 0
+    ids.forEach((id, i) => {
+      const c = closed[i]!
+      const lines = fileLines(side).join("\n")
+      assert.strictEqual(c.flow.status, "completed", `${id}: ${JSON.stringify(c)}`)
+      assert.strictEqual(runs(side, "model-done", id).length, 1, lines)
+      // the single-attempt write ran at most once; when it never ran, its failure route says why
+      const writes = runs(side, "write", id)
+      assert.isAtMost(writes.length, 1, lines)
+      if (c.flow.output.wrote === true) {
+        assert.strictEqual(writes.length, 1, lines)
+      } else {
+        assert.strictEqual(c.flow.output.lost, "NoTaskSlot", JSON.stringify(c))
+        assert.strictEqual(writes.length, 0, lines)
+        assert.deepStrictEqual(
+          runs(side, "lost", id).map((l) => l.split(" ").slice(2, 4)),
+          [["NoTaskSlot", "not_started"]]
+        )
+      }
+      const model = c.steps.find((s) => s.stepType === "Model")!
+      noSlot += model.attempts.filter((a) => a.errorType === "NoTaskSlot").length
+      assert.strictEqual(model.attempts.at(-1)!.outcome, "success")
+    })
+    assert.isAtLeast(noSlot, 4, "waiting model calls lost attempts to the dispatch wait and ran again")
+
+    process.kill(child.pid, "SIGTERM")
+    assert.strictEqual(yield* Effect.promise(() => child.exited), 0, child.stderr())
+  })
+
+describe("embedded engine: task slots and the RPC reserve in a runner process", () => {
+  it.live(
+    "2 slots, 5 Flows calling a slow model: RPCs answer while it runs; a single-attempt write runs at most once",
+    () => {
+      const { db, side } = files()
+      return scenario(Effect.succeed(["embedded", db]), side)
+    },
+    240_000
+  )
+})
+
+describe("cluster engine: task slots and the RPC reserve in a runner process", () => {
+  it.live(
+    "2 slots, 5 Flows calling a slow model: RPCs answer while it runs; a single-attempt write runs at most once",
+    () => {
+      const { side } = files()
+      return scenario(
+        Effect.gen(function* () {
+          const url = yield* withTestDatabase
+          return ["cluster", url, String(yield* Effect.promise(freePort))]
+        }),
+        side
+      )
+    },
+    240_000
+  )
+})
