@@ -146,8 +146,8 @@ export interface StreamDef<A> {
   readonly capacityBytes: number
 }
 
-/** Declares a Stream. */
-export const Stream = <A>(
+/** Declares a Stream (named `FlowStream` so that it does not shadow effect's own `Stream`). */
+export const FlowStream = <A>(
   name: string,
   schema: Codec<A>,
   options?: { readonly capacityBytes?: number }
@@ -431,8 +431,11 @@ export interface RpcDef<I, O, R = never> {
   readonly handler: (ctx: RpcContext, input: I) => Effect.Effect<RpcResult<O>, unknown, R>
 }
 
-/** Declares an RPC. */
-export const Rpc = <I, O, R = never>(def: Omit<RpcDef<I, O, R>, "_tag">): RpcDef<I, O, R> => ({ _tag: "Rpc", ...def })
+/** Declares an RPC (named `FlowRpc` so that it does not shadow effect's own `Rpc`). */
+export const FlowRpc = <I, O, R = never>(def: Omit<RpcDef<I, O, R>, "_tag">): RpcDef<I, O, R> => ({
+  _tag: "Rpc",
+  ...def
+})
 
 /**
  * A Flow's execution timeout: once `after` has passed since the start, a running Flow fails with error type

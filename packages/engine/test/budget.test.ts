@@ -10,7 +10,7 @@ import {
   Client,
   Engine,
   Flow,
-  Rpc,
+  FlowRpc,
   Step,
   StepDecision,
   type StepDef,
@@ -47,7 +47,7 @@ const Grow: StepDef<number> = Step({
       return n < 9 ? StepDecision.goTo(Grow, n + 1) : StepDecision.gracefulComplete(null)
     })
 })
-const Stuff = Rpc({
+const Stuff = FlowRpc({
   name: "stuff",
   input: Schema.Number,
   output: Schema.Null,

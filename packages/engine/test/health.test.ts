@@ -3,11 +3,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { Client, Flow, Health, Step, StepDecision, Stream, Worker } from "../src/index.ts"
+import { Client, Flow, FlowStream, Health, Step, StepDecision, Worker } from "../src/index.ts"
 import { engines } from "./support/engines.ts"
 import { freePort } from "./support/ports.ts"
 
-const Events = Stream("events", Schema.String, { capacityBytes: 6000 })
+const Events = FlowStream("events", Schema.String, { capacityBytes: 6000 })
 const Chatty = Step({
   type: "Chatty",
   input: Schema.Number,

@@ -6,7 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import { Client, Engine, Flow, Rpc, Step, StepDecision, Worker } from "../src/index.ts"
+import { Client, Engine, Flow, FlowRpc, Step, StepDecision, Worker } from "../src/index.ts"
 import { engines } from "./support/engines.ts"
 
 const Id = Schema.Struct({ id: Schema.String })
@@ -24,7 +24,7 @@ const makeFlows = () => {
   const count = (key: string) => runs.set(key, (runs.get(key) ?? 0) + 1)
   const recovered: Array<{ id: string; errorType: string; progress: string }> = []
 
-  const Snapshot = Rpc({
+  const Snapshot = FlowRpc({
     name: "snapshot",
     input: Schema.Null,
     output: Schema.String,

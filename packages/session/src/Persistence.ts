@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Attribute, AttributeMap, Channel, ChannelMap, Stream } from "@durable-agent/engine"
+import { Attribute, AttributeMap, Channel, ChannelMap, FlowStream } from "@durable-agent/engine"
 import * as Schema from "effect/Schema"
 import * as Wire from "./wire/index.ts"
 
@@ -156,7 +156,7 @@ export const DEFAULT_EVENTS_CAPACITY_BYTES = 10 * 1024 * 1024
  * @since 0.1.0
  */
 export const agentEvents = (capacityBytes: number = DEFAULT_EVENTS_CAPACITY_BYTES) =>
-  Stream("AgentEvents", Wire.AgentEventEnvelope, { capacityBytes })
+  FlowStream("AgentEvents", Wire.AgentEventEnvelope, { capacityBytes })
 
 /**
  * `AgentEvents` with the default capacity; clients read it by name, so any capacity reads the same stream.

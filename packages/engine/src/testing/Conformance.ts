@@ -25,12 +25,12 @@ import {
   ChannelMap,
   Flow,
   type FlowDef,
-  Rpc,
+  FlowRpc,
   Step,
   StepDecision,
   type StepDef,
   StepMovement,
-  Stream as StreamDef,
+  FlowStream as StreamDef,
   Timer,
   Wait,
   withConditionId
@@ -195,7 +195,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
       it.live("an RPC that fails commits nothing", () => {
         const A = Attribute("a", Num)
         const Idle = Step({ type: "Idle", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
-        const Bad = Rpc({
+        const Bad = FlowRpc({
           name: "bad",
           input: Num,
           output: Num,
@@ -205,7 +205,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               return yield* Effect.fail(new Error("handler refused"))
             })
         })
-        const Good = Rpc({
+        const Good = FlowRpc({
           name: "good",
           input: Num,
           output: Num,
@@ -236,7 +236,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
       it.live("anyOf selects Timers first, then Channels in argument order; only the winner consumes", () => {
         const A = Channel("a", Str)
         const B = Channel("b", Str)
-        const Report = Rpc({
+        const Report = FlowRpc({
           name: "sizes",
           input: Schema.Void,
           output: Schema.Array(Num),
@@ -296,7 +296,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         () => {
           const Ch = Channel("ch", Num)
           const Out = Channel("out", Schema.Array(Num))
-          const Drain = Rpc({
+          const Drain = FlowRpc({
             name: "drain",
             input: Schema.Void,
             output: Schema.Array(Schema.Array(Num)),
@@ -454,7 +454,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
       it.live("retries reuse the state loaded for the first attempt", () => {
         const A = Attribute("a", Num)
         const Seen = AttributeMap("seen", Num)
-        const Bump = Rpc({
+        const Bump = FlowRpc({
           name: "bump",
           input: Num,
           output: Num,
@@ -810,7 +810,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           execute: () =>
             Effect.succeed(StepDecision.goToMany(StepMovement.of(Locked, "one"), StepMovement.of(Locked, "two")))
         })
-        const SetA = Rpc({
+        const SetA = FlowRpc({
           name: "set",
           input: Num,
           output: Num,
@@ -854,19 +854,19 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         () => {
           const Q = ChannelMap("q", Str)
           const Idle = Step({ type: "Idle", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
-          const List = Rpc({
+          const List = FlowRpc({
             name: "list",
             input: Str,
             output: Schema.Array(Schema.Struct({ id: Str, value: Str })),
             handler: (ctx, key) => Effect.succeed({ output: ctx.messages(Q, key) })
           })
-          const Keys = Rpc({
+          const Keys = FlowRpc({
             name: "keys",
             input: Schema.Void,
             output: Schema.Array(Str),
             handler: (ctx) => Effect.succeed({ output: ctx.channelKeys(Q) })
           })
-          const Delete = Rpc({
+          const Delete = FlowRpc({
             name: "delete",
             input: Schema.Struct({ key: Str, id: Str }),
             output: Num,
@@ -988,7 +988,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               Effect.as(StepDecision.deadEnd())
             )
         })
-        const Stop = Rpc({
+        const Stop = FlowRpc({
           name: "stop",
           input: Schema.Void,
           output: Schema.Boolean,
@@ -1159,7 +1159,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           input: Str,
           execute: () => Effect.succeed(StepDecision.gracefulComplete("ok"))
         })
-        const Ping = Rpc({
+        const Ping = FlowRpc({
           name: "ping",
           input: Schema.Void,
           output: Str,
@@ -1254,7 +1254,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               type: "D5",
               start: S,
               rpcs: [
-                Rpc({
+                FlowRpc({
                   name: "r",
                   input: Str,
                   output: Str,
@@ -1390,7 +1390,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         () => {
           const A = Attribute("a", Num)
           const Ch = Channel("ch", Str)
-          const Ping = Rpc({
+          const Ping = FlowRpc({
             name: "ping",
             input: Str,
             output: Str,
@@ -1422,7 +1422,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
 
       it.live("a failed RPC reports the error's class name when the error sets no name of its own", () => {
         class QuotaExceeded extends Error {}
-        const Fail = Rpc({
+        const Fail = FlowRpc({
           name: "fail",
           input: Str,
           output: Str,

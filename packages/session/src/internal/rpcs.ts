@@ -1,7 +1,7 @@
 // The RPCs of the session Flow (docs/session-contract.md, "RPCs"): send_user_message, resolve_interrupt, get_agent_snapshot,
 // list_agent_messages and update_session_settings. Handlers read and write through the RPC's TxView, so
 // each commits atomically or not at all.
-import { Rpc, type RpcDef, StepMovement } from "@durable-agent/engine"
+import { FlowRpc, type RpcDef, StepMovement } from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -35,7 +35,7 @@ const requireSteps = (steps: SessionSteps | undefined): Effect.Effect<SessionSte
  * them, without Steps).
  */
 export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
-  send_user_message: Rpc({
+  send_user_message: FlowRpc({
     name: "send_user_message",
     input: Wire.AgentUserMessage,
     output: Schema.Boolean,
@@ -48,7 +48,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       })
   }),
 
-  resolve_interrupt: Rpc({
+  resolve_interrupt: FlowRpc({
     name: "resolve_interrupt",
     input: Wire.ResolveInterruptRequest,
     output: Schema.Boolean,
@@ -75,7 +75,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
   }),
 
   // Serializes with resolve_interrupt, ResumeTurn and the waiting Steps on the PendingInterrupts lock.
-  answer_question: Rpc({
+  answer_question: FlowRpc({
     name: "answer_question",
     input: Wire.AnswerQuestionRequest,
     output: Schema.Boolean,
@@ -103,7 +103,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
   // Locks only what short Steps lock (never a model call's Step), so it never waits for a model call. The
   // commit cancels the model call and every waiting Step of the turn, and FinishTurnCancellation records their
   // calls; a final answer that committed first already ended the turn, so this returns false.
-  cancel_turn: Rpc({
+  cancel_turn: FlowRpc({
     name: "cancel_turn",
     input: Wire.CancelTurnRequest,
     output: Schema.Boolean,
@@ -135,7 +135,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
 
   // Transactional and lock-free. With an active turn the message goes to SteeredUserMessages and a control wake
   // to TurnControlRequests; the turn applies it at its next boundary ("Steering and cancellation rules").
-  steer_user_message: Rpc({
+  steer_user_message: FlowRpc({
     name: "steer_user_message",
     input: Wire.SteerUserMessageRequest,
     output: Schema.Boolean,
@@ -166,7 +166,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       })
   }),
 
-  delete_queued_message: Rpc({
+  delete_queued_message: FlowRpc({
     name: "delete_queued_message",
     input: Wire.DeleteQueuedMessageRequest,
     output: Schema.Boolean,
@@ -179,7 +179,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       })
   }),
 
-  get_agent_snapshot: Rpc({
+  get_agent_snapshot: FlowRpc({
     name: "get_agent_snapshot",
     input: NoInput,
     output: Wire.AgentSnapshot,
@@ -207,7 +207,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       })
   }),
 
-  list_agent_messages: Rpc({
+  list_agent_messages: FlowRpc({
     name: "list_agent_messages",
     input: Wire.ListAgentMessagesRequest,
     output: Wire.AgentMessagesPage,
@@ -229,7 +229,7 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
       })
   }),
 
-  update_session_settings: Rpc({
+  update_session_settings: FlowRpc({
     name: "update_session_settings",
     input: UpdateSettingsInput,
     output: Schema.Boolean,
