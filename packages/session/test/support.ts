@@ -16,7 +16,8 @@ import {
   type ScriptedStep,
   Stepwise,
   type Tool,
-  ToolSource
+  ToolSource,
+  tool
 } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
 
@@ -121,6 +122,47 @@ export const withSession = <A, E>(
 
 /** Counts one side effect of a tool. */
 export const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
+
+/** The suites' read tool `get_weather`: counts its runs and answers "sunny". */
+export const weatherTool = (kit: Kit) =>
+  tool({
+    name: "get_weather",
+    description: "Read the weather.",
+    effect: "read",
+    handler: () =>
+      Effect.sync(() => {
+        bump(kit, "get_weather")
+        return "sunny"
+      })
+  })
+
+/** The suites' single-attempt write `send_email`: counts its runs. */
+export const sendEmailTool = (kit: Kit) =>
+  tool({
+    name: "send_email",
+    description: "Send an email.",
+    effect: "non_idempotent_write",
+    handler: (args) =>
+      Effect.sync(() => {
+        bump(kit, "send_email")
+        return `sent to ${String(args.to)}`
+      })
+  })
+
+/** The suites' `slow_read`: a read that counts its start and runs until the test bumps "release". */
+export const slowReadTool = (kit: Kit) =>
+  tool({
+    name: "slow_read",
+    description: "A read that runs until the test releases it.",
+    effect: "read",
+    handler: () =>
+      Effect.gen(function* () {
+        bump(kit, "slow_read:started")
+        while (kit.count("release") === 0) yield* Effect.sleep("20 millis")
+        bump(kit, "slow_read")
+        return "slow result"
+      })
+  })
 
 /** Polls `effect` until `predicate` holds (20 s at most). */
 export const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>

@@ -1,42 +1,22 @@
 import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { AgentSessionClient, APPROVAL_DEADLINE_PASSED_MESSAGE, DEFAULT_REJECTION_TEXT, tool } from "../../src/index.ts"
+import { AgentSessionClient, APPROVAL_DEADLINE_PASSED_MESSAGE, DEFAULT_REJECTION_TEXT } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
   awaitTurns,
-  bump,
   type EngineFactory,
   type Kit,
   type Setup,
+  sendEmailTool,
   stepShape,
   toolResults,
+  weatherTool,
   withSession as withSessionOn
 } from "../support.ts"
 
-const tools = (kit: Kit) => [
-  tool({
-    name: "get_weather",
-    description: "Read the weather.",
-    effect: "read",
-    handler: () =>
-      Effect.sync(() => {
-        bump(kit, "get_weather")
-        return "sunny"
-      })
-  }),
-  tool({
-    name: "send_email",
-    description: "Send an email.",
-    effect: "non_idempotent_write",
-    handler: (args) =>
-      Effect.sync(() => {
-        bump(kit, "send_email")
-        return `sent to ${String(args.to)}`
-      })
-  })
-]
+const tools = (kit: Kit) => [weatherTool(kit), sendEmailTool(kit)]
 
 const writeAndRead = [
   {

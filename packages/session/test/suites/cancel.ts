@@ -5,8 +5,7 @@ import {
   AgentSessionClient,
   type ModelRequest,
   TURN_CANCELLED_NOTE_HEADER,
-  TURN_CANCELLED_REJECTION_MESSAGE,
-  tool
+  TURN_CANCELLED_REJECTION_MESSAGE
 } from "../../src/index.ts"
 import {
   allEvents,
@@ -18,45 +17,14 @@ import {
   type Kit,
   lastUserText,
   type Setup,
+  sendEmailTool,
+  slowReadTool,
   stepExecutions,
+  weatherTool,
   withSession as withSessionOn
 } from "../support.ts"
 
-const tools = (kit: Kit) => [
-  tool({
-    name: "get_weather",
-    description: "Read the weather.",
-    effect: "read",
-    handler: () =>
-      Effect.sync(() => {
-        bump(kit, "get_weather")
-        return "sunny"
-      })
-  }),
-  tool({
-    name: "slow_read",
-    description: "A read that runs until the test releases it.",
-    effect: "read",
-    handler: () =>
-      Effect.gen(function* () {
-        bump(kit, "slow_read:started")
-        // runs until the test releases it
-        while (kit.count("release") === 0) yield* Effect.sleep("20 millis")
-        bump(kit, "slow_read")
-        return "slow result"
-      })
-  }),
-  tool({
-    name: "send_email",
-    description: "Send an email.",
-    effect: "non_idempotent_write",
-    handler: (args) =>
-      Effect.sync(() => {
-        bump(kit, "send_email")
-        return `sent to ${String(args.to)}`
-      })
-  })
-]
+const tools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(kit)]
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const cancelSuite = (engine: EngineFactory) => {

@@ -5,8 +5,7 @@ import {
   AgentSessionClient,
   STEERED_REJECTION_MESSAGE,
   TURN_NOTE_FOOTER,
-  TURN_STEERED_NOTE_HEADER,
-  tool
+  TURN_STEERED_NOTE_HEADER
 } from "../../src/index.ts"
 import {
   allEvents,
@@ -17,43 +16,13 @@ import {
   eventually,
   type Kit,
   type Setup,
+  sendEmailTool,
+  slowReadTool,
+  weatherTool,
   withSession as withSessionOn
 } from "../support.ts"
 
-const tools = (kit: Kit) => [
-  tool({
-    name: "get_weather",
-    description: "Read the weather.",
-    effect: "read",
-    handler: () =>
-      Effect.sync(() => {
-        bump(kit, "get_weather")
-        return "sunny"
-      })
-  }),
-  tool({
-    name: "slow_read",
-    description: "A read that runs until the test releases it.",
-    effect: "read",
-    handler: () =>
-      Effect.gen(function* () {
-        bump(kit, "slow_read:started")
-        while (kit.count("release") === 0) yield* Effect.sleep("20 millis")
-        bump(kit, "slow_read")
-        return "slow result"
-      })
-  }),
-  tool({
-    name: "send_email",
-    description: "Send an email.",
-    effect: "non_idempotent_write",
-    handler: (args) =>
-      Effect.sync(() => {
-        bump(kit, "send_email")
-        return `sent to ${String(args.to)}`
-      })
-  })
-]
+const tools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(kit)]
 
 const userTexts = (request: Kit["requests"][number]) =>
   request.messages.flatMap((m) => (m.role === "user" ? [m.text] : []))
