@@ -33,7 +33,7 @@ const worker = AgentSessionFlow.layerWorker(flow).pipe(
 )
 
 const program = Effect.gen(function* () {
-  const sessions = yield* AgentSessionClient
+  const sessions = yield* AgentSessionClient.AgentSessionClient
   // the first run starts the session; a later run sends the question to the session it finds
   yield* sessions
     .startSession("session-1", { initialMessage: "Weather in Paris?" })

@@ -6,7 +6,6 @@ import {
   AgentSessionFlow,
   EventWriter,
   ModelClient,
-  type ScriptedStep,
   Stepwise,
   ToolkitSource
 } from "@durable-agent/session"
@@ -51,7 +50,7 @@ export const Reserve = Tool.make("reserve", {
   parameters: Schema.Struct({ sku: Schema.String, quantity: Schema.Int }),
   success: Schema.String,
   failure: Schema.Struct({ reason: Schema.String }),
-  dependencies: [EventWriter]
+  dependencies: [EventWriter.EventWriter]
 }).annotate(Tool.Idempotent, true)
 
 export const ShopTools = Toolkit.make(CheckStock, Reserve)
@@ -65,7 +64,7 @@ export const ShopHandlers = ShopTools.toLayer(
       reserve: ({ sku, quantity }, { toolCallId }) =>
         Effect.gen(function* () {
           if (quantity > (yield* inventory.stock(sku))) return yield* Effect.fail({ reason: "not enough stock" })
-          const events = yield* EventWriter
+          const events = yield* EventWriter.EventWriter
           yield* events.write({ type: "shop.reserving", payload: { sku, quantity } })
           return yield* inventory.reserve(sku, quantity, toolCallId ?? sku)
         })
@@ -76,7 +75,7 @@ export const ShopHandlers = ShopTools.toLayer(
 export const flow = AgentSessionFlow.make({ flowType: "Shop" })
 
 /** The worker: the Flow, Stepwise over the model and the toolkit, the toolkit's handlers and their service. */
-export const layerWorker = (model: Layer.Layer<ModelClient>) =>
+export const layerWorker = (model: Layer.Layer<ModelClient.ModelClient>) =>
   AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(Stepwise.layer({ name: "shop", instructions: "You help with orders." })),
     Layer.provide(Layer.mergeAll(model, ToolkitSource.layer(ShopTools))),
@@ -85,7 +84,7 @@ export const layerWorker = (model: Layer.Layer<ModelClient>) =>
   )
 
 /** A scripted conversation: check the stock, reserve, answer. */
-export const script: ReadonlyArray<ScriptedStep> = [
+export const script: ReadonlyArray<ModelClient.ScriptedStep> = [
   { toolCalls: [{ id: "c1", name: "check_stock", arguments: { sku: "tea" } }] },
   { toolCalls: [{ id: "c2", name: "reserve", arguments: { sku: "tea", quantity: 2 } }] },
   (request) => {
@@ -96,7 +95,7 @@ export const script: ReadonlyArray<ScriptedStep> = [
 
 if (import.meta.main) {
   const program = Effect.gen(function* () {
-    const sessions = yield* AgentSessionClient
+    const sessions = yield* AgentSessionClient.AgentSessionClient
     yield* sessions
       .startSession("order-1", { initialMessage: "Two packs of tea, please." })
       .pipe(Effect.catchTag("FlowAlreadyStarted", () => sessions.sendUserMessage("order-1", "Two more, please.")))

@@ -58,7 +58,7 @@ describe("examples/basics", () => {
         imports.filter((i) => i.startsWith("node:") || i.includes("engine")),
         []
       )
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("order-1", { initialMessage: "Two packs of tea, please." })
       yield* SessionTesting.awaitTurn("order-1")
       // what a server sends: every event in its wire form

@@ -11,7 +11,7 @@ const tools = ToolkitSource.layer(ShopTools).pipe(Layer.provide(ShopHandlers), L
 describe("the shop agent on a scripted model", () => {
   it.live("checks the stock, reserves once, and answers with the reservation", () =>
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("order-1", { initialMessage: "Two packs of tea, please." })
       const snapshot = yield* SessionTesting.awaitTurn("order-1")
       assert.strictEqual(snapshot.messages.at(-1)?.text, "Reserved: R-1")
@@ -27,7 +27,7 @@ describe("the shop agent on a scripted model", () => {
 
   it.live("a reservation over the stock is a failure the model sees", () =>
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("order-2", { initialMessage: "Fifty packs of tea." })
       const snapshot = yield* SessionTesting.awaitTurn("order-2")
       assert.strictEqual(

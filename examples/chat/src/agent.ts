@@ -15,12 +15,7 @@ import { mkdir, readdir, readFile, writeFile } from "node:fs/promises"
 import { dirname, relative, resolve, sep } from "node:path"
 import { createOpenAI } from "@ai-sdk/openai"
 import { type AiSdkRunner, aiSdkTool, ScriptedModel } from "@durable-agent/runner-ai-sdk"
-import {
-  AgentSessionFlow,
-  type ScriptedResponse,
-  type ScriptedToolCall,
-  TOOL_CALL_FAILED_PREFIX
-} from "@durable-agent/session"
+import { AgentSessionFlow, type ModelClient, Wire } from "@durable-agent/session"
 import { type LanguageModel, type LanguageModelMiddleware, wrapLanguageModel } from "ai"
 import * as Redacted from "effect/Redacted"
 import { z } from "zod"
@@ -130,12 +125,12 @@ const readTurn = (prompt: Prompt) => {
   return { userText, results, turn }
 }
 
-const failed = (result: string | undefined) => result === undefined || result.startsWith(TOOL_CALL_FAILED_PREFIX)
+const failed = (result: string | undefined) => result === undefined || result.startsWith(Wire.TOOL_CALL_FAILED_PREFIX)
 
 /** Splits text into word-sized deltas, so the answer streams. */
 const words = (text: string): ReadonlyArray<string> => text.match(/\s*\S+\s*/g) ?? [text]
 
-const say = (text: string, toolCalls?: ReadonlyArray<ScriptedToolCall>): ScriptedResponse => ({
+const say = (text: string, toolCalls?: ReadonlyArray<ModelClient.ScriptedToolCall>): ModelClient.ScriptedResponse => ({
   text,
   textDeltas: words(text),
   delay: "300 millis",
@@ -165,7 +160,7 @@ const summaryOf = (notes: string | undefined, todo: string | undefined) => {
 }
 
 /** One answer of the demo model, chosen from the conversation. */
-export const demoAnswer = (prompt: Prompt): ScriptedResponse => {
+export const demoAnswer = (prompt: Prompt): ModelClient.ScriptedResponse => {
   const { userText, results, turn } = readTurn(prompt)
   const id = (name: string) => `t${turn}-${name}`
   const notes = results.get(id("notes"))

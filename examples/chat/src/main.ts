@@ -16,7 +16,7 @@ import { mkdir } from "node:fs/promises"
 import { dirname } from "node:path"
 import { Engine } from "@durable-agent/engine"
 import { AiSdkRunner, type AiSdkTool } from "@durable-agent/runner-ai-sdk"
-import { type AgentFrameworkRunner, AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import { AgentSessionClient, AgentSessionFlow, type Runner } from "@durable-agent/session"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type { LanguageModel } from "ai"
 import * as Cause from "effect/Cause"
@@ -50,7 +50,7 @@ const appLayer = (
   config: ChatConfig,
   model: LanguageModel,
   mcpTools: Readonly<Record<string, AiSdkTool>>,
-  runner?: Layer.Layer<AgentFrameworkRunner>
+  runner?: Layer.Layer<Runner.AgentFrameworkRunner>
 ) => {
   // Agent Steps mostly wait on the network: more task slots than CPUs (the engine's default) lets parallel tool
   // calls run at once.

@@ -6,7 +6,7 @@
  */
 import type { AiSdkTool } from "@durable-agent/runner-ai-sdk"
 import { MastraRunner, type MastraTool } from "@durable-agent/runner-mastra"
-import type { AgentFrameworkRunner, ToolEffect } from "@durable-agent/session"
+import type { Runner, Wire } from "@durable-agent/session"
 import { createTool } from "@mastra/core/tools"
 import type { LanguageModel } from "ai"
 import type { Layer } from "effect/Layer"
@@ -34,10 +34,10 @@ export const mastraRunner = (
   model: LanguageModel,
   modelLabel: string,
   mcpTools: Readonly<Record<string, AiSdkTool>>
-): { readonly layer: Layer<AgentFrameworkRunner>; readonly label: string } => {
+): { readonly layer: Layer<Runner.AgentFrameworkRunner>; readonly label: string } => {
   if (typeof model === "string") throw new Error("the Mastra runner takes a model object, not a model name")
   const tools = { ...makeTools(config.workspace), ...mcpTools }
-  const toolEffects: Record<string, ToolEffect> = {}
+  const toolEffects: Record<string, Wire.ToolEffect> = {}
   for (const [name, t] of Object.entries(tools)) if (t.effect !== undefined) toolEffects[name] = t.effect
   return {
     layer: MastraRunner.layer({

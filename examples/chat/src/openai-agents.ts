@@ -8,7 +8,7 @@
  */
 import { type AiSdkTool, ToolRetryableError as AiSdkToolRetryableError } from "@durable-agent/runner-ai-sdk"
 import { OpenAiAgentsRunner, openAiAgentsTool, ToolRetryableError } from "@durable-agent/runner-openai-agents"
-import type { AgentFrameworkRunner, ToolEffect } from "@durable-agent/session"
+import type { Runner, Wire } from "@durable-agent/session"
 import { Agent, type AgentInputItem, OpenAIProvider } from "@openai/agents"
 import { assistantMessage, functionCall, modelStreamResponder, ScriptedModel } from "@openai/agents/testing"
 import * as Duration from "effect/Duration"
@@ -33,7 +33,7 @@ const fromAiSdkTool = (name: string, t: AiSdkTool) =>
     description: t.description ?? name,
     // the chat's tools declare zod object schemas, which the SDK takes as they are
     parameters: t.inputSchema as any,
-    effect: t.effect as ToolEffect,
+    effect: t.effect as Wire.ToolEffect,
     execute: async (input, options) => {
       try {
         return await t.execute(input, options)
@@ -106,7 +106,7 @@ const demoModel = () =>
 /** The runner layer and how the greeting names the model. */
 export const openAiAgentsRunner = (
   config: ChatConfig
-): { readonly layer: Layer<AgentFrameworkRunner>; readonly label: string } => {
+): { readonly layer: Layer<Runner.AgentFrameworkRunner>; readonly label: string } => {
   const tools = Object.entries(makeTools(config.workspace)).map(([name, t]) => fromAiSdkTool(name, t))
   const real = config.model._tag === "OpenAI" ? config.model : undefined
   const agent = new Agent({

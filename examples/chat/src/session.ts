@@ -5,16 +5,7 @@
  */
 import { readFile, writeFile } from "node:fs/promises"
 import { Client, type EngineError, type FlowNotFound, Inspect } from "@durable-agent/engine"
-import {
-  type AgentEvent,
-  type AgentInterrupt,
-  AgentSessionClient,
-  type AgentSnapshot,
-  type AgentToolCall,
-  type EventsError,
-  type RpcError,
-  type StartError
-} from "@durable-agent/session"
+import { AgentSessionClient, type Wire } from "@durable-agent/session"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberHandle from "effect/FiberHandle"
@@ -49,7 +40,12 @@ export interface SessionInfo {
 }
 
 /** What the chat's operations can fail with: the session client's and the engine's errors. */
-export type ChatError = RpcError | StartError | EventsError | EngineError | FlowNotFound
+export type ChatError =
+  | AgentSessionClient.RpcError
+  | AgentSessionClient.StartError
+  | AgentSessionClient.EventsError
+  | EngineError
+  | FlowNotFound
 
 export interface ChatShape {
   /** The current session's ID. */
@@ -64,7 +60,7 @@ export interface ChatShape {
   /** Sends a user message to the current session. */
   readonly send: (text: string) => Effect.Effect<void, ChatError>
   /** The approval the chat is asking for, if any. */
-  readonly asking: Effect.Effect<Option.Option<AgentInterrupt>>
+  readonly asking: Effect.Effect<Option.Option<Wire.AgentInterrupt>>
   /** Answers the approval the chat is asking for (or declines its question with `false`). */
   readonly answer: (approved: boolean) => Effect.Effect<void, ChatError>
   /** Answers the question the chat is asking with a text. */
@@ -89,9 +85,9 @@ interface View {
   /** A turn is running. */
   busy: boolean
   /** Pending approvals, the first one asked. */
-  pending: Array<AgentInterrupt>
+  pending: Array<Wire.AgentInterrupt>
   /** Tool calls seen in snapshots, by ID (for their arguments and results). */
-  readonly calls: Map<string, AgentToolCall>
+  readonly calls: Map<string, Wire.AgentToolCall>
   /** Tool names of approvals seen in events, by interrupt ID. */
   readonly approvals: Map<string, string>
   /** The Step attempt that streamed text last. */
@@ -118,7 +114,7 @@ const makeView = (sessionId: string, afterStart = false): View => ({
 })
 
 /** A session's status in words. */
-export const statusOf = (snapshot: AgentSnapshot): string => {
+export const statusOf = (snapshot: Wire.AgentSnapshot): string => {
   if (snapshot.pendingInterrupts.length > 0) return "waiting for an approval"
   switch (snapshot.state?.status) {
     case undefined:
@@ -141,11 +137,11 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
   /** `currentFile` remembers the current session between runs. */
   static readonly layer = (options: {
     readonly currentFile: string
-  }): Layer.Layer<Chat, never, AgentSessionClient | Client.Client | SqlClient.SqlClient | Screen> =>
+  }): Layer.Layer<Chat, never, AgentSessionClient.AgentSessionClient | Client.Client | SqlClient.SqlClient | Screen> =>
     Layer.effect(
       Chat,
       Effect.gen(function* () {
-        const client = yield* AgentSessionClient
+        const client = yield* AgentSessionClient.AgentSessionClient
         const engine = yield* Client.Client
         const sql = yield* SqlClient.SqlClient
         const screen = yield* Screen
@@ -166,7 +162,7 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
             return snapshot
           })
 
-        const ask = (v: View, interrupt: AgentInterrupt) =>
+        const ask = (v: View, interrupt: Wire.AgentInterrupt) =>
           Effect.gen(function* () {
             if (v.pending.some((p) => p.interruptId === interrupt.interruptId)) return
             v.pending.push(interrupt)
@@ -175,7 +171,11 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
           })
 
         /** Shows one event. `replay` shows a resumed turn's earlier events without asking again. */
-        const show = (v: View, event: AgentEvent, replay: boolean): Effect.Effect<void, RpcError> =>
+        const show = (
+          v: View,
+          event: Wire.AgentEvent,
+          replay: boolean
+        ): Effect.Effect<void, AgentSessionClient.RpcError> =>
           Effect.gen(function* () {
             switch (event.type) {
               case "turn_started":

@@ -6,7 +6,7 @@
 import * as readline from "node:readline"
 import { styleText } from "node:util"
 import type { Inspect } from "@durable-agent/engine"
-import type { AgentInterrupt, AgentMessage, AgentToolCall } from "@durable-agent/session"
+import type { Wire } from "@durable-agent/session"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -180,7 +180,7 @@ export const describeCall = (toolName: string, args: string | undefined) => {
 }
 
 /** What a finished call returned, on one line. */
-export const describeResult = (call: AgentToolCall | undefined) => {
+export const describeResult = (call: Wire.AgentToolCall | undefined) => {
   if (call === undefined) return ""
   switch (call.status) {
     case "succeeded": {
@@ -205,7 +205,7 @@ const STATUS_MARK: Record<string, string> = {
 }
 
 /** `tool> ✓ read_file(path: "notes.md") succeeded: 6 lines`. */
-export const finishedLine = (toolName: string, status: string, call: AgentToolCall | undefined) => {
+export const finishedLine = (toolName: string, status: string, call: Wire.AgentToolCall | undefined) => {
   const result = describeResult(call)
   return toolLine(
     `${STATUS_MARK[status] ?? "·"} ${describeCall(toolName, call?.arguments)} ${status}${result ? `: ${result}` : ""}`
@@ -213,7 +213,7 @@ export const finishedLine = (toolName: string, status: string, call: AgentToolCa
 }
 
 /** The approval request: the call, and the content it would write (first lines). */
-export const approvalLines = (interrupt: AgentInterrupt): string => {
+export const approvalLines = (interrupt: Wire.AgentInterrupt): string => {
   const lines = [approveLine(`${describeCall(interrupt.toolName, interrupt.arguments)} needs your approval`)]
   try {
     const parsed: unknown = JSON.parse(interrupt.arguments)
@@ -232,13 +232,13 @@ export const approvalLines = (interrupt: AgentInterrupt): string => {
   return lines.join("\n")
 }
 
-export const approvalPrompt = (interrupt: AgentInterrupt) =>
+export const approvalPrompt = (interrupt: Wire.AgentInterrupt) =>
   interrupt.kind === "question"
     ? `${styleText("yellow", "answer>")} `
     : `${styleText("yellow", "approve>")} run ${interrupt.toolName}? [y/n] `
 
 /** A question the agent or one of its tools asks: the question and its choices. */
-export const questionLines = (interrupt: AgentInterrupt): string => {
+export const questionLines = (interrupt: Wire.AgentInterrupt): string => {
   const lines = [approveLine(`${interrupt.toolName} asks: ${interrupt.question ?? ""}`)]
   if (interrupt.choices.length > 0) {
     lines.push(
@@ -250,7 +250,7 @@ export const questionLines = (interrupt: AgentInterrupt): string => {
 }
 
 /** Shows a stored message of the conversation (for `/resume`): `you>` or `agent>` text. */
-export const showMessage = (screen: ScreenShape, message: AgentMessage): Effect.Effect<void> => {
+export const showMessage = (screen: ScreenShape, message: Wire.AgentMessage): Effect.Effect<void> => {
   if (message.text === null || message.text.length === 0) return Effect.void
   if (message.role === "user") return screen.print(`${styleText("green", "you>")} ${message.text}`)
   if (message.role === "assistant") return Effect.andThen(screen.agentText(message.text), screen.endAgentText)

@@ -137,7 +137,7 @@ const FINAL = "3 items are still open in todo.md."
 /** The chat's events of one Step, read from its database once the chat exited. */
 const textDeltasOf = (chat: Chat, sessionId: string, stepExecutionId: string) =>
   Effect.gen(function* () {
-    const client = yield* AgentSessionClient
+    const client = yield* AgentSessionClient.AgentSessionClient
     const events = yield* Stream.runCollect(client.events(sessionId))
     return Array.from(events).filter(
       (e) => e.event.type === "text_delta" && e.event.stepExecutionId === stepExecutionId

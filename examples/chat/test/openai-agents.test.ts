@@ -43,7 +43,7 @@ describe("chat on the OpenAI Agents runner", () => {
         )
       )
       yield* Effect.gen(function* () {
-        const client = yield* AgentSessionClient
+        const client = yield* AgentSessionClient.AgentSessionClient
         const poll = client
           .getSnapshot("c")
           .pipe(

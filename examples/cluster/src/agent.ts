@@ -6,7 +6,7 @@
 // call and answers with the runner's process ID, so the failover demo shows who answered. With MODEL_LOG
 // set, each call appends `start <session> <pid>` before it waits and `end <session> <pid>` after.
 import { appendFileSync } from "node:fs"
-import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, tool } from "@durable-agent/session"
+import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
@@ -39,7 +39,7 @@ export const demoModel = ModelClient.layer((request) =>
 
 /** One read tool, so the agent has something to call. */
 export const tools = ToolSource.layer([
-  tool({
+  ToolSource.tool({
     name: "runner_info",
     description: "Which runner process handles this call.",
     effect: "read",

@@ -11,7 +11,7 @@ import { client } from "./agent.ts"
 /** Starts `count` sessions named `<prefix>-<i>` and waits for each one's first turn. */
 export const runSessions = (prefix: string, count: number) =>
   Effect.gen(function* () {
-    const sessions = yield* AgentSessionClient
+    const sessions = yield* AgentSessionClient.AgentSessionClient
     const ids = Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`)
     yield* Effect.forEach(ids, (id) => sessions.startSession(id, { initialMessage: `hello from ${id}` }), {
       concurrency: 5,

@@ -4,7 +4,7 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from "node:fs"
 import { dirname } from "node:path"
-import { ModelClient, type ModelRequest, type ModelResponse, type Tool, tool } from "@durable-agent/session"
+import { ModelClient, ToolSource } from "@durable-agent/session"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -13,14 +13,14 @@ import * as Layer from "effect/Layer"
 export const FLOW_TYPE = "WebChat"
 
 /** The tools: `read_notes` (read) and `save_note` (a write: it waits for the user's approval). */
-export const tools = (notesFile: string): ReadonlyArray<Tool> => [
-  tool({
+export const tools = (notesFile: string): ReadonlyArray<ToolSource.Tool> => [
+  ToolSource.tool({
     name: "read_notes",
     description: "Read the notes file.",
     effect: "read",
     handler: () => Effect.sync(() => (existsSync(notesFile) ? readFileSync(notesFile, "utf8") : "(no notes yet)"))
   }),
-  tool({
+  ToolSource.tool({
     name: "save_note",
     description: "Append a line to the notes file.",
     effect: "non_idempotent_write",
@@ -43,8 +43,8 @@ const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoning
  * message with "notes" reads them; anything else gets a long answer, streamed a word every `wordDelay`.
  */
 export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
-  Layer.succeed(ModelClient, {
-    generate: (request: ModelRequest) =>
+  Layer.succeed(ModelClient.ModelClient, {
+    generate: (request: ModelClient.ModelRequest) =>
       Effect.gen(function* () {
         const stream = (text: string) =>
           Effect.forEach(
@@ -57,7 +57,10 @@ export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
             { discard: true }
           )
         const last = request.messages.at(-1)
-        const reply = (text: string, toolCalls: ModelResponse["toolCalls"] = []): ModelResponse => ({
+        const reply = (
+          text: string,
+          toolCalls: ModelClient.ModelResponse["toolCalls"] = []
+        ): ModelClient.ModelResponse => ({
           text,
           reasoning: null,
           toolCalls,

@@ -20,26 +20,7 @@
  * @since 0.1.0
  */
 
-import {
-  EventWriter,
-  Heartbeat,
-  type HeartbeatShape,
-  ToolAttemptError,
-  type ToolCallError,
-  type ToolCallRequest,
-  type ToolDefinition,
-  type ToolEffect,
-  ToolExecutionError,
-  type ToolExecutionResult,
-  type ToolPolicy,
-  ToolSource,
-  type ToolSourceShape,
-  type ToolTaskPending,
-  type ToolTaskPollOutcome,
-  type ToolTaskRequest,
-  type ToolTaskStarted,
-  toolTaskStarted
-} from "@durable-agent/session"
+import { Errors, EventWriter, Heartbeat, type Policy, Runner, ToolSource, type Wire } from "@durable-agent/session"
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import {
   type CallToolResult,
@@ -101,7 +82,7 @@ export interface McpToolSourceOptions {
  * @category models
  * @since 0.1.0
  */
-export interface McpToolDefinition extends ToolDefinition {
+export interface McpToolDefinition extends ToolSource.ToolDefinition {
   readonly server: string
   readonly mcpName: string
   readonly taskSupport: ToolReference["taskSupport"]
@@ -140,18 +121,18 @@ export interface McpCallRequest {
  * @category models
  * @since 0.1.0
  */
-export interface McpToolSourceShape extends ToolSourceShape {
+export interface McpToolSourceShape extends ToolSource.ToolSourceShape {
   readonly tools: ReadonlyArray<McpToolDefinition>
   /** The effect of each tool whose annotations decide one. */
-  readonly policies: Readonly<Record<string, ToolPolicy>>
+  readonly policies: Readonly<Record<string, Policy.ToolPolicy>>
   /** The annotation policies overridden by the application's own, for a runner's `toolPolicies`. */
   readonly mergeToolPolicies: (
-    applicationPolicies?: Readonly<Record<string, ToolPolicy>> | undefined
-  ) => Record<string, ToolPolicy>
+    applicationPolicies?: Readonly<Record<string, Policy.ToolPolicy>> | undefined
+  ) => Record<string, Policy.ToolPolicy>
   /** Calls a tool outside a tool Step; a task is awaited in the call. */
   readonly callTool: (
     request: McpCallRequest
-  ) => Effect.Effect<ToolExecutionResult, ToolExecutionError | McpToolCallInterruptedError>
+  ) => Effect.Effect<Runner.ToolExecutionResult, Errors.ToolExecutionError | McpToolCallInterruptedError>
 }
 
 /**
@@ -161,7 +142,7 @@ export interface McpToolSourceShape extends ToolSourceShape {
  * @category conversions
  * @since 0.1.0
  */
-export const annotationEffect = (annotations: McpTool["annotations"]): ToolEffect | undefined =>
+export const annotationEffect = (annotations: McpTool["annotations"]): Wire.ToolEffect | undefined =>
   annotations?.readOnlyHint === true ? "read" : annotations?.idempotentHint === true ? "idempotent_write" : undefined
 
 interface Resolved {
@@ -230,7 +211,7 @@ const encodeCheckpoint = Schema.encodeSync(TaskCheckpoint)
 const decodeCheckpoint = (checkpoint: Option.Option<unknown>) =>
   Option.flatMap(checkpoint, Schema.decodeUnknownOption(TaskCheckpoint))
 
-const noHeartbeat: HeartbeatShape = { beat: () => Effect.void, checkpoint: Option.none() }
+const noHeartbeat: Heartbeat.HeartbeatShape = { beat: () => Effect.void, checkpoint: Option.none() }
 
 /** The status a poll saw last, from the continuation the previous poll returned. */
 const lastStatus = (continuation: string | null): string | undefined => {
@@ -255,8 +236,8 @@ export const nextPollSeconds = (serverPollMs: number | undefined, previousSecond
 
 const toResult = (result: CallToolResult) =>
   result.isError === true
-    ? Effect.fail(new ToolExecutionError({ message: resultText(result) || "the MCP tool reported an error" }))
-    : Effect.succeed<ToolExecutionResult>({ output: resultText(result) })
+    ? Effect.fail(new Errors.ToolExecutionError({ message: resultText(result) || "the MCP tool reported an error" }))
+    : Effect.succeed<Runner.ToolExecutionResult>({ output: resultText(result) })
 
 const TERMINAL = new Set<GetTaskResult["status"]>(["completed", "failed", "cancelled"])
 
@@ -301,14 +282,14 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       tools.push(listed)
     }
   }
-  const policies: Record<string, ToolPolicy> = {}
+  const policies: Record<string, Policy.ToolPolicy> = {}
   for (const t of tools) if (t.effect !== undefined) policies[t.name] = { effect: t.effect }
 
   /** The server and MCP tool of a call: its stored reference, else the listing. */
   const target = (
     toolName: string,
     reference: string | null | undefined
-  ): Effect.Effect<ToolReference, ToolExecutionError> => {
+  ): Effect.Effect<ToolReference, Errors.ToolExecutionError> => {
     const stored = decodeReference(reference)
     const listed = byName.get(toolName)
     const found: ToolReference | undefined = Option.isSome(stored)
@@ -316,10 +297,10 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       : listed === undefined
         ? undefined
         : { server: listed.server, tool: listed.mcpName, taskSupport: listed.taskSupport }
-    if (found === undefined) return Effect.fail(new ToolExecutionError({ message: `unknown tool ${toolName}` }))
+    if (found === undefined) return Effect.fail(new Errors.ToolExecutionError({ message: `unknown tool ${toolName}` }))
     if (!Object.hasOwn(options.servers, found.server)) {
       return Effect.fail(
-        new ToolExecutionError({ message: `MCP server ${found.server} is not configured on this worker` })
+        new Errors.ToolExecutionError({ message: `MCP server ${found.server} is not configured on this worker` })
       )
     }
     return Effect.succeed(found)
@@ -345,7 +326,7 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
         yield* beat
         if (TERMINAL.has(task.status)) {
           if (task.status === "cancelled") {
-            return yield* new ToolExecutionError({
+            return yield* new Errors.ToolExecutionError({
               message: `the MCP task was cancelled${task.statusMessage ? `: ${task.statusMessage}` : ""}`
             })
           }
@@ -355,7 +336,7 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
         }
         if (task.status === "input_required") {
           yield* cancelQuietly(connection, taskId)
-          return yield* new ToolExecutionError({ message: inputRequestedMessage(task.statusMessage) })
+          return yield* new Errors.ToolExecutionError({ message: inputRequestedMessage(task.statusMessage) })
         }
         if ((yield* Clock.currentTimeMillis) >= deadline) {
           yield* cancelQuietly(connection, taskId)
@@ -374,7 +355,7 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
     ).pipe(Effect.ignore)
 
   /** A result, or a started task the session polls. */
-  type Invoked = { readonly _tag: "Result"; readonly result: CallToolResult } | ToolTaskStarted
+  type Invoked = { readonly _tag: "Result"; readonly result: CallToolResult } | Runner.ToolTaskStarted
 
   /**
    * One `tools/call` on a new connection. A tool that requires a task is called as one: a task any
@@ -385,9 +366,12 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
     reference: ToolReference,
     args: McpCallRequest["arguments"],
     key: string,
-    heartbeat: HeartbeatShape,
+    heartbeat: Heartbeat.HeartbeatShape,
     startTasks: boolean
-  ): Effect.Effect<ToolExecutionResult | ToolTaskStarted, ToolExecutionError | McpToolCallInterruptedError> =>
+  ): Effect.Effect<
+    Runner.ToolExecutionResult | Runner.ToolTaskStarted,
+    Errors.ToolExecutionError | McpToolCallInterruptedError
+  > =>
     Effect.scoped(
       Effect.gen(function* () {
         const connection = yield* connect(
@@ -428,14 +412,14 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
               pollIntervalSeconds
             })
           )
-          return toolTaskStarted(taskId, pollIntervalSeconds) as Invoked
+          return Runner.toolTaskStarted(taskId, pollIntervalSeconds) as Invoked
         }
         const result = yield* awaitTask(connection, taskId, created.task.pollInterval, heartbeat.beat())
         return { _tag: "Result", result } satisfies Invoked as Invoked
       })
     ).pipe(
       Effect.catchTags({
-        Rejected: (e: Rejected) => Effect.fail(new ToolExecutionError({ message: e.message })),
+        Rejected: (e: Rejected) => Effect.fail(new Errors.ToolExecutionError({ message: e.message })),
         NoResult: (e: NoResult) =>
           Effect.fail(
             new McpToolCallInterruptedError({
@@ -451,14 +435,14 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       invoke(reference, call.arguments, call.idempotencyKey, noHeartbeat, false)
     )
 
-  const call = Effect.fn("McpToolSource.call")(function* (call: ToolCallRequest) {
-    const heartbeat = yield* Heartbeat
+  const call = Effect.fn("McpToolSource.call")(function* (call: ToolSource.ToolCallRequest) {
+    const heartbeat = yield* Heartbeat.Heartbeat
     const reference = yield* target(call.toolName, call.toolSourceReference)
     yield* Effect.annotateCurrentSpan({ "mcp.server": reference.server, "mcp.tool": reference.tool })
     const saved = decodeCheckpoint(heartbeat.checkpoint)
     if (Option.isSome(saved) && saved.value.server === reference.server && saved.value.tool === reference.tool) {
       // An earlier attempt started this call's task: return it instead of calling again.
-      return toolTaskStarted(saved.value.taskId, saved.value.pollIntervalSeconds)
+      return Runner.toolTaskStarted(saved.value.taskId, saved.value.pollIntervalSeconds)
     }
     return yield* invoke(
       reference,
@@ -467,15 +451,22 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       heartbeat,
       call.supportsToolTasks === true
     ).pipe(
-      Effect.catchTag("McpToolCallInterruptedError", (e) => Effect.fail(new ToolAttemptError({ message: e.message })))
+      Effect.catchTag("McpToolCallInterruptedError", (e) =>
+        Effect.fail(new Errors.ToolAttemptError({ message: e.message }))
+      )
     )
-  }) as (call: ToolCallRequest) => Effect.Effect<ToolExecutionResult | ToolTaskStarted, ToolCallError, Heartbeat>
+  }) as (
+    call: ToolSource.ToolCallRequest
+  ) => Effect.Effect<Runner.ToolExecutionResult | Runner.ToolTaskStarted, ToolSource.ToolCallError, Heartbeat.Heartbeat>
 
   /** A request about a task on a new connection; failing to reach the server fails the attempt. */
   const onTask = <A>(
-    task: ToolTaskRequest,
-    use: (connection: Connection, reference: ToolReference) => Effect.Effect<A, ToolCallError | Rejected | NoResult>
-  ): Effect.Effect<A, ToolCallError> =>
+    task: ToolSource.ToolTaskRequest,
+    use: (
+      connection: Connection,
+      reference: ToolReference
+    ) => Effect.Effect<A, ToolSource.ToolCallError | Rejected | NoResult>
+  ): Effect.Effect<A, ToolSource.ToolCallError> =>
     Effect.flatMap(target(task.toolName, task.toolSourceReference), (reference) =>
       Effect.scoped(
         Effect.flatMap(connect(reference.server, options.servers[reference.server]!, resolved.handshakeTimeout), (c) =>
@@ -483,14 +474,14 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
         )
       ).pipe(
         Effect.catchTags({
-          Rejected: (e: Rejected) => Effect.fail(new ToolAttemptError({ message: e.message })),
-          NoResult: (e: NoResult) => Effect.fail(new ToolAttemptError({ message: e.message }))
+          Rejected: (e: Rejected) => Effect.fail(new Errors.ToolAttemptError({ message: e.message })),
+          NoResult: (e: NoResult) => Effect.fail(new Errors.ToolAttemptError({ message: e.message }))
         })
       )
     )
 
-  const pollToolTask = Effect.fn("McpToolSource.pollToolTask")(function* (task: ToolTaskRequest) {
-    const events = yield* EventWriter
+  const pollToolTask = Effect.fn("McpToolSource.pollToolTask")(function* (task: ToolSource.ToolTaskRequest) {
+    const events = yield* EventWriter.EventWriter
     return yield* onTask(task, (connection) =>
       Effect.gen(function* () {
         const client = connection.client
@@ -511,26 +502,26 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
               _tag: "ToolTaskPending",
               pollIntervalSeconds: nextPollSeconds(status.pollInterval, task.pollIntervalSeconds),
               continuation: JSON.stringify({ status: status.status })
-            } satisfies ToolTaskPending as ToolTaskPollOutcome
+            } satisfies Runner.ToolTaskPending as Runner.ToolTaskPollOutcome
           case "input_required":
             yield* cancelQuietly(connection, task.taskId)
-            return yield* new ToolExecutionError({ message: inputRequestedMessage(status.statusMessage) })
+            return yield* new Errors.ToolExecutionError({ message: inputRequestedMessage(status.statusMessage) })
           case "cancelled":
-            return yield* new ToolExecutionError({
+            return yield* new Errors.ToolExecutionError({
               message: `the MCP task was cancelled${status.statusMessage ? `: ${status.statusMessage}` : ""}`
             })
           default: {
             const result = yield* request(connection, (signal) =>
               client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, { signal, ...timeout })
             )
-            return (yield* toResult(result)) as ToolTaskPollOutcome
+            return (yield* toResult(result)) as Runner.ToolTaskPollOutcome
           }
         }
       })
     )
   })
 
-  const cancelToolTask = Effect.fn("McpToolSource.cancelToolTask")(function* (task: ToolTaskRequest) {
+  const cancelToolTask = Effect.fn("McpToolSource.cancelToolTask")(function* (task: ToolSource.ToolTaskRequest) {
     yield* onTask(task, (connection) =>
       request(connection, (signal) =>
         connection.client.experimental.tasks.cancelTask(task.taskId, { signal, ...timeout })
@@ -559,4 +550,5 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options: McpToolSourceOptions): Layer.Layer<ToolSource> => Layer.effect(ToolSource, make(options))
+export const layer = (options: McpToolSourceOptions): Layer.Layer<ToolSource.ToolSource> =>
+  Layer.effect(ToolSource.ToolSource, make(options))

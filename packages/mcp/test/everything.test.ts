@@ -2,7 +2,7 @@
 // process over stdio and over Streamable HTTP, driven through a real session on the embedded engine (only the
 // model is scripted).
 import { spawnNode } from "@durable-agent/engine/testing/ChildProcess"
-import { AgentSessionClient, OUTCOME_UNKNOWN_TEXT, TOOL_CALL_FAILED_PREFIX } from "@durable-agent/session"
+import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -88,13 +88,13 @@ describe("server-everything over stdio", () => {
       },
       (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s1", { initialMessage: "use the tools" })
           yield* awaitTurns("s1", 1)
           const results = toolResults(kit.requests[1]!)
           assert.strictEqual(results.echo, "Echo: hello MCP")
           assert.include(results.sum!, "42")
-          assert.isTrue(results.bad!.startsWith(TOOL_CALL_FAILED_PREFIX), results.bad)
+          assert.isTrue(results.bad!.startsWith(Wire.TOOL_CALL_FAILED_PREFIX), results.bad)
           assert.include(results.bad!, "-32602")
           assert.include(results.long!, "Long running operation completed")
           const outcomes = yield* toolCallOutcomes("s1")
@@ -118,7 +118,7 @@ describe("server-everything over stdio", () => {
       },
       (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s2", { initialMessage: "research" })
           yield* awaitSnapshot("s2", (s) => s.pendingInterrupts.length === 1)
           yield* client.resolveInterrupt("s2", { interruptId: "research", approved: true })
@@ -164,13 +164,13 @@ describe("server-everything over Streamable HTTP", () => {
         (kit) =>
           Effect.gen(function* () {
             assert.isTrue(kit.source.tools.some((t) => t.name === "everything__simulate-research-query"))
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("h1", { initialMessage: "use the tools" })
             yield* awaitTurns("h1", 1)
             const results = toolResults(kit.requests[1]!)
             assert.strictEqual(results.echo, "Echo: over HTTP")
-            assert.isTrue(results.bad!.startsWith(TOOL_CALL_FAILED_PREFIX))
-            assert.notStrictEqual(results.bad, OUTCOME_UNKNOWN_TEXT)
+            assert.isTrue(results.bad!.startsWith(Wire.TOOL_CALL_FAILED_PREFIX))
+            assert.notStrictEqual(results.bad, Wire.OUTCOME_UNKNOWN_TEXT)
           })
       )
       const opened = stdout.filter((l) => l.startsWith("Session initialized with ID:")).map((l) => l.split(": ")[1])

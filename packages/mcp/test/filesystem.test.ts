@@ -34,7 +34,7 @@ describe("server-filesystem over stdio", () => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             assert.strictEqual(kit.source.tools.find((t) => t.name === "fs__read_text_file")!.effect, "read")
             assert.strictEqual(kit.source.tools.find((t) => t.name === "fs__write_file")!.effect, "idempotent_write")
             yield* client.startSession("f1", { initialMessage: "write a note" })

@@ -4,7 +4,7 @@
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { fileLines } from "@durable-agent/engine/testing/ChildProcess"
-import { AgentSessionClient, OUTCOME_UNKNOWN_TEXT } from "@durable-agent/session"
+import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
@@ -54,7 +54,7 @@ describe("own servers", () => {
         },
         () =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("k1", { initialMessage: "go" })
             // launch has no annotation, so it is unclassified and waits for approval
             const waiting = yield* awaitSnapshot("k1", (s) => s.pendingInterrupts.length === 1)
@@ -162,7 +162,7 @@ describe("own servers", () => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("r1", { initialMessage: "who?" })
             yield* awaitTurns("r1", 1)
             assert.strictEqual(toolResults(kit.requests[1]!).w1, "after restart")
@@ -192,12 +192,12 @@ describe("own servers", () => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("d1", { initialMessage: "go" })
             yield* awaitTurns("d1", 1)
             const results = toolResults(kit.requests[1]!)
             assert.strictEqual(results.r1, "read after a crash")
-            assert.strictEqual(results.c1, OUTCOME_UNKNOWN_TEXT)
+            assert.strictEqual(results.c1, Wire.OUTCOME_UNKNOWN_TEXT)
             const outcomes = yield* toolCallOutcomes("d1")
             assert.strictEqual(outcomes.r1!.status, "succeeded")
             assert.strictEqual(outcomes.c1!.status, "outcome_unknown")
@@ -236,7 +236,7 @@ describe("own servers", () => {
           },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("p1", { initialMessage: "go" })
               yield* awaitTurns("p1", 1)
               assert.strictEqual(toolResults(kit.requests[1]!).u1, "upserted 2")

@@ -6,15 +6,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import type { Client } from "@durable-agent/engine"
-import {
-  AgentSessionClient,
-  type AgentSnapshot,
-  ModelClient,
-  type ModelRequest,
-  type ScriptedStep,
-  type ToolPolicy,
-  ToolSource
-} from "@durable-agent/session"
+import { AgentSessionClient, ModelClient, type Policy, ToolSource, type Wire } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -39,12 +31,12 @@ export const tempDir = (prefix: string) =>
 export interface McpSetup {
   /** The source's options, or a source built earlier (listed before the test changed its servers). */
   readonly source: McpToolSource.McpToolSourceOptions | McpToolSource.McpToolSourceShape
-  readonly script: ReadonlyArray<ScriptedStep>
-  readonly toolPolicies?: Readonly<Record<string, ToolPolicy>>
+  readonly script: ReadonlyArray<ModelClient.ScriptedStep>
+  readonly toolPolicies?: Readonly<Record<string, Policy.ToolPolicy>>
 }
 
 export interface McpKit {
-  readonly requests: Array<ModelRequest>
+  readonly requests: Array<ModelClient.ModelRequest>
   readonly source: McpToolSource.McpToolSourceShape
 }
 
@@ -56,16 +48,18 @@ export const FLOW_TYPE = "McpAgent"
  */
 export const withMcpSession = <A, E>(
   setup: McpSetup,
-  body: (kit: McpKit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+  body: (kit: McpKit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
 ) =>
   Effect.gen(function* () {
     const source = "call" in setup.source ? setup.source : yield* McpToolSource.make(setup.source)
-    const requests: Array<ModelRequest> = []
+    const requests: Array<ModelClient.ModelRequest> = []
     return yield* body({ requests, source }).pipe(
       Effect.provide(
         SessionTesting.layer({
-          model: ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
-          tools: Layer.succeed(ToolSource, source),
+          model: ModelClient.layerScripted(setup.script, {
+            onRequest: (request) => void requests.push(request)
+          }),
+          tools: Layer.succeed(ToolSource.ToolSource, source),
           flow: {
             flowType: FLOW_TYPE,
             ...(setup.toolPolicies === undefined ? {} : { toolPolicies: setup.toolPolicies })
@@ -76,7 +70,7 @@ export const withMcpSession = <A, E>(
   }).pipe(Effect.scoped)
 
 /** The snapshot once `predicate` holds (60 s at most). */
-export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean) =>
+export const awaitSnapshot = (sessionId: string, predicate: (s: Wire.AgentSnapshot) => boolean) =>
   SessionTesting.awaitSnapshot(sessionId, predicate, { timeout: "60 seconds" })
 
 /** The snapshot once `turns` turns ended. */
@@ -84,12 +78,12 @@ export const awaitTurns = (sessionId: string, turns: number) =>
   SessionTesting.awaitTurn(sessionId, { turn: turns, timeout: "60 seconds" })
 
 /** The tool results a model request carries, by tool call ID. */
-export const toolResults = (request: ModelRequest) =>
+export const toolResults = (request: ModelClient.ModelRequest) =>
   Object.fromEntries(request.messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.output] as const] : [])))
 
 /** Every event written so far, as type and payload. */
 export const sessionEvents = (sessionId: string) =>
-  Effect.flatMap(AgentSessionClient, (client) =>
+  Effect.flatMap(AgentSessionClient.AgentSessionClient, (client) =>
     Effect.map(Stream.runCollect(client.events(sessionId)), (events) =>
       Array.from(events, ({ event }) => ({ type: event.type, payload: event.payload as Record<string, unknown> }))
     )

@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Inspect } from "@durable-agent/engine"
 import { spawnNode } from "@durable-agent/engine/testing/ChildProcess"
-import type { AgentSnapshot } from "@durable-agent/session"
+import type { Wire } from "@durable-agent/session"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -20,7 +20,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 let n = 0
 
 interface Result {
-  readonly snapshot: AgentSnapshot
+  readonly snapshot: Wire.AgentSnapshot
   readonly steps: ReadonlyArray<Inspect.StepExecution>
 }
 

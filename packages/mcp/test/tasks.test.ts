@@ -2,14 +2,7 @@
 // as its heartbeat checkpoint and returns ToolTaskStarted, PollToolTask Steps poll it with tasks/get, and a
 // retried attempt returns the same task. The server is written with the SDK (test/fixtures/task-server.ts).
 import { Client } from "@durable-agent/engine"
-import {
-  AgentSessionClient,
-  EventWriter,
-  Heartbeat,
-  isToolTaskStarted,
-  OUTCOME_UNKNOWN_TEXT,
-  type WrittenEvent
-} from "@durable-agent/session"
+import { AgentSessionClient, EventWriter, Heartbeat, Runner, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -62,14 +55,14 @@ describe("MCP tasks any connection can poll", () => {
         assert.strictEqual(source.tools[0]!.taskSupport, "required")
         const saved: Array<unknown> = []
         const first = yield* source.call(request("own__job", false)).pipe(Effect.provide(stepServices(saved)))
-        assert.isTrue(isToolTaskStarted(first))
+        assert.isTrue(Runner.isToolTaskStarted(first))
         assert.strictEqual(server.created.length, 1)
         const task = server.created[0]!
         assert.deepStrictEqual([task.key, task.ttl], ["f/t/c", 24 * 60 * 60 * 1000])
         assert.strictEqual(saved.length, 1)
         // a retried attempt reads the checkpoint and calls nothing
         const again = yield* source.call(request("own__job", true)).pipe(Effect.provide(stepServices([], saved[0])))
-        assert.isTrue(isToolTaskStarted(again) && again.taskId === task.taskId)
+        assert.isTrue(Runner.isToolTaskStarted(again) && again.taskId === task.taskId)
         assert.strictEqual(server.calls.length, 1)
         // a checkpoint another writer saved reads as none: the call goes out
         yield* source.call(request("own__job", true)).pipe(Effect.provide(stepServices([], { other: "thing" })))
@@ -112,10 +105,10 @@ describe("MCP tasks any connection can poll", () => {
       const server = yield* taskServer
       const source = yield* McpToolSource.make({ servers: { own: { url: server.url } } })
       const started = yield* source.call(request("own__job", false)).pipe(Effect.provide(stepServices([])))
-      assert.isTrue(isToolTaskStarted(started))
+      assert.isTrue(Runner.isToolTaskStarted(started))
       const taskId = server.created[0]!.taskId
       yield* Effect.promise(() => server.askInput(taskId, "which region?"))
-      const events: Array<WrittenEvent> = []
+      const events: Array<EventWriter.WrittenEvent> = []
       const failure = yield* Effect.flip(
         source.pollToolTask!({
           flowId: "f",
@@ -154,7 +147,7 @@ describe("MCP tasks any connection can poll", () => {
           },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("t1", { initialMessage: "run the job" })
               const waiting = yield* awaitSnapshot("t1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
               const record = waiting.toolCalls[0]!
@@ -205,7 +198,7 @@ describe("MCP tasks any connection can poll", () => {
           },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("c1", { initialMessage: "run the job" })
               const waiting = yield* awaitSnapshot("c1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
               const taskId = waiting.toolCalls[0]!.taskId!
@@ -244,13 +237,13 @@ describe("MCP tasks any connection can poll", () => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("g1", { initialMessage: "run the job" })
             yield* awaitSnapshot("g1", (s) => s.toolCalls[0]?.status === "waiting_for_task")
             yield* Effect.promise(() => server.close())
             yield* awaitTurns("g1", 1)
             // an idempotent write whose task may have run: outcome_unknown, not failed
-            assert.strictEqual(toolResults(kit.requests[1]!).j1, OUTCOME_UNKNOWN_TEXT)
+            assert.strictEqual(toolResults(kit.requests[1]!).j1, Wire.OUTCOME_UNKNOWN_TEXT)
             const outcomes = yield* toolCallOutcomes("g1")
             assert.strictEqual(outcomes.j1!.status, "outcome_unknown")
             const steps = yield* Effect.flatMap(Client.Client, (c) => c.stepExecutions("g1"))

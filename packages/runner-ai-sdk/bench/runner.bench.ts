@@ -17,11 +17,9 @@ import {
   EventWriter,
   Heartbeat,
   ModelClient,
-  type ModelRequest,
-  resolveToolPolicy,
+  Policy,
   Stepwise,
-  ToolSource,
-  tool
+  ToolSource
 } from "@durable-agent/session"
 import { tool as aiTool, isStepCount, streamText } from "ai"
 import * as Effect from "effect/Effect"
@@ -76,7 +74,7 @@ const direct = async () => {
 
 const durable = (runnerLayer: Layer.Layer<any, any, any>, flowType: string) =>
   Effect.gen(function* () {
-    const client = yield* AgentSessionClient
+    const client = yield* AgentSessionClient.AgentSessionClient
     const times: Array<number> = []
     yield* client.startSession("bench")
     for (let i = 0; i < TURNS; i++) {
@@ -127,7 +125,7 @@ const aiSdkRunner = AiSdkRunner.layer(benchAgent())
 const stepwise = Stepwise.layer({ name: "bench", instructions: "" }).pipe(
   Layer.provide(
     Layer.mergeAll(
-      ModelClient.layer((request: ModelRequest) =>
+      ModelClient.layer((request: ModelClient.ModelRequest) =>
         Effect.gen(function* () {
           const answer = request.messages[request.messages.length - 1]?.role === "tool"
           // the same text_delta event the AI SDK runner writes, so both sides pay for it
@@ -152,7 +150,7 @@ const stepwise = Stepwise.layer({ name: "bench", instructions: "" }).pipe(
         })
       ),
       ToolSource.layer([
-        tool({
+        ToolSource.tool({
           name: "read_file",
           description: "read",
           effect: "read",
@@ -183,7 +181,7 @@ const inMemoryRunner = Effect.gen(function* () {
     interactionMode: "chat",
     toolPolicies: {},
     defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name: string, frameworkEffect: any) => resolveToolPolicy(name, { frameworkEffect })
+    resolveToolPolicy: (name: string, frameworkEffect: any) => Policy.resolveToolPolicy(name, { frameworkEffect })
   })
   const store = (messages: ReadonlyArray<any>, turnId: string) => {
     for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
@@ -237,7 +235,7 @@ const runStateSize = Effect.gen(function* () {
     interactionMode: "chat",
     toolPolicies: {},
     defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name, frameworkEffect) => resolveToolPolicy(name, { frameworkEffect })
+    resolveToolPolicy: (name, frameworkEffect) => Policy.resolveToolPolicy(name, { frameworkEffect })
   })
   return outcome._tag === "ToolCallsRequested" ? Buffer.byteLength(outcome.frameworkRunState) : -1
 }).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))

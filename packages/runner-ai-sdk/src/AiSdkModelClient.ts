@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ModelClient, type ModelClientShape, type ModelRequest, type ModelResponse } from "@durable-agent/session"
+import { ModelClient } from "@durable-agent/session"
 import { jsonSchema, type LanguageModel, type ToolSet, tool } from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -21,8 +21,8 @@ export interface AiSdkModelClientOptions {
 }
 
 /** Builds a `ModelClient` over an AI SDK language model. */
-export const make = (model: LanguageModel, options?: AiSdkModelClientOptions): ModelClientShape => ({
-  generate: Effect.fn("AiSdkModelClient.generate")(function* (request: ModelRequest) {
+export const make = (model: LanguageModel, options?: AiSdkModelClientOptions): ModelClient.ModelClientShape => ({
+  generate: Effect.fn("AiSdkModelClient.generate")(function* (request: ModelClient.ModelRequest) {
     const tools: ToolSet = {}
     for (const t of request.tools) {
       tools[t.name] = tool({
@@ -51,10 +51,10 @@ export const make = (model: LanguageModel, options?: AiSdkModelClientOptions): M
       })),
       usage: toUsage(result.usage),
       metadata: result.metadata
-    } satisfies ModelResponse
+    } satisfies ModelClient.ModelResponse
   })
 })
 
 /** The `ModelClient` layer over an AI SDK language model. */
-export const layer = (model: LanguageModel, options?: AiSdkModelClientOptions): Layer.Layer<ModelClient> =>
-  Layer.succeed(ModelClient, make(model, options))
+export const layer = (model: LanguageModel, options?: AiSdkModelClientOptions): Layer.Layer<ModelClient.ModelClient> =>
+  Layer.succeed(ModelClient.ModelClient, make(model, options))

@@ -12,22 +12,7 @@
  *
  * @since 0.1.0
  */
-import {
-  AgentFrameworkRunner,
-  type AgentFrameworkRunnerShape,
-  type AgentTurnContext,
-  AgentTurnOutcome,
-  type DeferredToolExecution,
-  EventWriter,
-  type FrameworkMessage,
-  isAgentToolCallFinalStatus,
-  modelVisibleResult,
-  OUTCOME_UNKNOWN_TEXT,
-  type SessionSettings,
-  ToolAttemptError,
-  type ToolEffect,
-  ToolExecutionError
-} from "@durable-agent/session"
+import { Errors, EventWriter, Runner, Wire } from "@durable-agent/session"
 import {
   asSchema,
   type FlexibleSchema,
@@ -61,7 +46,7 @@ export interface AiSdkToolCallOptions {
 export interface AiSdkTool<Input = any> {
   readonly description?: string | undefined
   readonly inputSchema: FlexibleSchema<Input>
-  readonly effect?: ToolEffect | undefined
+  readonly effect?: Wire.ToolEffect | undefined
   readonly execute: (input: Input, options: AiSdkToolCallOptions) => PromiseLike<unknown> | unknown
 }
 
@@ -77,7 +62,7 @@ export class ToolRetryableError extends Error {
 export interface AiSdkTurnInfo {
   readonly flowId: string
   readonly turnId: string
-  readonly sessionSettings: SessionSettings
+  readonly sessionSettings: Wire.SessionSettings
 }
 
 /** An agent on the AI SDK. */
@@ -123,17 +108,17 @@ const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
 }
 
 /** Builds the runner. */
-export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
+export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
   const tools = agent.tools ?? {}
   const offered = toolSet(tools)
-  const info = (turn: AgentTurnContext): AiSdkTurnInfo => ({
+  const info = (turn: Runner.AgentTurnContext): AiSdkTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
     sessionSettings: turn.sessionSettings
   })
 
-  const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: AgentTurnContext) {
-    const events = yield* EventWriter
+  const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+    const events = yield* EventWriter.EventWriter
     const history = fromStoredMessages(turn.messages)
     const state = parseRunState(turn.frameworkRunState)
     const turnMessages: Array<ModelMessage> = [...(state?.messages ?? [])]
@@ -143,9 +128,9 @@ export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
         content: state.pending.map((p) => {
           const record = turn.toolCalls.find((r) => r.toolCallId === p.toolCallId)
           const value =
-            record !== undefined && isAgentToolCallFinalStatus(record.status)
-              ? modelVisibleResult({ ...record, status: record.status })
-              : OUTCOME_UNKNOWN_TEXT
+            record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
+              ? Wire.modelVisibleResult({ ...record, status: record.status })
+              : Wire.OUTCOME_UNKNOWN_TEXT
           return {
             type: "tool-result" as const,
             toolCallId: p.toolCallId,
@@ -170,13 +155,13 @@ export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
     const messages = [...turnMessages, ...result.responseMessages]
     const usage = { modelCalls: 1, ...toUsage(result.usage) }
     if (result.toolCalls.length === 0) {
-      return AgentTurnOutcome.turnCompleted({
+      return Runner.AgentTurnOutcome.turnCompleted({
         newMessages: toFrameworkMessages(messages, (i) => `${turn.turnId}/${i}`),
         usage,
         modelCallMetadata: result.metadata
       })
     }
-    return AgentTurnOutcome.toolCallsRequested({
+    return Runner.AgentTurnOutcome.toolCallsRequested({
       frameworkRunState: JSON.stringify({
         v: 1,
         messages,
@@ -194,22 +179,22 @@ export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
   })
 
   const executeDeferredToolCall = Effect.fn("AiSdkRunner.executeDeferredToolCall")(function* (
-    call: DeferredToolExecution
+    call: Runner.DeferredToolExecution
   ) {
     const t = tools[call.toolCall.toolName]
     if (t === undefined) {
-      return yield* new ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
+      return yield* new Errors.ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
     }
     const raw = yield* Effect.try({
       try: () => JSON.parse(call.toolCall.arguments) as unknown,
-      catch: () => new ToolExecutionError({ message: "arguments must be a JSON object" })
+      catch: () => new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
     })
     const schema = asSchema(t.inputSchema)
     const validated = schema.validate
       ? yield* Effect.promise(async () => schema.validate!(raw))
       : { success: true as const, value: raw }
     if (!validated.success) {
-      return yield* new ToolExecutionError({
+      return yield* new Errors.ToolExecutionError({
         message: `invalid ${call.toolCall.toolName} arguments: ${validated.error.message}`
       })
     }
@@ -225,15 +210,15 @@ export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
         ),
       catch: (error) =>
         error instanceof ToolRetryableError
-          ? new ToolAttemptError({ message: error.message })
-          : new ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+          ? new Errors.ToolAttemptError({ message: error.message })
+          : new Errors.ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
     })
     return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
   })
 
   return {
     name: agent.name,
-    buildUserMessage: (text: string): FrameworkMessage =>
+    buildUserMessage: (text: string): Runner.FrameworkMessage =>
       toFrameworkMessages([{ role: "user", content: text }], () => `user/${crypto.randomUUID()}`)[0]!,
     runModelStep,
     executeDeferredToolCall
@@ -241,5 +226,5 @@ export const make = (agent: AiSdkAgent): AgentFrameworkRunnerShape => {
 }
 
 /** The runner as the session's `AgentFrameworkRunner` layer. */
-export const layer = (agent: AiSdkAgent): Layer.Layer<AgentFrameworkRunner> =>
-  Layer.succeed(AgentFrameworkRunner, make(agent))
+export const layer = (agent: AiSdkAgent): Layer.Layer<Runner.AgentFrameworkRunner> =>
+  Layer.succeed(Runner.AgentFrameworkRunner, make(agent))

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { ScriptedResponse } from "@durable-agent/session"
+import type { ModelClient } from "@durable-agent/session"
 import { MockLanguageModelV4 } from "ai/test"
 import * as Duration from "effect/Duration"
 
@@ -16,7 +16,9 @@ export type CallOptions = MockLanguageModelV4["doStreamCalls"][number]
  * A scripted response; `providerMetadata` is attached to its text and tool-call parts, as real providers
  * do (the SDK turns it into `providerOptions` on the stored message parts).
  */
-export type Response = ScriptedResponse & { readonly providerMetadata?: Record<string, Record<string, unknown>> }
+export type Response = ModelClient.ScriptedResponse & {
+  readonly providerMetadata?: Record<string, Record<string, unknown>>
+}
 
 /** One scripted model call: a response, or a function of the call options and the call index. */
 export type Step = Response | ((options: CallOptions, index: number) => Response)

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { fileLines, spawnNode } from "@durable-agent/engine/testing/ChildProcess"
-import { OUTCOME_UNKNOWN_TEXT } from "@durable-agent/session"
+import { Wire } from "@durable-agent/session"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 
@@ -61,7 +61,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
           "the tool ran once"
         )
         const answer = result.snapshot.messages[result.snapshot.messages.length - 1]!
-        assert.strictEqual(answer.text, `done: charge=${OUTCOME_UNKNOWN_TEXT}`)
+        assert.strictEqual(answer.text, `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`)
         const shape = result.steps.map((s) => s.stepType)
         assert.deepStrictEqual(shape, [
           "StartAgentSession",
@@ -100,7 +100,7 @@ describe("AI SDK runner: SIGKILL of the worker", () => {
       )
       assert.strictEqual(
         result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
-        `done: charge=${OUTCOME_UNKNOWN_TEXT}`
+        `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`
       )
     })
   )

@@ -1,6 +1,6 @@
 // The spec's test matrix for the AI SDK runner, with MockLanguageModelV4 behind the scripted model
 // (cases 3-restart, 5, 6 and 9 need process kills: see kill.test.ts).
-import { AgentSessionClient, OUTCOME_UNKNOWN_TEXT, TURN_FAILURE_NOTE_HEADER } from "@durable-agent/session"
+import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { awaitSnapshot, awaitTurns, prompt, stepShape, toolResultsIn, withAiSdkSession } from "./support.ts"
@@ -22,7 +22,7 @@ describe("AI SDK runner: the session matrix", () => {
         ],
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m1", { initialMessage: "Weather in Paris?" })
             const first = yield* awaitTurns("m1", 1)
             assert.deepStrictEqual(yield* stepShape("m1"), [
@@ -79,7 +79,7 @@ describe("AI SDK runner: the session matrix", () => {
       ],
       (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("m2", { initialMessage: "both" })
           yield* awaitTurns("m2", 1)
           const shape = yield* stepShape("m2")
@@ -108,7 +108,7 @@ describe("AI SDK runner: the session matrix", () => {
         ],
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m3", { initialMessage: "email ann" })
             yield* awaitSnapshot(
               "m3",
@@ -136,7 +136,7 @@ describe("AI SDK runner: the session matrix", () => {
       [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "cy" } }] }, { text: "Too late." }],
       (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("m7", { initialMessage: "email cy" })
           yield* awaitTurns("m7", 1)
           assert.isFalse(yield* client.resolveInterrupt("m7", { interruptId: "w1", approved: true }))
@@ -152,7 +152,7 @@ describe("AI SDK runner: the session matrix", () => {
       [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "bob" } }] }, { text: "OK, I will not." }],
       (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("m4", { initialMessage: "email bob" })
           yield* awaitSnapshot("m4", (s) => s.pendingInterrupts.length === 1, "the approval")
           assert.isTrue(
@@ -172,7 +172,7 @@ describe("AI SDK runner: the session matrix", () => {
         [{ toolCalls: [{ id: "f1", name: "flaky_write", arguments: {} }] }, { text: "It may have gone through." }],
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m5", { initialMessage: "do it" })
             yield* awaitSnapshot("m5", (s) => s.pendingInterrupts.length === 1, "the approval")
             assert.isTrue(yield* client.resolveInterrupt("m5", { interruptId: "f1", approved: true }))
@@ -180,7 +180,7 @@ describe("AI SDK runner: the session matrix", () => {
             assert.strictEqual(kit.count("flaky_write"), 1)
             // a thrown error is a ToolExecutionError: recorded failed, not retried, visible to the model
             assert.include(toolResultsIn(prompt(kit, 1)).f1, "the mail server hung up")
-            assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, OUTCOME_UNKNOWN_TEXT)
+            assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, Wire.OUTCOME_UNKNOWN_TEXT)
           }),
         { toolPolicies: { flaky_write: { effect: "non_idempotent_write", requiresApproval: true } } }
       )
@@ -197,20 +197,20 @@ describe("AI SDK runner: the session matrix", () => {
       ],
       (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("m8", { initialMessage: "save hello" })
           const failed = yield* awaitTurns("m8", 1)
           assert.strictEqual(kit.count("save_note"), 1)
           assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
           const note = failed.messages[failed.messages.length - 1]!
-          assert.isTrue(note.text?.startsWith(TURN_FAILURE_NOTE_HEADER))
+          assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
           assert.include(note.text ?? "", "save_note")
           assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
           yield* awaitTurns("m8", 2)
           const last = prompt(kit, kit.model.doStreamCalls.length - 1)
           assert.isTrue(
             last.some(
-              (m) => m.role === "user" && JSON.stringify(m.content).includes(TURN_FAILURE_NOTE_HEADER.slice(0, 20))
+              (m) => m.role === "user" && JSON.stringify(m.content).includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))
             )
           )
           assert.strictEqual(kit.count("save_note"), 1)
@@ -223,7 +223,7 @@ describe("AI SDK runner: the session matrix", () => {
     () =>
       withAiSdkSession([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("m10", { initialMessage: "one" })
           yield* awaitSnapshot("m10", (s) => s.state?.activeTurnId !== null, "the first turn")
           assert.isTrue(yield* client.sendUserMessage("m10", "two"))

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client, Engine } from "@durable-agent/engine"
-import { AgentSessionClient, AgentSessionFlow, type AgentSnapshot } from "@durable-agent/session"
+import { AgentSessionClient, AgentSessionFlow, type Wire } from "@durable-agent/session"
 import type { ModelMessage } from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -71,7 +71,7 @@ export const tools = (kit: Kit): Record<string, AiSdkTool> => ({
 /** Runs `body` with a worker (AI SDK runner + scripted model) and an AgentSessionClient on a fresh engine. */
 export const withAiSdkSession = <A, E>(
   script: ReadonlyArray<ScriptedModel.Step>,
-  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
   options?: {
     readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
     readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
@@ -111,9 +111,9 @@ export const withAiSdkSession = <A, E>(
 }
 
 /** Polls until `predicate` holds (20 s at most). */
-export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what: string) =>
+export const awaitSnapshot = (sessionId: string, predicate: (s: Wire.AgentSnapshot) => boolean, what: string) =>
   Effect.gen(function* () {
-    const client = yield* AgentSessionClient
+    const client = yield* AgentSessionClient.AgentSessionClient
     const snapshot = client.getSnapshot(sessionId)
     const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
     return yield* snapshot.pipe(

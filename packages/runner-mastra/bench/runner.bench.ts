@@ -14,15 +14,13 @@ import { join } from "node:path"
 import { Engine } from "@durable-agent/engine"
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
 import {
-  type AgentMessage,
   AgentSessionClient,
   AgentSessionFlow,
-  type AgentToolCall,
-  AgentToolCall as AgentToolCallSchema,
-  type AgentTurnContext,
   EventWriter,
   Heartbeat,
-  resolveToolPolicy
+  Policy,
+  type Runner,
+  Wire
 } from "@durable-agent/session"
 import { Agent } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
@@ -110,7 +108,7 @@ const direct = async () => {
 
 /** (b) The same turns as a durable session on the embedded engine. */
 const durable = Effect.gen(function* () {
-  const client = yield* AgentSessionClient
+  const client = yield* AgentSessionClient.AgentSessionClient
   const times: Array<number> = []
   yield* client.startSession("bench")
   for (let i = 0; i < TURNS; i++) {
@@ -152,8 +150,8 @@ const toolRecord = (
   turnId: string,
   call: { readonly toolCallId: string; readonly toolName: string; readonly arguments: string },
   deferralOrder: number
-): AgentToolCall =>
-  Schema.decodeUnknownSync(AgentToolCallSchema)({
+): Wire.AgentToolCall =>
+  Schema.decodeUnknownSync(Wire.AgentToolCall)({
     tool_call_id: call.toolCallId,
     turn_id: turnId,
     tool_name: call.toolName,
@@ -175,14 +173,14 @@ const toolRecord = (
  */
 const inMemory = Effect.gen(function* () {
   const runner = MastraRunner.make(benchAgent())
-  const history: Array<AgentMessage> = []
+  const history: Array<Wire.AgentMessage> = []
   const times: Array<number> = []
   const rounds: Array<Round> = []
   const context = (
     turnId: string,
     frameworkRunState: string | null,
-    toolCalls: ReadonlyArray<AgentToolCall>
-  ): AgentTurnContext => ({
+    toolCalls: ReadonlyArray<Wire.AgentToolCall>
+  ): Runner.AgentTurnContext => ({
     flowId: "f",
     turnId,
     stepExecutionId: "RunModel",
@@ -194,9 +192,12 @@ const inMemory = Effect.gen(function* () {
     interactionMode: "chat",
     toolPolicies: {},
     defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name, frameworkEffect) => resolveToolPolicy(name, { frameworkEffect })
+    resolveToolPolicy: (name, frameworkEffect) => Policy.resolveToolPolicy(name, { frameworkEffect })
   })
-  const store = (messages: ReadonlyArray<Omit<AgentMessage, "sequence" | "turnId" | "createdAt">>, turnId: string) => {
+  const store = (
+    messages: ReadonlyArray<Omit<Wire.AgentMessage, "sequence" | "turnId" | "createdAt">>,
+    turnId: string
+  ) => {
     for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
   }
   for (let i = 0; i < TURNS; i++) {
@@ -205,7 +206,7 @@ const inMemory = Effect.gen(function* () {
     store([runner.buildUserMessage(`turn ${i}`)], turnId)
     const first = yield* runner.runModelStep(context(turnId, null, []))
     if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
-    const records: Array<AgentToolCall> = []
+    const records: Array<Wire.AgentToolCall> = []
     for (const [n, call] of first.toolCalls.entries()) {
       const record = toolRecord(turnId, call, n)
       const result = yield* runner.executeDeferredToolCall({

@@ -24,25 +24,7 @@
  * @since 0.1.0
  */
 import { ToolRetryableError } from "@durable-agent/runner-ai-sdk"
-import {
-  AgentFrameworkRunner,
-  type AgentFrameworkRunnerShape,
-  type AgentTurnContext,
-  AgentTurnOutcome,
-  type AgentUsage,
-  type DeferredToolExecution,
-  EventWriter,
-  type FrameworkMessage,
-  isAgentToolCallFinalStatus,
-  type ModelCallMetadata,
-  modelVisibleResult,
-  OUTCOME_UNKNOWN_TEXT,
-  parseToolArguments,
-  type SessionSettings,
-  ToolAttemptError,
-  type ToolEffect,
-  ToolExecutionError
-} from "@durable-agent/session"
+import { Errors, EventWriter, type ModelClient, Policy, Runner, Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
@@ -107,7 +89,7 @@ export const durableToolCall = (context: {
 export interface MastraTurnInfo {
   readonly flowId: string
   readonly turnId: string
-  readonly sessionSettings: SessionSettings
+  readonly sessionSettings: Wire.SessionSettings
 }
 
 /** An agent on Mastra: what `new Agent(...)` takes, less what Step mode decides (tools, steps, memory). */
@@ -118,7 +100,7 @@ export interface MastraAgent {
   readonly instructions?: string | ((turn: MastraTurnInfo) => string) | undefined
   readonly tools?: Readonly<Record<string, MastraTool>> | undefined
   /** Effect classes by tool name; wins over `mcp.annotations`. */
-  readonly toolEffects?: Readonly<Record<string, ToolEffect>> | undefined
+  readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
   /** Mastra processors (guardrails and the like); a retry they ask for would be a second model call. */
   readonly inputProcessors?: ReadonlyArray<InputProcessorOrWorkflow> | undefined
   readonly outputProcessors?: ReadonlyArray<OutputProcessorOrWorkflow> | undefined
@@ -148,7 +130,7 @@ const parseRunState = (text: string | null): RunState | undefined => {
   }
 }
 
-const annotationEffect = (tool: MastraTool): ToolEffect | undefined => {
+const annotationEffect = (tool: MastraTool): Wire.ToolEffect | undefined => {
   const hints = tool.mcp?.annotations
   if (hints?.readOnlyHint === true) return "read"
   if (hints?.idempotentHint === true) return "idempotent_write"
@@ -171,7 +153,7 @@ const clientTools = (tools: Readonly<Record<string, MastraTool>>): ToolsInput =>
   return set
 }
 
-const toUsage = (usage: RunUsage, modelCalls: number): AgentUsage => ({
+const toUsage = (usage: RunUsage, modelCalls: number): Wire.AgentUsage => ({
   modelCalls,
   inputTokens: usage.inputTokens ?? 0,
   outputTokens: usage.outputTokens ?? 0,
@@ -188,23 +170,23 @@ const isValidationError = (value: unknown): value is { readonly message: string 
   "validationErrors" in value
 
 /** Builds the runner. */
-export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
+export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
   const tools = agent.tools ?? {}
   const offered = clientTools(tools)
-  const info = (turn: AgentTurnContext): MastraTurnInfo => ({
+  const info = (turn: Runner.AgentTurnContext): MastraTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
     sessionSettings: turn.sessionSettings
   })
   const toolNamed = (name: string): MastraTool | undefined => (Object.hasOwn(tools, name) ? tools[name] : undefined)
-  const effectOf = (name: string): ToolEffect | undefined => {
+  const effectOf = (name: string): Wire.ToolEffect | undefined => {
     const t = toolNamed(name)
     const named = agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
     return named ? agent.toolEffects![name] : t !== undefined ? annotationEffect(t) : undefined
   }
 
-  const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: AgentTurnContext) {
-    const events = yield* EventWriter
+  const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+    const events = yield* EventWriter.EventWriter
     const history = fromStoredMessages(turn.messages)
     const historyParts = partCounts(history)
     const state = parseRunState(turn.frameworkRunState)
@@ -214,9 +196,9 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
       (state?.pending ?? []).map((p) => {
         const record = turn.toolCalls.find((r) => r.toolCallId === p.toolCallId)
         const value =
-          record !== undefined && isAgentToolCallFinalStatus(record.status)
-            ? modelVisibleResult({ ...record, status: record.status })
-            : OUTCOME_UNKNOWN_TEXT
+          record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
+            ? Wire.modelVisibleResult({ ...record, status: record.status })
+            : Wire.OUTCOME_UNKNOWN_TEXT
         return [p.toolCallId, value] as const
       })
     )
@@ -270,9 +252,9 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
         ...(responseModel !== undefined ? { responseModel } : {}),
         ...(responseId !== undefined ? { responseId } : {}),
         finishReasons: finishReason !== undefined ? [finishReason] : []
-      }) satisfies ModelCallMetadata
+      }) satisfies ModelClient.ModelCallMetadata
     const endWithError = (reason: string, usage: RunUsage) =>
-      AgentTurnOutcome.turnCompleted({
+      Runner.AgentTurnOutcome.turnCompleted({
         // the turn's messages so far, with the last round's results, so the history keeps what ran
         newMessages: toFrameworkMessages(withResults(turnMessages, results)),
         usage: toUsage(usage, guard.calls()),
@@ -296,13 +278,13 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
     const usage = toUsage(result.usage, guard.calls())
     const modelCallMetadata = metadata(result.finishReason, result.responseModel, result.responseId)
     if (result.toolCalls.length === 0) {
-      return AgentTurnOutcome.turnCompleted({
+      return Runner.AgentTurnOutcome.turnCompleted({
         newMessages: toFrameworkMessages(newTurnMessages),
         usage,
         modelCallMetadata
       })
     }
-    return AgentTurnOutcome.toolCallsRequested({
+    return Runner.AgentTurnOutcome.toolCallsRequested({
       frameworkRunState: JSON.stringify({
         v: 1,
         messages: newTurnMessages,
@@ -327,13 +309,14 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
   })
 
   const executeDeferredToolCall = Effect.fn("MastraRunner.executeDeferredToolCall")(function* (
-    call: DeferredToolExecution
+    call: Runner.DeferredToolExecution
   ) {
     const name = call.toolCall.toolName
     const t = toolNamed(name)
-    if (t?.execute === undefined) return yield* new ToolExecutionError({ message: `unknown tool ${name}` })
-    const input = parseToolArguments(call.toolCall.arguments)
-    if (Option.isNone(input)) return yield* new ToolExecutionError({ message: "arguments must be a JSON object" })
+    if (t?.execute === undefined) return yield* new Errors.ToolExecutionError({ message: `unknown tool ${name}` })
+    const input = Policy.parseToolArguments(call.toolCall.arguments)
+    if (Option.isNone(input))
+      return yield* new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
     const durable: DurableToolCall = {
       toolCallId: call.toolCall.toolCallId,
       idempotencyKey: call.idempotencyKey,
@@ -346,17 +329,17 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
         execute(input.value, { abortSignal, requestContext: new RequestContext([[TOOL_CALL_KEY, durable]]) }),
       catch: (error) =>
         error instanceof ToolRetryableError
-          ? new ToolAttemptError({ message: error.message })
-          : new ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+          ? new Errors.ToolAttemptError({ message: error.message })
+          : new Errors.ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
     })
-    if (isValidationError(value)) return yield* new ToolExecutionError({ message: value.message })
+    if (isValidationError(value)) return yield* new Errors.ToolExecutionError({ message: value.message })
     const visible = t.toModelOutput !== undefined ? (t.toModelOutput as (output: unknown) => unknown)(value) : value
     return { output: resultText(visible ?? null) }
   })
 
   return {
     name: agent.name,
-    buildUserMessage: (text: string): FrameworkMessage =>
+    buildUserMessage: (text: string): Runner.FrameworkMessage =>
       toFrameworkMessages([
         {
           id: crypto.randomUUID(),
@@ -371,5 +354,5 @@ export const make = (agent: MastraAgent): AgentFrameworkRunnerShape => {
 }
 
 /** The runner as the session's `AgentFrameworkRunner` layer. */
-export const layer = (agent: MastraAgent): Layer.Layer<AgentFrameworkRunner> =>
-  Layer.succeed(AgentFrameworkRunner, make(agent))
+export const layer = (agent: MastraAgent): Layer.Layer<Runner.AgentFrameworkRunner> =>
+  Layer.succeed(Runner.AgentFrameworkRunner, make(agent))

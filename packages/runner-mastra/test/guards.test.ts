@@ -4,16 +4,7 @@
 
 import { Client } from "@durable-agent/engine"
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
-import {
-  type AgentMessage,
-  AgentSessionClient,
-  type AgentTurnContext,
-  type AgentTurnOutcome,
-  EventWriter,
-  Heartbeat,
-  resolveToolPolicy,
-  type WrittenEvent
-} from "@durable-agent/session"
+import { AgentSessionClient, EventWriter, Heartbeat, Policy, type Runner, type Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
@@ -47,21 +38,21 @@ const blockAll: OutputProcessor = {
 
 const message = (
   sequence: number,
-  fields: Omit<AgentMessage, "sequence" | "turnId" | "createdAt" | "frameworkItem"> & { frameworkItem?: string }
-): AgentMessage =>
+  fields: Omit<Wire.AgentMessage, "sequence" | "turnId" | "createdAt" | "frameworkItem"> & { frameworkItem?: string }
+): Wire.AgentMessage =>
   ({
     sequence,
     turnId: "t1",
     createdAt: new Date(0).toISOString(),
     frameworkItem: fields.frameworkItem ?? "{}",
     ...fields
-  }) as AgentMessage
+  }) as Wire.AgentMessage
 
 /** A RunModel context for a turn whose stored messages are `messages`. */
 const turnContext = (
-  messages: ReadonlyArray<AgentMessage>,
+  messages: ReadonlyArray<Wire.AgentMessage>,
   frameworkRunState: string | null = null
-): AgentTurnContext => ({
+): Runner.AgentTurnContext => ({
   flowId: "s1",
   turnId: "t1",
   stepExecutionId: "RunModel-1",
@@ -73,7 +64,7 @@ const turnContext = (
   interactionMode: "chat",
   toolPolicies: {},
   defaultToolEffect: "unclassified",
-  resolveToolPolicy: (toolName, frameworkEffect) => resolveToolPolicy(toolName, { frameworkEffect })
+  resolveToolPolicy: (toolName, frameworkEffect) => Policy.resolveToolPolicy(toolName, { frameworkEffect })
 })
 
 const runner = (model: ReturnType<typeof ScriptedModel.make>, agent?: Partial<MastraRunner.MastraAgent>) =>
@@ -84,9 +75,9 @@ const userTurn = (r: ReturnType<typeof runner>, text: string) =>
 
 const runStep = (
   r: ReturnType<typeof runner>,
-  turn: AgentTurnContext,
-  events: Array<WrittenEvent> = []
-): Effect.Effect<AgentTurnOutcome, unknown> =>
+  turn: Runner.AgentTurnContext,
+  events: Array<EventWriter.WrittenEvent> = []
+): Effect.Effect<Runner.AgentTurnOutcome, unknown> =>
   r.runModelStep(turn).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerTest(events), Heartbeat.layerNoop)))
 
 const mastraAlone = (model: ReturnType<typeof ScriptedModel.make>, processors?: Array<OutputProcessor>) => {
@@ -149,7 +140,7 @@ describe("Mastra runner: the Step-rule guards", () => {
           { engine: embeddedEngine, agent: { outputProcessors: [rejectRude], maxProcessorRetries: 1 } },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("g1", { initialMessage: "hi" })
               const snapshot = yield* awaitTurns("g1", 1)
               assert.deepStrictEqual(
@@ -270,7 +261,7 @@ describe("Mastra runner: streaming and cancellation", () => {
         { reasoning: "The user greets me.", text: "Hello there.", textDeltas: ["Hel", "lo ", "there."] }
       ])
       const r = runner(model)
-      const events: Array<WrittenEvent> = []
+      const events: Array<EventWriter.WrittenEvent> = []
       const outcome = yield* runStep(r, userTurn(r, "hi"), events)
       const streamed = events.filter((e) => e.type === "text_delta").map((e) => e.payload.text)
       assert.strictEqual(streamed.join(""), "Hello there.")

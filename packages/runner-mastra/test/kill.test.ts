@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Inspect } from "@durable-agent/engine"
 import { fileLines, spawnNode } from "@durable-agent/engine/testing/ChildProcess"
-import { type AgentSnapshot, OUTCOME_UNKNOWN_TEXT } from "@durable-agent/session"
+import { Wire } from "@durable-agent/session"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -29,7 +29,7 @@ const RESULT_WAIT_MS = 90_000
 const TEST_TIMEOUT = { timeout: 150_000 }
 
 interface Result {
-  readonly snapshot: AgentSnapshot
+  readonly snapshot: Wire.AgentSnapshot
   readonly steps: ReadonlyArray<Inspect.StepExecution>
 }
 
@@ -66,7 +66,7 @@ const killSuite = (engineName: string, database: Database) =>
           ])
           assert.deepStrictEqual(attempts(result, "CallSingleAttemptTool"), ["WorkerLost"], "one attempt, lost")
           assert.deepStrictEqual(fileLines(side), ["model", "charge", "model"], "the tool ran once")
-          assert.strictEqual(lastText(result), `done: charge=${OUTCOME_UNKNOWN_TEXT}`)
+          assert.strictEqual(lastText(result), `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`)
         }),
       TEST_TIMEOUT
     )
@@ -90,7 +90,7 @@ const killSuite = (engineName: string, database: Database) =>
             ["charge"],
             "the write ran once"
           )
-          assert.strictEqual(lastText(result), `done: charge=${OUTCOME_UNKNOWN_TEXT}`)
+          assert.strictEqual(lastText(result), `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`)
         }),
       TEST_TIMEOUT
     )
@@ -131,7 +131,7 @@ const killSuite = (engineName: string, database: Database) =>
         Effect.gen(function* () {
           const { db, side } = yield* files()
           const first = yield* start(db, side, ["startwait", "k3", "call send_email read_file"])
-          const waiting: AgentSnapshot = JSON.parse(yield* first.waitFor("WAITING"))
+          const waiting: Wire.AgentSnapshot = JSON.parse(yield* first.waitFor("WAITING"))
           assert.deepStrictEqual(
             waiting.toolCalls.map((c) => [c.toolCallId, c.status]),
             [

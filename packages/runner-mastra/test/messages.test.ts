@@ -1,5 +1,5 @@
 // The conversions between Mastra messages and the session's stored messages, without an engine.
-import type { AgentMessage, FrameworkMessage } from "@durable-agent/session"
+import type { Runner, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { toFrameworkMessages as fromAiSdk } from "../../runner-ai-sdk/src/internal/convert.ts"
 import {
@@ -10,7 +10,7 @@ import {
   toFrameworkMessages
 } from "../src/internal/messages.ts"
 
-const stored = (messages: ReadonlyArray<FrameworkMessage>): Array<AgentMessage> =>
+const stored = (messages: ReadonlyArray<Runner.FrameworkMessage>): Array<Wire.AgentMessage> =>
   messages.map((m, i) => ({ ...m, sequence: i + 1, turnId: "t1", createdAt: new Date(0).toISOString() }))
 
 const invocation = (toolCallId: string, state: string, result?: string) => ({

@@ -88,7 +88,7 @@ export interface SessionOptions {
 export const withMastraSession = <A, E>(
   script: ReadonlyArray<ScriptedModel.Step>,
   options: SessionOptions,
-  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
 ) => {
   const kit: Kit = {
     model: ScriptedModel.make(script),

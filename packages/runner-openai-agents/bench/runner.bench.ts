@@ -13,14 +13,13 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Engine } from "@durable-agent/engine"
 import {
-  type AgentMessage,
   AgentSessionClient,
   AgentSessionFlow,
-  type AgentToolCall,
-  type AgentTurnContext,
   EventWriter,
   Heartbeat,
-  resolveToolPolicy
+  Policy,
+  type Runner as SessionRunner,
+  type Wire
 } from "@durable-agent/session"
 import { Agent, type AgentInputItem, Runner, tool } from "@openai/agents"
 import { assistantMessage, functionCall, modelResponder, ScriptedModel } from "@openai/agents/testing"
@@ -92,7 +91,7 @@ const makeDirect = () => {
 
 /** (b) The same turns as a durable session on the embedded engine. */
 const durable = Effect.gen(function* () {
-  const client = yield* AgentSessionClient
+  const client = yield* AgentSessionClient.AgentSessionClient
   const times: Array<number> = []
   yield* client.startSession("bench")
   for (let i = 0; i < TURNS; i++) {
@@ -136,12 +135,12 @@ interface DrivenTurn {
  */
 const makeInMemory = () => {
   const runner = OpenAiAgentsRunner.make({ agent: benchAgent() })
-  const history: Array<AgentMessage> = []
+  const history: Array<Wire.AgentMessage> = []
   const context = (
     turnId: string,
     frameworkRunState: string | null,
-    toolCalls: ReadonlyArray<AgentToolCall>
-  ): AgentTurnContext => ({
+    toolCalls: ReadonlyArray<Wire.AgentToolCall>
+  ): SessionRunner.AgentTurnContext => ({
     flowId: "f",
     turnId,
     stepExecutionId: "RunModel",
@@ -153,9 +152,12 @@ const makeInMemory = () => {
     interactionMode: "chat",
     toolPolicies: {},
     defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name, frameworkEffect) => resolveToolPolicy(name, { frameworkEffect })
+    resolveToolPolicy: (name, frameworkEffect) => Policy.resolveToolPolicy(name, { frameworkEffect })
   })
-  const store = (messages: ReadonlyArray<Omit<AgentMessage, "sequence" | "turnId" | "createdAt">>, turnId: string) => {
+  const store = (
+    messages: ReadonlyArray<Omit<Wire.AgentMessage, "sequence" | "turnId" | "createdAt">>,
+    turnId: string
+  ) => {
     for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
   }
   /** One turn. */
@@ -173,7 +175,7 @@ const makeInMemory = () => {
         JSON.stringify(State.restore(JSON.parse(first.frameworkRunState), history.map(fromStoredMessage)))
       )
       const t2 = performance.now()
-      const records: Array<AgentToolCall> = []
+      const records: Array<Wire.AgentToolCall> = []
       for (const [n, call] of first.toolCalls.entries()) {
         const record = approvedRecord(turnId, call, n)
         const result = yield* runner.executeDeferredToolCall({

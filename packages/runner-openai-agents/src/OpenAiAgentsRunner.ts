@@ -33,24 +33,7 @@
  */
 
 import * as DeltaBuffer from "@durable-agent/runner-ai-sdk/DeltaBuffer"
-import {
-  AgentFrameworkRunner,
-  type AgentFrameworkRunnerShape,
-  type AgentToolCall,
-  type AgentTurnContext,
-  AgentTurnOutcome,
-  type DeferredToolCall,
-  type DeferredToolExecution,
-  EventWriter,
-  type FrameworkMessage,
-  isAgentToolCallFinalStatus,
-  ModelCallError,
-  modelVisibleResult,
-  OUTCOME_UNKNOWN_TEXT,
-  ToolAttemptError,
-  type ToolEffect,
-  ToolExecutionError
-} from "@durable-agent/session"
+import { Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
 import {
   type Agent,
   type AgentInputItem,
@@ -95,7 +78,7 @@ export interface OpenAiAgentsToolDefinition<TParameters extends ToolInputParamet
   readonly parameters: TParameters
   /** The SDK's strict JSON-schema mode; set `false` for a plain JSON Schema. */
   readonly strict?: boolean | undefined
-  readonly effect?: ToolEffect | undefined
+  readonly effect?: Wire.ToolEffect | undefined
   readonly execute: (
     input: ToolExecuteArgument<TParameters>,
     options: OpenAiAgentsToolCallOptions
@@ -214,7 +197,7 @@ interface RunEnd {
 }
 
 /** Builds the runner. */
-export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerShape => {
+export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFrameworkRunnerShape => {
   const entry = definition.agent
   const graph = agentGraph(entry)
   const sdk = new Runner({
@@ -224,15 +207,19 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
   const agentNamed = (name: string) =>
     Effect.fromNullishOr(graph.agents.get(name)).pipe(
       Effect.mapError(
-        () => new ModelCallError({ message: `the run state names agent ${name}, not in the agent graph` })
+        () => new Errors.ModelCallError({ message: `the run state names agent ${name}, not in the agent graph` })
       )
     )
 
   /** Restores an interrupted run, answering each interruption from the turn's records. */
-  const resume = (saved: State.InterruptedState, stored: ReadonlyArray<AgentInputItem>, turn: AgentTurnContext) =>
+  const resume = (
+    saved: State.InterruptedState,
+    stored: ReadonlyArray<AgentInputItem>,
+    turn: SessionRunner.AgentTurnContext
+  ) =>
     Effect.gen(function* () {
       if (saved.stored !== stored.length) {
-        return yield* new ModelCallError({
+        return yield* new Errors.ModelCallError({
           message: `the run state was saved over ${saved.stored} stored messages, the session has ${stored.length}`
         })
       }
@@ -243,8 +230,8 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       // calls the SDK answered itself (arguments that are not JSON): the model sees the session's record
       for (const item of Array.isArray(json.generatedItems) ? json.generatedItems : []) {
         const record = item?.type === "tool_call_output_item" ? records.get(item.rawItem?.callId) : undefined
-        if (record !== undefined && isAgentToolCallFinalStatus(record.status)) {
-          const text = modelVisibleResult({ ...record, status: record.status })
+        if (record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)) {
+          const text = Wire.modelVisibleResult({ ...record, status: record.status })
           item.rawItem = { ...item.rawItem, output: { type: "text", text } }
           if ("output" in item) item.output = text
         }
@@ -254,20 +241,20 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       recordedResults.set(context, results)
       const state = yield* Effect.tryPromise({
         try: () => RunState.fromStringWithContext(agent, JSON.stringify(json), context),
-        catch: (e) => new ModelCallError({ message: `the run state does not restore: ${errorMessage(e)}` })
+        catch: (e) => new Errors.ModelCallError({ message: `the run state does not restore: ${errorMessage(e)}` })
       })
       // the stored messages go back in front of the turn's own input after the restore, which thus parses
       // and checks only the turn's part
       state._originalInput = [...stored, ...(Array.isArray(json.originalInput) ? json.originalInput : [])]
       for (const interruption of state.getInterruptions()) {
         const callId = (interruption.rawItem as Json).callId as string | undefined
-        const record: AgentToolCall | undefined = callId === undefined ? undefined : records.get(callId)
-        if (record === undefined || !isAgentToolCallFinalStatus(record.status)) {
+        const record: Wire.AgentToolCall | undefined = callId === undefined ? undefined : records.get(callId)
+        if (record === undefined || !Wire.isAgentToolCallFinalStatus(record.status)) {
           // cannot happen while the session keeps its rule (RunModel runs once every record is final)
-          state.reject(interruption, { message: OUTCOME_UNKNOWN_TEXT })
+          state.reject(interruption, { message: Wire.OUTCOME_UNKNOWN_TEXT })
           continue
         }
-        const text = modelVisibleResult({ ...record, status: record.status })
+        const text = Wire.modelVisibleResult({ ...record, status: record.status })
         if (record.status === "rejected") {
           state.reject(interruption, { message: text })
         } else {
@@ -289,7 +276,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     agent: Agent<any, any>,
     input: Array<AgentInputItem> | RunState<any, any>,
     maxTurns: number,
-    events: typeof EventWriter.Service
+    events: typeof EventWriter.EventWriter.Service
   ) =>
     Effect.gen(function* () {
       const controller = new AbortController()
@@ -314,12 +301,12 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       Effect.catch((error: unknown) =>
         error instanceof MaxTurnsExceededError && error.state !== undefined
           ? Effect.succeed({ state: error.state as RunState<any, any>, guarded: true })
-          : Effect.fail(new ModelCallError({ message: errorMessage(error) }))
+          : Effect.fail(new Errors.ModelCallError({ message: errorMessage(error) }))
       )
     )
 
-  const runModelStep = Effect.fn("OpenAiAgentsRunner.runModelStep")(function* (turn: AgentTurnContext) {
-    const events = yield* EventWriter
+  const runModelStep = Effect.fn("OpenAiAgentsRunner.runModelStep")(function* (turn: SessionRunner.AgentTurnContext) {
+    const events = yield* EventWriter.EventWriter
     const stored = turn.messages.map(fromStoredMessage)
     const saved = State.decode(turn.frameworkRunState)
     const start =
@@ -337,7 +324,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     const state = end.state
     const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
     const stepRule = (what: string) =>
-      new ModelCallError({ message: `${what}; Step mode allows one model call per RunModel` })
+      new Errors.ModelCallError({ message: `${what}; Step mode allows one model call per RunModel` })
     if (made.length > 1) return yield* stepRule(`the framework made ${made.length} model calls in one RunModel`)
     const usage = toUsage(made)
     const last: Json | undefined = made[0]
@@ -361,7 +348,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     const history = state.history
     if (end.guarded && handoffs.length > 0) {
       // the guard stopped the next agent's model call: the next RunModel makes it
-      return AgentTurnOutcome.turnContinued({
+      return SessionRunner.AgentTurnOutcome.turnContinued({
         frameworkRunState: JSON.stringify({
           v: 1,
           kind: "history",
@@ -374,7 +361,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       })
     }
     const waiting = state._currentStep?.type === "next_step_interruption"
-    const calls: Array<DeferredToolCall> = functionCalls(last)
+    const calls: Array<SessionRunner.DeferredToolCall> = functionCalls(last)
       .filter((c) => graph.tools.has(c.name))
       .map((c) => ({
         toolCallId: String(c.callId),
@@ -383,7 +370,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         policy: turn.resolveToolPolicy(c.name, graph.tools.get(c.name)?.effect)
       }))
     if (calls.length > 0 && (waiting || end.guarded)) {
-      return AgentTurnOutcome.toolCallsRequested({
+      return SessionRunner.AgentTurnOutcome.toolCallsRequested({
         frameworkRunState: JSON.stringify(
           State.interrupted(start.agent.name, stored.length, withoutStored(state, stored.length))
         ),
@@ -402,7 +389,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       )
     }
     // finished: a final answer, or a tool's output as the final output (`toolUseBehavior`, no model call)
-    return AgentTurnOutcome.turnCompleted({
+    return SessionRunner.AgentTurnOutcome.turnCompleted({
       newMessages: history.slice(stored.length).map(toFrameworkMessage),
       usage,
       modelCallMetadata
@@ -410,15 +397,15 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
   })
 
   const executeDeferredToolCall = Effect.fn("OpenAiAgentsRunner.executeDeferredToolCall")(function* (
-    call: DeferredToolExecution
+    call: SessionRunner.DeferredToolExecution
   ) {
     const t = graph.tools.get(call.toolCall.toolName)
     if (t === undefined) {
-      return yield* new ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
+      return yield* new Errors.ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
     }
     const raw = yield* Effect.try({
       try: () => JSON.parse(call.toolCall.arguments) as unknown,
-      catch: () => new ToolExecutionError({ message: "arguments must be a JSON object" })
+      catch: () => new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
     })
     const input = yield* validate(t, raw)
     const value = yield* Effect.tryPromise({
@@ -433,15 +420,15 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         ),
       catch: (error) =>
         error instanceof ToolRetryableError
-          ? new ToolAttemptError({ message: error.message })
-          : new ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+          ? new Errors.ToolAttemptError({ message: error.message })
+          : new Errors.ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
     })
     return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
   })
 
   return {
     name: entry.name,
-    buildUserMessage: (text: string): FrameworkMessage => toFrameworkMessage(userItem(text)),
+    buildUserMessage: (text: string): SessionRunner.FrameworkMessage => toFrameworkMessage(userItem(text)),
     runModelStep,
     executeDeferredToolCall
   }
@@ -456,11 +443,13 @@ const validate = (t: OpenAiAgentsToolDefinition<any>, raw: unknown) =>
     if (typeof schema?.safeParse !== "function") return raw
     const parsed = schema.safeParse(raw)
     if (!parsed.success) {
-      return yield* new ToolExecutionError({ message: `invalid ${t.name} arguments: ${parsed.error?.message ?? ""}` })
+      return yield* new Errors.ToolExecutionError({
+        message: `invalid ${t.name} arguments: ${parsed.error?.message ?? ""}`
+      })
     }
     return parsed.data
   })
 
 /** The runner as the session's `AgentFrameworkRunner` layer. */
-export const layer = (definition: OpenAiAgentsDefinition): Layer.Layer<AgentFrameworkRunner> =>
-  Layer.sync(AgentFrameworkRunner, () => make(definition))
+export const layer = (definition: OpenAiAgentsDefinition): Layer.Layer<SessionRunner.AgentFrameworkRunner> =>
+  Layer.sync(SessionRunner.AgentFrameworkRunner, () => make(definition))

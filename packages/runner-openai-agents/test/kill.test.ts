@@ -7,7 +7,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { fileLines, spawnNode } from "@durable-agent/engine/testing/ChildProcess"
-import { OUTCOME_UNKNOWN_TEXT } from "@durable-agent/session"
+import { Wire } from "@durable-agent/session"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -52,7 +52,7 @@ const killSuite = (engineName: string, database: Database) =>
           const second = yield* start(target, side, ["await", "s", "1"])
           const result: Result = JSON.parse(yield* second.waitFor("RESULT", 60_000))
           assert.deepStrictEqual(fileLines(side), ["model", "charge", "model"], "the tool ran once")
-          assert.strictEqual(lastText(result), `done: charge=${OUTCOME_UNKNOWN_TEXT}`)
+          assert.strictEqual(lastText(result), `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`)
           assert.deepStrictEqual(
             result.steps.map((s) => s.stepType),
             [
@@ -91,7 +91,7 @@ const killSuite = (engineName: string, database: Database) =>
           ["charge"],
           "the write ran once"
         )
-        assert.strictEqual(lastText(result), `done: charge=${OUTCOME_UNKNOWN_TEXT}`)
+        assert.strictEqual(lastText(result), `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`)
       })
     )
 

@@ -1,13 +1,13 @@
 // A tool call record as the session stores it once the call is approved, for driving the runner by hand
 // (unit tests and the benchmark).
-import type { AgentToolCall } from "@durable-agent/session"
+import type { Wire } from "@durable-agent/session"
 
 /** An approved `read` record of a requested call. */
 export const approvedRecord = (
   turnId: string,
   call: { readonly toolCallId: string; readonly toolName: string; readonly arguments: string },
   deferralOrder = 0
-): AgentToolCall => ({
+): Wire.AgentToolCall => ({
   toolCallId: call.toolCallId,
   turnId,
   toolName: call.toolName,

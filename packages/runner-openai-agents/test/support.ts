@@ -99,7 +99,7 @@ export interface Options {
 export const withOpenAiSession = <A, E>(
   engine: EngineFactory,
   script: ReadonlyArray<ScriptedModelInput>,
-  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
   options?: Options
 ) => {
   const kit: Kit = {

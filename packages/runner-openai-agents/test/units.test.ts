@@ -1,13 +1,6 @@
 // The runner without an engine: the agent graph it accepts, the stored-message conversions, and one
 // RunModel driven by hand (run state contents, usage, errors).
-import {
-  type AgentMessage,
-  type AgentTurnContext,
-  EventWriter,
-  Heartbeat,
-  resolveToolPolicy,
-  type WrittenEvent
-} from "@durable-agent/session"
+import { EventWriter, Heartbeat, Policy, type Runner, type Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, tool, Usage } from "@openai/agents"
 import { assistantMessage, functionCall, ScriptedModel } from "@openai/agents/testing"
@@ -27,14 +20,17 @@ const lookup = openAiAgentsTool({
   execute: ({ word }) => `${word}: a word`
 })
 
-const stored = (message: ReturnType<typeof toFrameworkMessage>, sequence: number): AgentMessage => ({
+const stored = (message: ReturnType<typeof toFrameworkMessage>, sequence: number): Wire.AgentMessage => ({
   ...message,
   sequence,
   turnId: "t1",
   createdAt: "2026-01-01T00:00:00.000Z"
 })
 
-const turn = (messages: ReadonlyArray<AgentMessage>, frameworkRunState: string | null = null): AgentTurnContext => ({
+const turn = (
+  messages: ReadonlyArray<Wire.AgentMessage>,
+  frameworkRunState: string | null = null
+): Runner.AgentTurnContext => ({
   flowId: "f",
   turnId: "t1",
   stepExecutionId: "RunModel-1",
@@ -46,7 +42,7 @@ const turn = (messages: ReadonlyArray<AgentMessage>, frameworkRunState: string |
   interactionMode: "chat",
   toolPolicies: {},
   defaultToolEffect: "unclassified",
-  resolveToolPolicy: (name, frameworkEffect) => resolveToolPolicy(name, { frameworkEffect })
+  resolveToolPolicy: (name, frameworkEffect) => Policy.resolveToolPolicy(name, { frameworkEffect })
 })
 
 describe("OpenAI Agents runner: units", () => {
@@ -98,7 +94,7 @@ describe("OpenAI Agents runner: units", () => {
   })
 
   it("rebuilds SDK items from the projection of a message another runner stored", () => {
-    const foreign = (fields: Partial<AgentMessage>): AgentMessage => ({
+    const foreign = (fields: Partial<Wire.AgentMessage>): Wire.AgentMessage => ({
       sequence: 1,
       turnId: "t0",
       createdAt: "2026-01-01T00:00:00.000Z",
@@ -204,7 +200,7 @@ describe("OpenAI Agents runner: units", () => {
       const failure = yield* Effect.flip(runner.runModelStep(turn(history)))
       assert.strictEqual(failure._tag, "ModelCallError")
       assert.include(failure.message, "rate limited")
-      const events: Array<WrittenEvent> = []
+      const events: Array<EventWriter.WrittenEvent> = []
       const outcome = yield* runner.runModelStep(turn(history)).pipe(Effect.provide(EventWriter.layerTest(events)))
       assert.strictEqual(outcome._tag, "TurnCompleted")
       assert.deepStrictEqual(events, [{ type: "text_delta", payload: { text: "Fine." } }])

@@ -15,19 +15,15 @@ import { freePort } from "../../engine/test/support/ports.ts"
 import {
   AgentSessionClient,
   AgentSessionFlow,
-  type AgentToolCall,
-  type AgentTurnContext,
   EventWriter,
   Heartbeat,
   ModelClient,
-  type ModelRequest,
-  type ModelResponse,
-  resolveToolPolicy,
+  Policy,
+  type Runner,
   Stepwise,
   ToolSource,
-  tool
+  type Wire
 } from "../src/index.ts"
-import type * as Wire from "../src/wire/index.ts"
 
 export type Mode = "embedded" | "cluster"
 
@@ -43,7 +39,7 @@ export const agentDefinition: Stepwise.AgentDefinition = {
 export const TOOL_NAMES = ["get_weather", "get_time", "get_news"] as const
 
 export const tools = TOOL_NAMES.map((name) =>
-  tool({
+  ToolSource.tool({
     name,
     description: `${name} of a city`,
     effect: "read",
@@ -61,7 +57,7 @@ export type TurnStarts = Map<string, Array<number>>
 
 /** The zero-latency model; `starts` collects the first model call of every turn. */
 export const makeModel = (starts: TurnStarts) =>
-  ModelClient.make((request: ModelRequest) =>
+  ModelClient.make((request: ModelClient.ModelRequest) =>
     Effect.gen(function* () {
       const last = request.messages[request.messages.length - 1]
       if (last?.role === "user") {
@@ -80,11 +76,11 @@ export const makeModel = (starts: TurnStarts) =>
             arguments: JSON.stringify({ city: "Paris" })
           })),
           usage
-        } satisfies ModelResponse
+        } satisfies ModelClient.ModelResponse
       }
       const text = "Sunny, 21 degrees, noon, nothing new."
       if (request.onTextDelta) yield* request.onTextDelta(text)
-      return { text, reasoning: null, toolCalls: [], usage } satisfies ModelResponse
+      return { text, reasoning: null, toolCalls: [], usage } satisfies ModelClient.ModelResponse
     })
   )
 
@@ -141,9 +137,9 @@ export const runInMemory = (sessions: number, turns: number, starts: TurnStarts)
         const turnId = `turn-${t}`
         append(turnId, [runner.buildUserMessage(userText(flowId, t))])
         let runState: string | null = null
-        let records: Array<AgentToolCall> = []
+        let records: Array<Wire.AgentToolCall> = []
         for (let step = 1; ; step++) {
-          const context: AgentTurnContext = {
+          const context: Runner.AgentTurnContext = {
             flowId,
             turnId,
             stepExecutionId: `RunModel-${step}`,
@@ -155,7 +151,7 @@ export const runInMemory = (sessions: number, turns: number, starts: TurnStarts)
             interactionMode: "chat",
             toolPolicies: {},
             defaultToolEffect: "unclassified",
-            resolveToolPolicy: (toolName, frameworkEffect) => resolveToolPolicy(toolName, { frameworkEffect })
+            resolveToolPolicy: (toolName, frameworkEffect) => Policy.resolveToolPolicy(toolName, { frameworkEffect })
           }
           const outcome = yield* runner.runModelStep(context).pipe(Effect.provide(services))
           if (outcome._tag !== "ToolCallsRequested") {
@@ -164,7 +160,7 @@ export const runInMemory = (sessions: number, turns: number, starts: TurnStarts)
           }
           runState = outcome.frameworkRunState
           records = outcome.toolCalls.map(
-            (call, i): AgentToolCall => ({
+            (call, i): Wire.AgentToolCall => ({
               toolCallId: call.toolCallId,
               turnId,
               toolName: call.toolName,
@@ -203,7 +199,9 @@ export const runInMemory = (sessions: number, turns: number, starts: TurnStarts)
                   heartbeatCheckpoint: Option.none()
                 })
                 .pipe(
-                  Effect.map((result): AgentToolCall => ({ ...record, status: "succeeded", output: result.output })),
+                  Effect.map(
+                    (result): Wire.AgentToolCall => ({ ...record, status: "succeeded", output: result.output })
+                  ),
                   Effect.provide(services)
                 ),
             { concurrency: "unbounded" }

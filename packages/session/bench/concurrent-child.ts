@@ -50,7 +50,7 @@ const collect = async () => {
 const starts: TurnStarts = new Map()
 
 const program = Effect.gen(function* () {
-  const client = yield* AgentSessionClient
+  const client = yield* AgentSessionClient.AgentSessionClient
   const engine = yield* Client.Client
   const before = yield* Effect.promise(collect)
   let peak = before.rss

@@ -18,17 +18,7 @@ import * as References from "effect/References"
 import { SqlClient } from "effect/sql"
 import { type Row, renderTable } from "../../engine/bench/report.ts"
 import { fmtBytes, fmtMs, fmtRatio, summarize } from "../../engine/bench/stats.ts"
-import {
-  AgentSessionClient,
-  AgentSessionFlow,
-  ModelClient,
-  type ModelRequest,
-  type ModelResponse,
-  Persistence,
-  Stepwise,
-  ToolSource,
-  tool
-} from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, ModelClient, Persistence, Stepwise, ToolSource } from "../src/index.ts"
 import { agentDefinition, engineFor } from "./agent.ts"
 
 const TURNS = Number(process.env.BENCH_LONG_TURNS ?? 300)
@@ -40,8 +30,8 @@ const flow = AgentSessionFlow.make({ flowType: FLOW_TYPE })
 const usage = { inputTokens: 120, outputTokens: 12, cachedInputTokens: 0, reasoningTokens: 0 }
 
 /** A user message gets one tool call; tool results get a short answer. */
-const model = ModelClient.make((request: ModelRequest) =>
-  Effect.sync((): ModelResponse => {
+const model = ModelClient.make((request: ModelClient.ModelRequest) =>
+  Effect.sync((): ModelClient.ModelResponse => {
     const last = request.messages[request.messages.length - 1]
     if (last?.role === "user") {
       const turn = request.messages.filter((m) => m.role === "user").length
@@ -56,7 +46,7 @@ const model = ModelClient.make((request: ModelRequest) =>
   })
 )
 
-const lookup = tool({
+const lookup = ToolSource.tool({
   name: "lookup",
   description: "Looks a thing up.",
   effect: "read",
@@ -77,7 +67,7 @@ const storedBytes = Effect.gen(function* () {
 
 const snapshotLatency = (id: string) =>
   Effect.gen(function* () {
-    const client = yield* AgentSessionClient
+    const client = yield* AgentSessionClient.AgentSessionClient
     const samples: Array<number> = []
     for (let i = 0; i < 20; i++) {
       const t0 = performance.now()
@@ -88,7 +78,7 @@ const snapshotLatency = (id: string) =>
   })
 
 const run = Effect.gen(function* () {
-  const client = yield* AgentSessionClient
+  const client = yield* AgentSessionClient.AgentSessionClient
   const engine = yield* Client.Client
   const id = "long"
   const used: Array<number> = []

@@ -94,7 +94,7 @@ const cleanupAll = () => Promise.allSettled([...pending].map((cleanup) => cleanu
 /** Runs `sessions` sessions one after another, each with `turns` turns queued at once. */
 const durableSessions = (prefix: string, sessions: number, turns: number) =>
   Effect.gen(function* () {
-    const client = yield* AgentSessionClient
+    const client = yield* AgentSessionClient.AgentSessionClient
     const engine = yield* Client.Client
     for (let s = 0; s < sessions; s++) {
       const id = `${prefix}-${s}`

@@ -351,3 +351,39 @@ export class ModelClient extends Context.Service<ModelClient, ModelClientShape>(
     options?: ScriptedOptions
   ): Layer.Layer<ModelClient> => Layer.sync(ModelClient, () => scripted(script, options))
 }
+
+/**
+ * A `ModelClientShape` from a function that makes one model call.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make: (generate: ModelClientShape["generate"]) => ModelClientShape = ModelClient.make
+
+/**
+ * A `ModelClient` layer from a function that makes one model call.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer: (generate: ModelClientShape["generate"]) => Layer.Layer<ModelClient> = ModelClient.layer
+
+/**
+ * A `ModelClient` on the effect/ai `LanguageModel` in context.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerLanguageModel: Layer.Layer<ModelClient, never, LanguageModel.LanguageModel> =
+  ModelClient.layerLanguageModel
+
+/**
+ * A `ModelClient` that answers from a script, for tests and examples (see {@link scripted}).
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerScripted: (
+  script: ReadonlyArray<ScriptedStep>,
+  options?: ScriptedOptions
+) => Layer.Layer<ModelClient> = ModelClient.layerScripted

@@ -11,9 +11,10 @@ import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type { ModelCallError, ToolAttemptError, ToolExecutionError } from "./Errors.ts"
+import type { EventWriter } from "./EventWriter.ts"
+import type { Heartbeat } from "./Heartbeat.ts"
 import type { ModelCallMetadata } from "./ModelClient.ts"
 import type { ResolvedToolPolicy, ToolPolicy } from "./Policy.ts"
-import type { EventWriter, Heartbeat } from "./Services.ts"
 import type {
   AgentMessage,
   AgentMessageRole,
@@ -406,3 +407,12 @@ export class AgentFrameworkRunner extends Context.Service<AgentFrameworkRunner, 
   static readonly layer = (runner: AgentFrameworkRunnerShape): Layer.Layer<AgentFrameworkRunner> =>
     Layer.succeed(AgentFrameworkRunner, runner)
 }
+
+/**
+ * An `AgentFrameworkRunner` layer from a runner value.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer: (runner: AgentFrameworkRunnerShape) => Layer.Layer<AgentFrameworkRunner> =
+  AgentFrameworkRunner.layer

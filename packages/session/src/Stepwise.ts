@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as BuiltInTools from "./BuiltInTools.ts"
+import { EventWriter } from "./EventWriter.ts"
 import { ModelClient, type ModelClientShape, type ModelMessage, type ModelToolCall } from "./ModelClient.ts"
 import { parseToolArguments } from "./Policy.ts"
 import {
@@ -27,7 +28,6 @@ import {
   type ToolTaskCancellation,
   type ToolTaskPoll
 } from "./Runner.ts"
-import { EventWriter } from "./Services.ts"
 import { ToolSource } from "./ToolSource.ts"
 import * as Wire from "./wire/index.ts"
 

@@ -11,6 +11,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { type ToolAttemptError, ToolExecutionError } from "./Errors.ts"
+import type { EventWriter } from "./EventWriter.ts"
+import type { Heartbeat } from "./Heartbeat.ts"
 import type { ModelToolDefinition } from "./ModelClient.ts"
 import {
   isToolInputRequested,
@@ -19,7 +21,6 @@ import {
   type ToolTaskPollOutcome,
   type ToolTaskStarted
 } from "./Runner.ts"
-import type { EventWriter, Heartbeat } from "./Services.ts"
 import type { QuestionAnswer, ToolEffect } from "./wire/index.ts"
 
 /**
@@ -292,3 +293,22 @@ export class ToolSource extends Context.Service<ToolSource, ToolSourceShape>()("
   /** A source with no tools. */
   static readonly layerEmpty: Layer.Layer<ToolSource> = Layer.succeed(ToolSource, fromTools([]))
 }
+
+/**
+ * A `ToolSource` layer of `tools`; it requires the services their handlers use besides `EventWriter` and
+ * `Heartbeat`, which the session provides to every attempt.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer: <R = never>(
+  tools: ReadonlyArray<Tool<R>>
+) => Layer.Layer<ToolSource, never, Exclude<R, EventWriter | Heartbeat>> = ToolSource.layer
+
+/**
+ * A `ToolSource` with no tools.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerEmpty: Layer.Layer<ToolSource> = ToolSource.layerEmpty

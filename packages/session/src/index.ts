@@ -3,18 +3,30 @@
  * events, the persistence schema, the wire codecs, the runner interface, the built-in Stepwise loop,
  * `ModelClient` (with a scripted layer), `ToolSource`, and `AgentSessionClient`.
  *
+ * Every module is a namespace, as effect's own packages export theirs:
+ *
+ * ```ts
+ * import { AgentSessionClient, AgentSessionFlow, ModelClient, ToolSource } from "@durable-agent/session"
+ *
+ * const client = yield* AgentSessionClient.AgentSessionClient
+ * const model = ModelClient.scripted([{ text: "Hello." }])
+ * ```
+ *
+ * The codecs alone, for browsers, are the `@durable-agent/session/wire` entry (here as `Wire`).
+ *
  * @since 0.1.0
  */
+export * as AgentSessionClient from "./AgentSessionClient.ts"
 export * as AgentSessionFlow from "./AgentSessionFlow.ts"
 export * as BuiltInTools from "./BuiltInTools.ts"
-export * from "./Client.ts"
-export * from "./Errors.ts"
-export * from "./ModelClient.ts"
+export * as Errors from "./Errors.ts"
+export * as EventWriter from "./EventWriter.ts"
+export * as Heartbeat from "./Heartbeat.ts"
+export * as ModelClient from "./ModelClient.ts"
 export * as Persistence from "./Persistence.ts"
-export * from "./Policy.ts"
-export * from "./Runner.ts"
-export * from "./Services.ts"
+export * as Policy from "./Policy.ts"
+export * as Runner from "./Runner.ts"
 export * as Stepwise from "./Stepwise.ts"
 export * as ToolkitSource from "./ToolkitSource.ts"
-export * from "./ToolSource.ts"
-export * from "./wire/index.ts"
+export * as ToolSource from "./ToolSource.ts"
+export * as Wire from "./wire/index.ts"

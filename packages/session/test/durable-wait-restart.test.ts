@@ -43,7 +43,7 @@ const restartSuite = (name: string, storage: Effect.Effect<EngineFactory, unknow
             },
             () =>
               Effect.gen(function* () {
-                const client = yield* AgentSessionClient
+                const client = yield* AgentSessionClient.AgentSessionClient
                 yield* client.startSession("s-restart", { initialMessage: "wait" })
                 const waiting = yield* awaitSnapshot(
                   "s-restart",

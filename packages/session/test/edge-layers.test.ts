@@ -8,13 +8,9 @@ import {
   AgentSessionClient,
   AgentSessionFlow,
   EventWriter,
-  type EventWriterScope,
-  layerEventWriterDecorator,
   ModelClient,
   Stepwise,
-  ToolSource,
-  tool,
-  type WrittenEvent
+  ToolSource
 } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { afterAll, assert, describe, it } from "@effect/vitest"
@@ -28,9 +24,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 describe("EventWriter and Tracer layers at the edge", () => {
   it.live("a worker with a mirroring EventWriter decorator and its own Tracer", () => {
-    const mirrored: Array<{ readonly scope: EventWriterScope; readonly event: WrittenEvent }> = []
+    const mirrored: Array<{ readonly scope: EventWriter.EventWriterScope; readonly event: EventWriter.WrittenEvent }> =
+      []
     const spans: Array<string> = []
-    const mirror = layerEventWriterDecorator((writer, scope) =>
+    const mirror = EventWriter.layerEventWriterDecorator((writer, scope) =>
       EventWriter.make((event) =>
         Effect.andThen(
           writer.write(event),
@@ -57,7 +54,12 @@ describe("EventWriter and Tracer layers at the edge", () => {
             { text: "Done.", textDeltas: ["Do", "ne."] }
           ]),
           ToolSource.layer([
-            tool({ name: "noop", description: "Nothing.", effect: "read", handler: () => Effect.succeed("ok") })
+            ToolSource.tool({
+              name: "noop",
+              description: "Nothing.",
+              effect: "read",
+              handler: () => Effect.succeed("ok")
+            })
           ])
         )
       ),
@@ -67,7 +69,7 @@ describe("EventWriter and Tracer layers at the edge", () => {
       Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "edge.db"), pollInterval: "20 millis" }))
     )
     return Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("s-edge", { initialMessage: "go" })
       yield* SessionTesting.awaitTurn("s-edge")
       const stored = Array.from(yield* Stream.runCollect(sessions.events("s-edge")), (e) => [

@@ -3,12 +3,12 @@
 import type { ExecuteContext, RecoveryError } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { AgentEventEnvelope } from "../src/index.ts"
+import type { Wire } from "../src/index.ts"
 
 export interface FakeEnv {
   readonly ctx: ExecuteContext<never>
   readonly published: Array<readonly [string, unknown]>
-  readonly emitted: Array<AgentEventEnvelope>
+  readonly emitted: Array<Wire.AgentEventEnvelope>
   readonly heartbeats: () => number
 }
 
@@ -18,7 +18,7 @@ export const makeEnv = (options: {
 }): FakeEnv => {
   const values = new Map<string, unknown>()
   const published: Array<readonly [string, unknown]> = []
-  const emitted: Array<AgentEventEnvelope> = []
+  const emitted: Array<Wire.AgentEventEnvelope> = []
   let beats = 0
   const slot = (name: string, key = "") => `${name}\u0000${key}`
   const ctx: ExecuteContext<never> = {
@@ -52,7 +52,7 @@ export const makeEnv = (options: {
       Effect.sync(() => {
         beats++
       }),
-    emit: (_stream, value) => Effect.sync(() => void emitted.push(value as AgentEventEnvelope))
+    emit: (_stream, value) => Effect.sync(() => void emitted.push(value as Wire.AgentEventEnvelope))
   }
   return { ctx, published, emitted, heartbeats: () => beats }
 }

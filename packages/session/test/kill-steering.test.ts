@@ -12,13 +12,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
-import {
-  type AgentSnapshot,
-  settleEvents,
-  TURN_CANCELLED_NOTE_HEADER,
-  TURN_CANCELLED_REJECTION_MESSAGE,
-  TURN_STEERED_NOTE_HEADER
-} from "../src/index.ts"
+import { Wire } from "../src/index.ts"
 import { fileLines, spawnSessionWorker } from "./support/child.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-session-kill-steer-"))
@@ -33,7 +27,7 @@ const files = (database: Database) =>
   })
 
 interface Result {
-  readonly snapshot: AgentSnapshot
+  readonly snapshot: Wire.AgentSnapshot
   readonly steps: ReadonlyArray<Inspect.StepExecution>
   readonly events: ReadonlyArray<{
     readonly type: string
@@ -44,7 +38,7 @@ interface Result {
 }
 
 /** The events a reader keeps (the highest attempt of each Step execution, one outcome per key). */
-const settled = (result: Result) => settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
+const settled = (result: Result) => Wire.settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
 
 const finished = (result: Result) =>
   settled(result)
@@ -103,7 +97,7 @@ const killSuite = (engineName: string, database: Database) =>
             [["turn-2", "user", "new direction"]],
             "the steered message started the next turn, once"
           )
-          assert.strictEqual(messages.filter((m) => m[2]?.startsWith(TURN_CANCELLED_NOTE_HEADER)).length, 1)
+          assert.strictEqual(messages.filter((m) => m[2]?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER)).length, 1)
           assert.deepStrictEqual(messages.at(-1), ["turn-2", "assistant", "ok"])
           assert.deepStrictEqual(result.snapshot.toolCalls, [])
           assert.deepStrictEqual(result.snapshot.pendingInterrupts, [])
@@ -134,9 +128,9 @@ const killSuite = (engineName: string, database: Database) =>
             ["send_email-1", "rejected"]
           ])
           assert.strictEqual(count(result, "turn_cancelled"), 1)
-          const notes = result.snapshot.messages.filter((m) => m.text?.startsWith(TURN_CANCELLED_NOTE_HEADER))
+          const notes = result.snapshot.messages.filter((m) => m.text?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER))
           assert.strictEqual(notes.length, 1)
-          assert.include(notes[0]!.text!, `- send_email {} -> rejected: ${TURN_CANCELLED_REJECTION_MESSAGE}`)
+          assert.include(notes[0]!.text!, `- send_email {} -> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`)
           assert.include(notes[0]!.text!, "- read_file {} -> succeeded: read_file ran")
           const finish = result.steps.filter((s) => s.stepType === "FinishTurnCancellation")
           assert.strictEqual(finish.length, 1)
@@ -176,7 +170,7 @@ const killSuite = (engineName: string, database: Database) =>
             1,
             "no steered message lost or doubled"
           )
-          assert.strictEqual(messages.filter((m) => m[2]?.startsWith(TURN_STEERED_NOTE_HEADER)).length, 1)
+          assert.strictEqual(messages.filter((m) => m[2]?.startsWith(Wire.TURN_STEERED_NOTE_HEADER)).length, 1)
           yield* answersNext(db, side, "ka", 3)
         }),
       120_000

@@ -11,7 +11,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
-import { type AgentSnapshot, OUTCOME_UNKNOWN_TEXT, settleEvents } from "../src/index.ts"
+import { Wire } from "../src/index.ts"
 import { flow } from "./fixtures/session-worker.ts"
 import { fileLines, spawnSessionWorker } from "./support/child.ts"
 
@@ -30,7 +30,7 @@ const filesOn = (database: Database) =>
 
 /** What the fixture's `await` prints. */
 interface Result {
-  readonly snapshot: AgentSnapshot
+  readonly snapshot: Wire.AgentSnapshot
   readonly steps: ReadonlyArray<Inspect.StepExecution>
   readonly history: ReadonlyArray<Inspect.HistoryEvent>
   readonly events: ReadonlyArray<{
@@ -126,8 +126,8 @@ const killSuite = (engineName: string, database: Database) =>
               [second.pid, "tool"]
             ]
           )
-          assert.deepStrictEqual(calls[1]!.toolOutputs, [OUTCOME_UNKNOWN_TEXT])
-          assert.strictEqual(lastText(result), `done: ${OUTCOME_UNKNOWN_TEXT}`)
+          assert.deepStrictEqual(calls[1]!.toolOutputs, [Wire.OUTCOME_UNKNOWN_TEXT])
+          assert.strictEqual(lastText(result), `done: ${Wire.OUTCOME_UNKNOWN_TEXT}`)
           assert.strictEqual(result.snapshot.state?.lastTurnError, null)
         })
     )
@@ -325,7 +325,7 @@ const killSuite = (engineName: string, database: Database) =>
         assert.deepStrictEqual(fileLines(side), ["charge", "charge"], "one run per call: the killed one was not rerun")
         assert.deepStrictEqual(
           result.snapshot.messages.filter((m) => m.role === "assistant" && m.text !== null).map((m) => m.text),
-          [`done: ${OUTCOME_UNKNOWN_TEXT}`, "done: charge ran"]
+          [`done: ${Wire.OUTCOME_UNKNOWN_TEXT}`, "done: charge ran"]
         )
       })
     )
@@ -358,14 +358,14 @@ const killSuite = (engineName: string, database: Database) =>
             ["charge-1", "outcome_unknown", "RecordToolOutcomeUnknown-1", 2]
           ])
           assert.deepStrictEqual(
-            settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
+            Wire.settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
               .filter((e) => e.type === "tool_call_finished")
               .map((e) => [e.stepExecutionId, e.attempt]),
             [["RecordToolOutcomeUnknown-1", 2]]
           )
           const record = result.snapshot.toolCalls.find((c) => c.toolCallId === "charge-1")
           assert.strictEqual(record, undefined, "the turn ended, its records are cleared")
-          assert.strictEqual(lastText(result), `done: ${OUTCOME_UNKNOWN_TEXT}`)
+          assert.strictEqual(lastText(result), `done: ${Wire.OUTCOME_UNKNOWN_TEXT}`)
           assert.deepStrictEqual(fileLines(side), ["charge"])
         })
     )
@@ -381,7 +381,7 @@ const killSuite = (engineName: string, database: Database) =>
             "k3",
             "call send_email read_file"
           )
-          const waiting: AgentSnapshot = JSON.parse(yield* first.waitFor("WAITING"))
+          const waiting: Wire.AgentSnapshot = JSON.parse(yield* first.waitFor("WAITING"))
           assert.deepStrictEqual(
             waiting.toolCalls.map((c) => [c.toolCallId, c.status]),
             [

@@ -1,7 +1,7 @@
 // ModelClient.fromLanguageModel: Stepwise on an effect/ai LanguageModel (scripted with LanguageModel.make):
 // streamed text deltas, tool calls left to the session, usage, and the stream interrupted with the call.
 
-import { AgentSessionClient, ModelClient, tool } from "@durable-agent/session"
+import { AgentSessionClient, ModelClient, ToolSource } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { LanguageModel, type Response } from "effect/ai"
@@ -47,7 +47,7 @@ describe("ModelClient.fromLanguageModel", () => {
       ]
     ] as ReadonlyArray<ReadonlyArray<Response.StreamPartEncoded>>)
     return Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("s-lm", { initialMessage: "Weather in Paris?" })
       const done = yield* SessionTesting.awaitTurn("s-lm")
       assert.strictEqual(done.messages.at(-1)?.text, "It is 21 degrees.")
@@ -67,7 +67,7 @@ describe("ModelClient.fromLanguageModel", () => {
         SessionTesting.layer({
           model: ModelClient.layerLanguageModel.pipe(Layer.provide(model.layer)),
           tools: [
-            tool({
+            ToolSource.tool({
               name: "get_weather",
               description: "The weather of a city.",
               effect: "read",
@@ -97,7 +97,7 @@ describe("ModelClient.fromLanguageModel", () => {
           )
       })
       const seen: Array<string> = []
-      const fiber = yield* ModelClient.fromLanguageModel(language)
+      const fiber = yield* ModelClient.ModelClient.fromLanguageModel(language)
         .generate({
           instructions: "",
           messages: [{ role: "user", text: "a long story" }],
@@ -120,7 +120,7 @@ describe("ModelClient.fromLanguageModel", () => {
         streamText: () => Stream.fail(new Error("provider down") as never)
       })
       const error = yield* Effect.flip(
-        ModelClient.fromLanguageModel(language).generate({ instructions: "", messages: [], tools: [] })
+        ModelClient.ModelClient.fromLanguageModel(language).generate({ instructions: "", messages: [], tools: [] })
       ).pipe(Effect.catchDefect((d) => Effect.succeed({ _tag: "defect", d })))
       assert.strictEqual((error as { _tag: string })._tag, "ModelCallError")
     })

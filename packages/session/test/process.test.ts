@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { AgentSessionClient, type AgentSnapshot } from "../src/index.ts"
+import { AgentSessionClient, type Wire } from "../src/index.ts"
 import { workerLayer } from "./fixtures/session-worker.ts"
 import { awaitSnapshot, awaitTurns, stepShape } from "./support.ts"
 
@@ -43,7 +43,7 @@ describe("a worker in a child process", () => {
         first.steps.map((s) => s.stepType),
         ["StartAgentSession", "RunModel", "CallTool", "ResumeTurn", "RunModel", "AwaitUserMessage"]
       )
-      const snapshot = first.snapshot as unknown as { messages: AgentSnapshot["messages"] }
+      const snapshot = first.snapshot as unknown as { messages: Wire.AgentSnapshot["messages"] }
       assert.deepStrictEqual(
         snapshot.messages.map((m) => m.text),
         ["call read_file", null, null, "done: read_file ran"]
@@ -69,7 +69,7 @@ describe("a worker restart", () => {
       const side = join(dir, "side-effects.txt")
       // the first worker: the READ call runs, the write waits for approval; then the worker stops
       yield* Effect.gen(function* () {
-        const client = yield* AgentSessionClient
+        const client = yield* AgentSessionClient.AgentSessionClient
         yield* client.startSession("r-1", { initialMessage: "call send_email read_file" })
         const waiting = yield* awaitSnapshot(
           "r-1",
@@ -84,7 +84,7 @@ describe("a worker restart", () => {
       assert.strictEqual(readFileSync(side, "utf8"), "read_file\n")
       // the second worker on the same database: approve, and the turn finishes
       yield* Effect.gen(function* () {
-        const client = yield* AgentSessionClient
+        const client = yield* AgentSessionClient.AgentSessionClient
         assert.isTrue(yield* client.resolveInterrupt("r-1", { interruptId: "send_email-1", approved: true }))
         const done = yield* awaitTurns("r-1", 1)
         assert.strictEqual(done.messages[done.messages.length - 1]!.text, "done: send_email ran | read_file ran")

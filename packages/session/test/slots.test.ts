@@ -5,7 +5,7 @@ import { Engine } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, tool } from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource } from "../src/index.ts"
 import { clusterEngine, type EngineFactory, embeddedEngine, eventually } from "./support.ts"
 
 const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 }
@@ -39,7 +39,7 @@ const scenario = (engine: EngineFactory) => {
     })
   )
   const tools = ToolSource.layer([
-    tool({
+    ToolSource.tool({
       name: "charge",
       description: "Charges a customer (a non-idempotent write).",
       effect: "non_idempotent_write",
@@ -62,7 +62,7 @@ const scenario = (engine: EngineFactory) => {
   )
   const ids = ["a", "b", "c", "d", "e"]
   return Effect.gen(function* () {
-    const sessions = yield* AgentSessionClient
+    const sessions = yield* AgentSessionClient.AgentSessionClient
     const runner = yield* Engine.RunnerState
     for (const id of ids) yield* sessions.startSession(`s-${id}`, { initialMessage: id })
     yield* eventually(

@@ -2,30 +2,24 @@
 import type { Defect, RecoveryError, StepDecision, StepDef, StepFailure } from "@durable-agent/engine"
 import { describe, expectTypeOf, it } from "@effect/vitest"
 import type * as Effect from "effect/Effect"
-import {
-  type AgentFrameworkRunner,
-  AgentSessionFlow,
-  type ModelCallError,
-  type ToolAttemptError,
-  type ToolExecutionError
-} from "../src/index.ts"
+import { AgentSessionFlow, type Errors, type Runner } from "../src/index.ts"
 import type { makeSteps } from "../src/internal/steps.ts"
 
 const { steps } = AgentSessionFlow.make({ flowType: "Types" }).session
 type Steps = typeof steps
-type Bodies = ReturnType<typeof makeSteps<AgentFrameworkRunner>>["toolBodies"]
+type Bodies = ReturnType<typeof makeSteps<Runner.AgentFrameworkRunner>>["toolBodies"]
 
 describe("the session Steps' failure channels (types)", () => {
   it("RunModel fails with ModelCallError, which RecordTurnFailure recovers", () => {
-    expectTypeOf<StepDef.Error<Steps["RunModel"]>>().toEqualTypeOf<ModelCallError>()
-    expectTypeOf<StepDef.Recovers<Steps["RecordTurnFailure"]>>().toEqualTypeOf<ModelCallError>()
+    expectTypeOf<StepDef.Error<Steps["RunModel"]>>().toEqualTypeOf<Errors.ModelCallError>()
+    expectTypeOf<StepDef.Recovers<Steps["RecordTurnFailure"]>>().toEqualTypeOf<Errors.ModelCallError>()
     expectTypeOf<RecoveryError<StepDef.Recovers<Steps["RecordTurnFailure"]>>["errorType"]>().toEqualTypeOf<
       "ModelCallError" | StepFailure["_tag"]
     >()
     // the probe from the issue: a RunModel body may not fail with 42
     const probe = (body: ReturnType<Steps["RunModel"]["execute"]>) => {
       // @ts-expect-error: 42 is not ModelCallError
-      const fortyTwo: Effect.Effect<StepDecision, 42, AgentFrameworkRunner> = body
+      const fortyTwo: Effect.Effect<StepDecision, 42, Runner.AgentFrameworkRunner> = body
       return fortyTwo
     }
     expectTypeOf(probe).toBeFunction()
@@ -33,19 +27,21 @@ describe("the session Steps' failure channels (types)", () => {
 
   it("a tool Step's body fails with ToolExecutionError | ToolAttemptError; the Step records the first itself", () => {
     expectTypeOf<ReturnType<Bodies["callTool"]>>().toEqualTypeOf<
-      Effect.Effect<StepDecision, ToolExecutionError | ToolAttemptError, AgentFrameworkRunner>
+      Effect.Effect<StepDecision, Errors.ToolExecutionError | Errors.ToolAttemptError, Runner.AgentFrameworkRunner>
     >()
     expectTypeOf<ReturnType<Bodies["pollToolTask"]>>().toEqualTypeOf<
-      Effect.Effect<StepDecision, ToolExecutionError | ToolAttemptError, AgentFrameworkRunner>
+      Effect.Effect<StepDecision, Errors.ToolExecutionError | Errors.ToolAttemptError, Runner.AgentFrameworkRunner>
     >()
-    expectTypeOf<StepDef.Error<Steps["CallTool"]>>().toEqualTypeOf<ToolAttemptError>()
-    expectTypeOf<StepDef.Error<Steps["CallSingleAttemptTool"]>>().toEqualTypeOf<ToolAttemptError>()
-    expectTypeOf<StepDef.Error<Steps["PollToolTask"]>>().toEqualTypeOf<ToolAttemptError>()
-    expectTypeOf<StepDef.Recovers<Steps["RecordToolFailure"]>>().toEqualTypeOf<ToolAttemptError>()
-    expectTypeOf<StepDef.Recovers<Steps["RecordToolOutcomeUnknown"]>>().toEqualTypeOf<ToolAttemptError>()
+    expectTypeOf<StepDef.Error<Steps["CallTool"]>>().toEqualTypeOf<Errors.ToolAttemptError>()
+    expectTypeOf<StepDef.Error<Steps["CallSingleAttemptTool"]>>().toEqualTypeOf<Errors.ToolAttemptError>()
+    expectTypeOf<StepDef.Error<Steps["PollToolTask"]>>().toEqualTypeOf<Errors.ToolAttemptError>()
+    expectTypeOf<StepDef.Recovers<Steps["RecordToolFailure"]>>().toEqualTypeOf<Errors.ToolAttemptError>()
+    expectTypeOf<StepDef.Recovers<Steps["RecordToolOutcomeUnknown"]>>().toEqualTypeOf<Errors.ToolAttemptError>()
     // a ValueTooLarge commit and a defect reach the tool routes typed
-    expectTypeOf<RecoveryError<ToolAttemptError>["error"]>().toEqualTypeOf<ToolAttemptError | StepFailure>()
-    expectTypeOf<Extract<RecoveryError<ToolAttemptError>["error"], { _tag: "Defect" }>>().toEqualTypeOf<Defect>()
+    expectTypeOf<RecoveryError<Errors.ToolAttemptError>["error"]>().toEqualTypeOf<
+      Errors.ToolAttemptError | StepFailure
+    >()
+    expectTypeOf<Extract<RecoveryError<Errors.ToolAttemptError>["error"], { _tag: "Defect" }>>().toEqualTypeOf<Defect>()
   })
 
   it("the bookkeeping Steps fail with nothing typed", () => {
@@ -61,7 +57,7 @@ describe("the session Steps' failure channels (types)", () => {
   })
 
   it("CancelToolTask fails its attempt with ToolAttemptError, which RecordToolOutcomeUnknown recovers", () => {
-    expectTypeOf<StepDef.Error<Steps["CancelToolTask"]>>().toEqualTypeOf<ToolAttemptError>()
+    expectTypeOf<StepDef.Error<Steps["CancelToolTask"]>>().toEqualTypeOf<Errors.ToolAttemptError>()
   })
 
   it("no session Step has `any` in its type", () => {
@@ -72,6 +68,6 @@ describe("the session Steps' failure channels (types)", () => {
       | IsAny<StepDef.Services<S>>
       | IsAny<StepDef.Recovers<S>>
     expectTypeOf<{ [K in keyof Steps]: AnyParam<Steps[K]> }[keyof Steps]>().toEqualTypeOf<false>()
-    expectTypeOf<StepDef.Services<Steps["RunModel"]>>().toEqualTypeOf<AgentFrameworkRunner>()
+    expectTypeOf<StepDef.Services<Steps["RunModel"]>>().toEqualTypeOf<Runner.AgentFrameworkRunner>()
   })
 })

@@ -6,26 +6,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
-import {
-  AgentSessionClient,
-  type AgentSessionEvent,
-  AgentSessionFlow,
-  type AgentSnapshot,
-  ModelClient,
-  type ModelRequest,
-  type ScriptedStep,
-  Stepwise,
-  type Tool,
-  ToolSource,
-  tool
-} from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, type Wire } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
 
 export const FLOW_TYPE = "TestAgent"
 
 /** What a test can inspect: the model's requests and the tools' side effects. */
 export interface Kit {
-  readonly requests: Array<ModelRequest>
+  readonly requests: Array<ModelClient.ModelRequest>
   readonly sideEffects: Map<string, number>
   readonly idempotencyKeys: Array<string>
   readonly flow: AgentSessionFlow.AgentSessionFlowDef
@@ -72,8 +60,8 @@ export const defaultEngine: EngineFactory =
   process.env.SESSION_TEST_ENGINE === "cluster" ? clusterEngine : embeddedEngine
 
 export interface Setup {
-  readonly script: ReadonlyArray<ScriptedStep>
-  readonly tools?: (kit: Kit) => ReadonlyArray<Tool>
+  readonly script: ReadonlyArray<ModelClient.ScriptedStep>
+  readonly tools?: (kit: Kit) => ReadonlyArray<ToolSource.Tool>
   readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions>
   readonly agent?: Partial<Stepwise.AgentDefinition>
   readonly maxValueBytes?: number
@@ -85,10 +73,10 @@ export interface Setup {
 /** Runs `body` with a worker and an AgentSessionClient on a fresh engine. */
 export const withSession = <A, E>(
   setup: Setup,
-  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
 ) => {
   const sideEffects = new Map<string, number>()
-  const requests: Array<ModelRequest> = []
+  const requests: Array<ModelClient.ModelRequest> = []
   const flow = AgentSessionFlow.make({
     flowType: FLOW_TYPE,
     retryInitialInterval: "100 millis",
@@ -125,7 +113,7 @@ export const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.co
 
 /** The suites' read tool `get_weather`: counts its runs and answers "sunny". */
 export const weatherTool = (kit: Kit) =>
-  tool({
+  ToolSource.tool({
     name: "get_weather",
     description: "Read the weather.",
     effect: "read",
@@ -138,7 +126,7 @@ export const weatherTool = (kit: Kit) =>
 
 /** The suites' single-attempt write `send_email`: counts its runs. */
 export const sendEmailTool = (kit: Kit) =>
-  tool({
+  ToolSource.tool({
     name: "send_email",
     description: "Send an email.",
     effect: "non_idempotent_write",
@@ -151,7 +139,7 @@ export const sendEmailTool = (kit: Kit) =>
 
 /** The suites' `slow_read`: a read that counts its start and runs until the test bumps "release". */
 export const slowReadTool = (kit: Kit) =>
-  tool({
+  ToolSource.tool({
     name: "slow_read",
     description: "A read that runs until the test releases it.",
     effect: "read",
@@ -175,8 +163,10 @@ export const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (
   )
 
 /** The snapshot once `predicate` holds. */
-export const awaitSnapshot = (sessionId: string, predicate: (s: AgentSnapshot) => boolean, what = "a snapshot") =>
-  Effect.flatMap(AgentSessionClient, (client) => eventually(client.getSnapshot(sessionId), predicate, what))
+export const awaitSnapshot = (sessionId: string, predicate: (s: Wire.AgentSnapshot) => boolean, what = "a snapshot") =>
+  Effect.flatMap(AgentSessionClient.AgentSessionClient, (client) =>
+    eventually(client.getSnapshot(sessionId), predicate, what)
+  )
 
 /** The snapshot once `turns` turns ended and no turn is active. */
 export const awaitTurns = (sessionId: string, turns: number) =>
@@ -200,8 +190,11 @@ export const stepExecutions = (
 
 /** Every event written so far. */
 export const allEvents = (sessionId: string) =>
-  Effect.flatMap(AgentSessionClient, (client) =>
-    Effect.map(Stream.runCollect(client.events(sessionId)), (chunk): Array<AgentSessionEvent> => Array.from(chunk))
+  Effect.flatMap(AgentSessionClient.AgentSessionClient, (client) =>
+    Effect.map(
+      Stream.runCollect(client.events(sessionId)),
+      (chunk): Array<AgentSessionClient.AgentSessionEvent> => Array.from(chunk)
+    )
   )
 
 /** The types of the events written so far. */
@@ -209,12 +202,12 @@ export const eventTypes = (sessionId: string) =>
   Effect.map(allEvents(sessionId), (events) => events.map((e) => e.event.type))
 
 /** The last user text of a model request. */
-export const lastUserText = (request: ModelRequest) => {
+export const lastUserText = (request: ModelClient.ModelRequest) => {
   const users = request.messages.filter((m) => m.role === "user")
   const last = users[users.length - 1]
   return last?.role === "user" ? last.text : undefined
 }
 
 /** The tool results a model request carries, by tool call ID. */
-export const toolResults = (request: ModelRequest) =>
+export const toolResults = (request: ModelClient.ModelRequest) =>
   Object.fromEntries(request.messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.output] as const] : [])))

@@ -1,12 +1,12 @@
 // The testing kit (`@durable-agent/session/testing`) as an application's test uses it, and
 // AgentSessionClient.awaitTurn.
 
-import { AgentSessionClient, tool } from "@durable-agent/session"
+import { AgentSessionClient, ToolSource } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 
-const weather = tool({
+const weather = ToolSource.tool({
   name: "get_weather",
   description: "The weather of a city.",
   effect: "read",
@@ -16,7 +16,7 @@ const weather = tool({
 describe("@durable-agent/session/testing", () => {
   it.live("a session on a scripted model: awaitTurn returns the settled snapshot of each turn", () =>
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("s-1", { initialMessage: "Weather in Paris?" })
       const first = yield* SessionTesting.awaitTurn("s-1")
       assert.strictEqual(first.state?.turnCount, 1)
@@ -43,7 +43,7 @@ describe("@durable-agent/session/testing", () => {
 
   it.live("awaitTurn times out with what it last saw", () =>
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("s-slow", { initialMessage: "Hi" })
       const error = yield* Effect.flip(sessions.awaitTurn("s-slow", { timeout: "200 millis" }))
       assert.strictEqual(error._tag, "AwaitTurnTimeout")
@@ -54,7 +54,7 @@ describe("@durable-agent/session/testing", () => {
     Effect.gen(function* () {
       const error = yield* Effect.flip(
         Effect.provide(
-          Effect.flatMap(AgentSessionClient, (s) => s.awaitTurn("s-x")),
+          Effect.flatMap(AgentSessionClient.AgentSessionClient, (s) => s.awaitTurn("s-x")),
           SessionTesting.layer({ model: [] })
         )
       )

@@ -1,7 +1,7 @@
 // `tool(...)`: a thin helper over effect/ai's Tool.make / Tool.dynamic with typed arguments and handlers
 // that use their own services.
 
-import { AgentSessionClient, ToolSource, tool } from "@durable-agent/session"
+import { AgentSessionClient, ToolSource } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as AiTool from "effect/ai/Tool"
@@ -14,7 +14,7 @@ class WeatherApi extends Context.Service<WeatherApi, { readonly current: (city: 
   "test/WeatherApi"
 ) {}
 
-const getWeather = tool({
+const getWeather = ToolSource.tool({
   name: "get_weather",
   description: "The weather of a city.",
   effect: "read",
@@ -34,7 +34,7 @@ describe("tool(...)", () => {
     assert.isTrue(Context.get(getWeather.aiTool.annotations, AiTool.Readonly))
     assert.deepStrictEqual(getWeather.parameters, AiTool.getJsonSchema(getWeather.aiTool))
     assert.deepStrictEqual((getWeather.parameters as { required?: unknown }).required, ["city"])
-    const plain = tool({
+    const plain = ToolSource.tool({
       name: "charge",
       description: "Charges a card.",
       effect: "non_idempotent_write",
@@ -46,8 +46,8 @@ describe("tool(...)", () => {
   })
 
   it("types: the handler's arguments are decoded, and ToolSource.layer requires the handler's services", () => {
-    expectTypeOf(ToolSource.layer([getWeather])).toEqualTypeOf<Layer.Layer<ToolSource, never, WeatherApi>>()
-    tool({
+    expectTypeOf(ToolSource.layer([getWeather])).toEqualTypeOf<Layer.Layer<ToolSource.ToolSource, never, WeatherApi>>()
+    ToolSource.tool({
       name: "typed",
       description: "typed arguments",
       parameters: Schema.Struct({ n: Schema.Number }),
@@ -63,7 +63,7 @@ describe("tool(...)", () => {
     "a session calls it with decoded arguments, its own service provided, and bad arguments go to the model",
     () =>
       Effect.gen(function* () {
-        const sessions = yield* AgentSessionClient
+        const sessions = yield* AgentSessionClient.AgentSessionClient
         yield* sessions.startSession("tool-helper", { initialMessage: "Weather?" })
         const snapshot = yield* SessionTesting.awaitTurn("tool-helper")
         const output = (id: string) =>

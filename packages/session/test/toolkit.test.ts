@@ -3,7 +3,7 @@
 // shown to the model.
 
 import { Client } from "@durable-agent/engine"
-import { AgentSessionClient, EventWriter, TOOL_CALL_FAILED_PREFIX, ToolkitSource } from "@durable-agent/session"
+import { AgentSessionClient, EventWriter, ToolkitSource, Wire } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Tool, Toolkit } from "effect/ai"
@@ -40,7 +40,7 @@ const SaveNote = Tool.make("save_note", {
   description: "Saves a note.",
   parameters: Schema.Struct({ text: Schema.String }),
   success: Schema.String,
-  dependencies: [EventWriter]
+  dependencies: [EventWriter.EventWriter]
 }).annotate(Tool.Idempotent, true)
 
 const Refund = Tool.make("refund", {
@@ -60,7 +60,7 @@ const handlers = Tools.toLayer(
       get_weather: ({ city }) => Effect.map(api.current(city), (temperature) => ({ city, temperature })),
       save_note: ({ text }) =>
         Effect.gen(function* () {
-          const events = yield* EventWriter
+          const events = yield* EventWriter.EventWriter
           yield* events.write({ type: "test.note_saved", payload: { text } })
           return `saved ${text}`
         }),
@@ -72,7 +72,7 @@ const handlers = Tools.toLayer(
 describe("ToolkitSource", () => {
   it.live("runs an effect/ai toolkit's tools in their Steps, by their annotations", () =>
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       const engine = yield* Client.Client
       const api = yield* WeatherApi
       yield* sessions.startSession("s-kit", { initialMessage: "go" })
@@ -90,7 +90,7 @@ describe("ToolkitSource", () => {
       )
       assert.deepStrictEqual(JSON.parse(results.w!), { city: "Paris", temperature: 21 })
       assert.strictEqual(results.n, "saved milk")
-      assert.strictEqual(results.r, `${TOOL_CALL_FAILED_PREFIX}{"reason":"order 42 is not refundable"}`)
+      assert.strictEqual(results.r, `${Wire.TOOL_CALL_FAILED_PREFIX}{"reason":"order 42 is not refundable"}`)
       const events = Array.from(yield* Stream.runCollect(sessions.events("s-kit")), (e) => e.event)
       assert.isTrue(events.some((e) => e.type === "test.note_saved" && e.stepExecutionId.startsWith("CallTool")))
     }).pipe(

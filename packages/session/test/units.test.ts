@@ -5,25 +5,11 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import { TestClock } from "effect/testing"
-import {
-  AgentSessionDefinitionError,
-  AgentSessionFlow,
-  type AgentToolCall,
-  EFFECT_TABLE,
-  ModelCallError,
-  OUTCOME_UNKNOWN_TEXT,
-  parseToolArguments,
-  resolveToolPolicy,
-  Stepwise,
-  scripted,
-  TOOL_CALL_NOT_RUN_ERROR_PREFIX,
-  toolCallIdProblem,
-  toolCallNotRunError
-} from "../src/index.ts"
+import { AgentSessionFlow, Errors, ModelClient, Policy, Stepwise, Wire } from "../src/index.ts"
 import { withHeartbeats } from "../src/internal/session.ts"
 import { makeEnv } from "./fake.ts"
 
-const record = (fields: Partial<AgentToolCall> = {}): AgentToolCall => ({
+const record = (fields: Partial<Wire.AgentToolCall> = {}): Wire.AgentToolCall => ({
   toolCallId: "t1",
   turnId: "turn-1",
   toolName: "tool",
@@ -52,32 +38,32 @@ const record = (fields: Partial<AgentToolCall> = {}): AgentToolCall => ({
 
 describe("policies", () => {
   it("resolves the effect and approval: policy, then framework metadata, then the session default", () => {
-    assert.deepStrictEqual(resolveToolPolicy("x", {}), { effect: "unclassified", requiresApproval: true })
-    assert.deepStrictEqual(resolveToolPolicy("x", { frameworkEffect: "read" }), {
+    assert.deepStrictEqual(Policy.resolveToolPolicy("x", {}), { effect: "unclassified", requiresApproval: true })
+    assert.deepStrictEqual(Policy.resolveToolPolicy("x", { frameworkEffect: "read" }), {
       effect: "read",
       requiresApproval: false
     })
-    assert.deepStrictEqual(resolveToolPolicy("x", { defaultToolEffect: "idempotent_write" }), {
+    assert.deepStrictEqual(Policy.resolveToolPolicy("x", { defaultToolEffect: "idempotent_write" }), {
       effect: "idempotent_write",
       requiresApproval: false
     })
     assert.deepStrictEqual(
-      resolveToolPolicy("x", {
+      Policy.resolveToolPolicy("x", {
         toolPolicies: { x: { effect: "read", requiresApproval: true } },
         frameworkEffect: "unclassified"
       }),
       { effect: "read", requiresApproval: true }
     )
-    assert.deepStrictEqual(resolveToolPolicy("x", { toolPolicies: { x: { effect: "non_idempotent_write" } } }), {
+    assert.deepStrictEqual(Policy.resolveToolPolicy("x", { toolPolicies: { x: { effect: "non_idempotent_write" } } }), {
       effect: "non_idempotent_write",
       requiresApproval: true
     })
-    assert.deepStrictEqual(resolveToolPolicy("toString", { toolPolicies: {} }), {
+    assert.deepStrictEqual(Policy.resolveToolPolicy("toString", { toolPolicies: {} }), {
       effect: "unclassified",
       requiresApproval: true
     })
     assert.deepStrictEqual(
-      Object.entries(EFFECT_TABLE).map(([effect, row]) => [effect, row.step, row.maxAttempts, row.exhausted]),
+      Object.entries(Policy.EFFECT_TABLE).map(([effect, row]) => [effect, row.step, row.maxAttempts, row.exhausted]),
       [
         ["read", "CallTool", 3, "failed"],
         ["idempotent_write", "CallTool", 3, "outcome_unknown"],
@@ -88,13 +74,13 @@ describe("policies", () => {
   })
 
   it("validates tool call IDs and strict JSON object arguments", () => {
-    assert.isUndefined(toolCallIdProblem("call_1", new Set()))
-    assert.include(toolCallIdProblem("", new Set()) ?? "", "empty")
-    assert.include(toolCallIdProblem("a/b", new Set()) ?? "", '"/"')
-    assert.include(toolCallIdProblem("c", new Set(["c"])) ?? "", "more than once")
-    assert.deepStrictEqual(parseToolArguments('{"a":1}'), Option.some({ a: 1 }))
+    assert.isUndefined(Policy.toolCallIdProblem("call_1", new Set()))
+    assert.include(Policy.toolCallIdProblem("", new Set()) ?? "", "empty")
+    assert.include(Policy.toolCallIdProblem("a/b", new Set()) ?? "", '"/"')
+    assert.include(Policy.toolCallIdProblem("c", new Set(["c"])) ?? "", "more than once")
+    assert.deepStrictEqual(Policy.parseToolArguments('{"a":1}'), Option.some({ a: 1 }))
     for (const bad of ["[1]", "null", "1", '"x"', '{"a": NaN}', '{"a": Infinity}', "{", ""]) {
-      assert.isTrue(Option.isNone(parseToolArguments(bad)), bad)
+      assert.isTrue(Option.isNone(Policy.parseToolArguments(bad)), bad)
     }
   })
 })
@@ -188,7 +174,7 @@ describe("the Flow definition", () => {
       { flowType: "X", toolPolicies: { t: { effect: "nope" as never } } },
       { flowType: "X", interruptDeadline: -5 }
     ]) {
-      assert.throws(() => AgentSessionFlow.make(options), AgentSessionDefinitionError)
+      assert.throws(() => AgentSessionFlow.make(options), Errors.AgentSessionDefinitionError)
     }
   })
 })
@@ -196,7 +182,7 @@ describe("the Flow definition", () => {
 describe("failure routes", () => {
   const run = (
     step: "RecordToolFailure" | "RecordToolOutcomeUnknown",
-    rec: AgentToolCall,
+    rec: Wire.AgentToolCall,
     progress: RecoveryError["attemptProgress"]
   ) =>
     Effect.gen(function* () {
@@ -216,10 +202,10 @@ describe("failure routes", () => {
         for (const effect of ["read", "idempotent_write", "non_idempotent_write", "unclassified"] as const) {
           const { decision, env, after } = yield* run(step, record({ effect }), "not_started")
           assert.strictEqual(decision._tag, "DeadEnd")
-          const value = Option.getOrThrow(after) as AgentToolCall
+          const value = Option.getOrThrow(after) as Wire.AgentToolCall
           assert.strictEqual(value.status, "failed")
-          assert.strictEqual(value.error, toolCallNotRunError("worker gone"))
-          assert.isTrue(value.error?.startsWith(`${TOOL_CALL_NOT_RUN_ERROR_PREFIX}: `))
+          assert.strictEqual(value.error, Wire.toolCallNotRunError("worker gone"))
+          assert.isTrue(value.error?.startsWith(`${Wire.TOOL_CALL_NOT_RUN_ERROR_PREFIX}: `))
           assert.deepStrictEqual(env.published, [["ToolCallResults", { toolCallId: "t1" }]])
           assert.deepStrictEqual(
             env.emitted.map((e) => [e.type, e.stepExecutionId, e.turnId]),
@@ -241,7 +227,7 @@ describe("failure routes", () => {
       ] as const
       for (const [step, effect, progress, status] of cases) {
         const { after } = yield* run(step, record({ effect }), progress)
-        const value = Option.getOrThrow(after) as AgentToolCall
+        const value = Option.getOrThrow(after) as Wire.AgentToolCall
         assert.strictEqual(value.status, status, `${step} ${effect} ${progress}`)
         assert.strictEqual(value.error, "worker gone")
       }
@@ -251,7 +237,7 @@ describe("failure routes", () => {
         inputAnswers: [{ interruptId: "t1-input-1", question: "q", answer: "a", resolution: "answered" }]
       })
       const { after } = yield* run("RecordToolFailure", asked, "not_started")
-      assert.strictEqual((Option.getOrThrow(after) as AgentToolCall).status, "outcome_unknown")
+      assert.strictEqual((Option.getOrThrow(after) as Wire.AgentToolCall).status, "outcome_unknown")
     })
   )
 
@@ -263,7 +249,7 @@ describe("failure routes", () => {
         "not_completed"
       )
       assert.strictEqual(decision._tag, "DeadEnd")
-      assert.strictEqual((Option.getOrThrow(after) as AgentToolCall).status, "succeeded")
+      assert.strictEqual((Option.getOrThrow(after) as Wire.AgentToolCall).status, "succeeded")
       assert.deepStrictEqual(env.published, [])
       assert.deepStrictEqual(env.emitted, [])
     })
@@ -289,7 +275,7 @@ describe("the scripted model", () => {
   it.effect("answers in script order: text, deltas, parallel tool calls, usage, failures, exhaustion", () =>
     Effect.gen(function* () {
       const deltas: Array<string> = []
-      const model = scripted([
+      const model = ModelClient.scripted([
         { text: "Hello", textDeltas: ["He", "llo"], usage: { inputTokens: 3 } },
         {
           toolCalls: [
@@ -316,7 +302,7 @@ describe("the scripted model", () => {
         { toolCallId: "b", toolName: "y", arguments: "raw text" }
       ])
       const third = yield* Effect.flip(model.generate(request))
-      assert.instanceOf(third, ModelCallError)
+      assert.instanceOf(third, Errors.ModelCallError)
       assert.strictEqual(third.message, "rate limited")
       assert.strictEqual((yield* model.generate(request)).text, "saw 1")
       const exhausted = yield* Effect.flip(model.generate(request))
@@ -333,7 +319,7 @@ describe("Stepwise conversions", () => {
       { type: "tool_call", tool_call_id: "c1", tool_name: "w", arguments: "{}" },
       { type: "tool_call", tool_call_id: "c2", tool_name: "w", arguments: "{}" },
       { type: "tool_result", tool_call_id: "c1", tool_name: "w", output: "1" },
-      { type: "tool_result", tool_call_id: "c2", tool_name: "w", output: OUTCOME_UNKNOWN_TEXT }
+      { type: "tool_result", tool_call_id: "c2", tool_name: "w", output: Wire.OUTCOME_UNKNOWN_TEXT }
     ]
     assert.deepStrictEqual(
       Stepwise.toModelMessages(items).map((m) =>

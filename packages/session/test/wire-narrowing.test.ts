@@ -5,14 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import {
-  type AdapterAgentEvent,
-  type AgentEvent,
-  AgentSessionClient,
-  decodeAgentEvent,
-  EventWriter,
-  tool
-} from "../src/index.ts"
+import { AgentSessionClient, EventWriter, ToolSource, Wire } from "../src/index.ts"
 import { awaitTurns, withSession } from "./support.ts"
 
 const encoded = (type: string, payload: unknown) => ({
@@ -24,7 +17,7 @@ const encoded = (type: string, payload: unknown) => ({
 })
 
 /** What a reader of `e.payload` sees after checking `e.type`: typed for session events, JSON for adapters'. */
-const describeEvent = (e: AgentEvent): string => {
+const describeEvent = (e: Wire.AgentEvent): string => {
   if (e.type === "text_delta") {
     expectTypeOf(e.payload.text).toEqualTypeOf<string>()
     return `text ${e.payload.text}`
@@ -37,29 +30,29 @@ const describeEvent = (e: AgentEvent): string => {
 describe("AgentEvent narrowing and decoding", () => {
   it.effect("a session event narrows by type; an adapter event keeps a JSON payload", () =>
     Effect.gen(function* () {
-      const text = yield* decodeAgentEvent(encoded("text_delta", { text: "Hi" }))
+      const text = yield* Wire.decodeAgentEvent(encoded("text_delta", { text: "Hi" }))
       assert.strictEqual(describeEvent(text), "text Hi")
-      const finished = yield* decodeAgentEvent(
+      const finished = yield* Wire.decodeAgentEvent(
         encoded("tool_call_finished", { tool_call_id: "c1", tool_name: "t", status: "succeeded" })
       )
       assert.strictEqual(describeEvent(finished), "c1 succeeded")
-      const adapter = yield* decodeAgentEvent(encoded("openai_agents.handoff", { to: "billing" }))
+      const adapter = yield* Wire.decodeAgentEvent(encoded("openai_agents.handoff", { to: "billing" }))
       assert.strictEqual(describeEvent(adapter), "openai_agents.handoff")
-      expectTypeOf<AdapterAgentEvent["type"]>().toEqualTypeOf<`${string}.${string}`>()
+      expectTypeOf<Wire.AdapterAgentEvent["type"]>().toEqualTypeOf<`${string}.${string}`>()
       assert.deepStrictEqual(adapter.payload, { to: "billing" })
     })
   )
 
   it.effect("a decode error names the one event type it was decoded as", () =>
     Effect.gen(function* () {
-      const error = yield* Effect.flip(decodeAgentEvent(encoded("text_delta", { txt: "Hi" })))
+      const error = yield* Effect.flip(Wire.decodeAgentEvent(encoded("text_delta", { txt: "Hi" })))
       assert.isTrue(Schema.isSchemaError(error))
       assert.include(error.message, '["payload"]["text"]')
       assert.notInclude(error.message, "template literal")
       assert.notInclude(error.message, "turn_started")
-      const adapterError = yield* Effect.flip(decodeAgentEvent(encoded("mine.thing", [1])))
+      const adapterError = yield* Effect.flip(Wire.decodeAgentEvent(encoded("mine.thing", [1])))
       assert.notInclude(adapterError.message, "turn_started")
-      yield* Effect.flip(decodeAgentEvent(encoded("nonsense", {})))
+      yield* Effect.flip(Wire.decodeAgentEvent(encoded("nonsense", {})))
     })
   )
 
@@ -72,13 +65,13 @@ describe("AgentEvent narrowing and decoding", () => {
       {
         script: [{ toolCalls: [{ id: "c1", name: "odd", arguments: {} }] }, { text: "Done." }],
         tools: () => [
-          tool({
+          ToolSource.tool({
             name: "odd",
             description: "Writes an event with a payload that does not match its type.",
             effect: "read",
             handler: () =>
               Effect.gen(function* () {
-                const events = yield* EventWriter
+                const events = yield* EventWriter.EventWriter
                 yield* events.write({ type: "text_delta", payload: { words: "no text field" } })
                 return "ok"
               })
@@ -87,7 +80,7 @@ describe("AgentEvent narrowing and decoding", () => {
       },
       () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-odd", { initialMessage: "go" })
           yield* awaitTurns("s-odd", 1)
           const events = Array.from(yield* Stream.runCollect(client.events("s-odd")))

@@ -71,7 +71,7 @@ const read = async (response: Response, until?: (deltas: number) => boolean) => 
 
 const program = Effect.gen(function* () {
   const handler = yield* ChatHandler.make({ authorize: () => true })
-  const sessions = yield* AgentSessionClient
+  const sessions = yield* AgentSessionClient.AgentSessionClient
   const base = "http://bench.local/api/chat"
   yield* sessions.startSession("bench-1", { initialMessage: "go" })
   yield* SessionTesting.awaitTurn("bench-1", { turn: 1, timeout: "10 minutes" })

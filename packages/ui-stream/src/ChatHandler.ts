@@ -62,7 +62,7 @@ export type Authorize = (input: AuthorizationRequest) => Effect.Effect<boolean> 
  * @category models
  * @since 0.1.0
  */
-export type Services = AgentSessionClient | Client.Client
+export type Services = AgentSessionClient.AgentSessionClient | Client.Client
 
 /**
  * Options of the handlers.
@@ -260,7 +260,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
     UiMessageStream.turnStream({ sessionId, turnId, from, pollInterval: poll })
 
   const snapshotOrNull = (sessionId: string) =>
-    Effect.flatMap(AgentSessionClient, (sessions) =>
+    Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) =>
       sessions.getSnapshot(sessionId).pipe(
         Effect.map(Option.some),
         Effect.catchTag("FlowNotFound", () => Effect.succeed(Option.none<Wire.AgentSnapshot>())),
@@ -271,7 +271,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   // POST {base}
   const chat = (request: Request) =>
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       const text = yield* readBody(request, maxBody)
       const body: ChatBody = yield* decodeChatBody(text).pipe(
         Effect.mapError(
@@ -382,7 +382,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   const events = (request: Request, sessionId: string, url: URL) =>
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "read")
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       const after = request.headers.get("last-event-id") ?? url.searchParams.get("after")
       const snapshot = yield* snapshotOrNull(sessionId)
       if (Option.isNone(snapshot)) return yield* fail(404, "session_not_found", "no such session")
@@ -422,7 +422,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       yield* authorize(request, sessionId, "write")
       const cancel =
         options.cancelTurn ??
-        ((id: string) => Effect.flatMap(AgentSessionClient, (sessions) => sessions.cancelTurn(id)))
+        ((id: string) => Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) => sessions.cancelTurn(id)))
       const cancelled = yield* cancel(sessionId).pipe(
         Effect.mapError((e) =>
           typeof e === "object" && e !== null && "_tag" in e

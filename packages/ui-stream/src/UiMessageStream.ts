@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { Client, type EngineError } from "@durable-agent/engine"
-import { AgentSessionClient, type AgentSessionEvent, type EventsError, type RpcError } from "@durable-agent/session"
+import { AgentSessionClient } from "@durable-agent/session"
 import * as Wire from "@durable-agent/session/wire"
 import type { UIMessageChunk } from "ai"
 import * as Duration from "effect/Duration"
@@ -103,7 +103,7 @@ export interface TurnStreamOptions {
  * @category models
  * @since 0.1.0
  */
-export type TurnStreamError = RpcError | EventsError | EngineError
+export type TurnStreamError = AgentSessionClient.RpcError | AgentSessionClient.EventsError | EngineError
 
 const PAGE = 500
 
@@ -229,10 +229,10 @@ const finishReasonOf = (
  */
 export const turnStream = (
   options: TurnStreamOptions
-): Stream.Stream<UiPart, TurnStreamError, AgentSessionClient | Client.Client> =>
+): Stream.Stream<UiPart, TurnStreamError, AgentSessionClient.AgentSessionClient | Client.Client> =>
   Stream.unwrap(
     Effect.gen(function* () {
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       const engine = yield* Client.Client
       const sessionId = options.sessionId
       const turnId = options.turnId
@@ -541,7 +541,7 @@ export const turnStream = (
         })
 
       /** Applies one event; returns its parts with their tokens. */
-      const apply = (entry: AgentSessionEvent) =>
+      const apply = (entry: AgentSessionClient.AgentSessionEvent) =>
         Effect.gen(function* () {
           const previous = position
           if (entry.event.turnId !== turnId) {

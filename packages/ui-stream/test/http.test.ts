@@ -34,7 +34,7 @@ describe("authorization and bad input", () => {
   it.live("another user's session: 403 on every route, nothing read, written or resolved", () =>
     Effect.gen(function* () {
       const handler = yield* ChatHandler.make({ authorize })
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       // Ann's turn waits for her approval
       const first = yield* promise(() => handler(post("ann", { id: "ann-1", messages: [userMessage("u1", "send")] })))
       const message = yield* promise(async () => fold(chunksOf(await readSse(first)).map((c) => c.chunk)))
@@ -83,7 +83,7 @@ describe("authorization and bad input", () => {
   it.live("an approval for an interrupt of another session or turn: 409, nothing resolved", () =>
     Effect.gen(function* () {
       const handler = yield* ChatHandler.make({ authorize })
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       const first = yield* promise(() => handler(post("ann", { id: "ann-2", messages: [userMessage("u1", "send")] })))
       const message = yield* promise(async () => fold(chunksOf(await readSse(first)).map((c) => c.chunk)))
       // Ann's other session has no turn: the approval of ann-2's interrupt posted to ann-3 is refused
@@ -108,7 +108,7 @@ describe("authorization and bad input", () => {
   it.live("malformed, oversized and forged requests: 4xx with a clear error, nothing changed", () =>
     Effect.gen(function* () {
       const handler = yield* ChatHandler.make({ authorize, maxBodyBytes: 4096, maxMessageChars: 100 })
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* promise(async () =>
         readSse(await handler(post("cy", { id: "cy-1", messages: [userMessage("u1", "hello")] })))
       )

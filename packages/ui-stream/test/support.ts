@@ -1,5 +1,5 @@
 import type { Client } from "@durable-agent/engine"
-import { type AgentSessionClient, type ModelClient, type ScriptedStep, type Tool, tool } from "@durable-agent/session"
+import { type AgentSessionClient, type ModelClient, ToolSource } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { readUIMessageStream, type UIMessage, type UIMessageChunk } from "ai"
 import * as Effect from "effect/Effect"
@@ -9,14 +9,14 @@ import type { ChatHandler } from "../src/index.ts"
 /** Counts of how often each tool ran. */
 export const runs = new Map<string, number>()
 
-export const tools: ReadonlyArray<Tool> = [
-  tool({
+export const tools: ReadonlyArray<ToolSource.Tool> = [
+  ToolSource.tool({
     name: "get_weather",
     description: "Read the weather.",
     effect: "read",
     handler: () => Effect.succeed("sunny")
   }),
-  tool({
+  ToolSource.tool({
     name: "send_email",
     description: "Send an email.",
     effect: "non_idempotent_write",
@@ -29,7 +29,7 @@ export const tools: ReadonlyArray<Tool> = [
 ]
 
 /** A turn that writes (needs approval) and reads in parallel, then answers. */
-export const writeAndRead = (to: string): ReadonlyArray<ScriptedStep> => [
+export const writeAndRead = (to: string): ReadonlyArray<ModelClient.ScriptedStep> => [
   {
     text: "Let me send it.",
     textDeltas: ["Let me ", "send it."],
@@ -48,9 +48,9 @@ export const authorize: ChatHandler.Authorize = ({ request, sessionId }) => {
 }
 
 export const layer = (options: {
-  readonly model: ReadonlyArray<ScriptedStep> | Layer.Layer<ModelClient>
+  readonly model: ReadonlyArray<ModelClient.ScriptedStep> | Layer.Layer<ModelClient.ModelClient>
   readonly eventsCapacityBytes?: number
-}): Layer.Layer<AgentSessionClient | Client.Client, unknown> =>
+}): Layer.Layer<AgentSessionClient.AgentSessionClient | Client.Client, unknown> =>
   SessionTesting.layer({
     model: options.model,
     tools,

@@ -1,4 +1,4 @@
-import { AgentSessionClient, ModelCallError, ModelClient } from "@durable-agent/session"
+import { AgentSessionClient, Errors, ModelClient } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { assert, describe, it } from "@effect/vitest"
 import type { DynamicToolUIPart, UIMessage } from "ai"
@@ -125,7 +125,7 @@ describe("UI message stream", () => {
   it.live("exact continuation from any token sends exactly the remaining parts", () =>
     Effect.gen(function* () {
       const handler = yield* handlerEffect
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("cat-1", { initialMessage: "hi" })
       yield* SessionTesting.awaitTurn("cat-1", { turn: 1 })
       const full = chunksOf(
@@ -256,7 +256,7 @@ describe("trimmed events", () => {
   it.live("a turn whose first events were trimmed is rebuilt from the committed messages", () =>
     Effect.gen(function* () {
       const handler = yield* handlerEffect
-      const sessions = yield* AgentSessionClient
+      const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("hal-1", { initialMessage: "go" })
       const snapshot = yield* SessionTesting.awaitTurn("hal-1", { turn: 1 })
       const oldest = (yield* Stream.runHead(sessions.events("hal-1"))).pipe(Option.getOrThrow)
@@ -285,7 +285,7 @@ const tokenFor = (sessionId: string) =>
 
 /** A model that streams its deltas slowly. */
 const slowModel = (deltas: ReadonlyArray<string>, every: Duration.Input) =>
-  Layer.succeed(ModelClient, {
+  Layer.succeed(ModelClient.ModelClient, {
     generate: (request) =>
       Effect.gen(function* () {
         for (const d of deltas) {
@@ -303,7 +303,7 @@ const slowModel = (deltas: ReadonlyArray<string>, every: Duration.Input) =>
   })
 
 /** A model whose first call streams text and then fails; the retry answers. */
-const failingFirstAttempt = Layer.sync(ModelClient, () => {
+const failingFirstAttempt = Layer.sync(ModelClient.ModelClient, () => {
   let calls = 0
   return {
     generate: (request) =>
@@ -311,7 +311,7 @@ const failingFirstAttempt = Layer.sync(ModelClient, () => {
         calls++
         if (calls === 1) {
           if (request.onTextDelta) yield* request.onTextDelta("first try")
-          return yield* new ModelCallError({ message: "the provider hung up" })
+          return yield* new Errors.ModelCallError({ message: "the provider hung up" })
         }
         if (request.onTextDelta) yield* request.onTextDelta("second try")
         return {

@@ -1,5 +1,5 @@
 // One AI SDK model call with `streamText`: tools without `execute`, one step, no SDK retries.
-import { ModelCallError, type ModelCallMetadata } from "@durable-agent/session"
+import { Errors, type ModelClient } from "@durable-agent/session"
 import {
   isStepCount,
   type LanguageModel,
@@ -31,7 +31,7 @@ export interface CallResult {
   /** The response messages, JSON-safe, with `providerOptions` on their parts. */
   readonly responseMessages: ReadonlyArray<ModelMessage>
   readonly usage: LanguageModelUsage | undefined
-  readonly metadata: ModelCallMetadata
+  readonly metadata: ModelClient.ModelCallMetadata
 }
 
 const errorMessage = (error: unknown): string =>
@@ -41,7 +41,7 @@ const errorMessage = (error: unknown): string =>
  * Makes exactly one model call. The abort signal comes from the fiber, so interrupting the Step (a
  * cancellation, a method timeout) aborts the HTTP request.
  */
-export const callModel = (options: CallOptions): Effect.Effect<CallResult, ModelCallError> =>
+export const callModel = (options: CallOptions): Effect.Effect<CallResult, Errors.ModelCallError> =>
   Effect.gen(function* () {
     const text = DeltaBuffer.make(options.onTextDelta ?? (() => Effect.void))
     const reasoning = DeltaBuffer.make(options.onReasoningDelta ?? (() => Effect.void))
@@ -64,7 +64,7 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Model
     } as Parameters<typeof streamText>[0])
     yield* Stream.fromAsyncIterable(
       result.stream as AsyncIterable<any>,
-      (cause) => new ModelCallError({ message: errorMessage(cause) })
+      (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     ).pipe(
       Stream.runForEach((part: any) => {
         switch (part.type) {
@@ -86,12 +86,12 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Model
     yield* text.flush
     yield* reasoning.flush
     if (streamError !== undefined) {
-      return yield* new ModelCallError({ message: errorMessage(streamError) })
+      return yield* new Errors.ModelCallError({ message: errorMessage(streamError) })
     }
     const settled = yield* Effect.tryPromise({
       try: () =>
         Promise.all([result.toolCalls, result.responseMessages, result.usage, result.finishReason, result.finalStep]),
-      catch: (cause) => new ModelCallError({ message: errorMessage(cause) })
+      catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     })
     const [toolCalls, responseMessages, usage, finishReason, finalStep] = settled as [
       any[],

@@ -1,5 +1,5 @@
 // Conversions between the AI SDK's plain-JSON ModelMessage and the session's stored messages.
-import type { FrameworkMessage, ModelUsage, ModelMessage as SessionModelMessage } from "@durable-agent/session"
+import type { ModelClient, Runner } from "@durable-agent/session"
 import type { LanguageModelUsage, ModelMessage } from "ai"
 
 /** JSON-safe copy: binary data becomes base64 text, URLs become strings, `undefined` fields are dropped. */
@@ -46,8 +46,8 @@ const outputText = (output: unknown): string => {
 export const toFrameworkMessages = (
   messages: ReadonlyArray<ModelMessage>,
   messageId: (index: number) => string
-): Array<FrameworkMessage> => {
-  const out: Array<FrameworkMessage> = []
+): Array<Runner.FrameworkMessage> => {
+  const out: Array<Runner.FrameworkMessage> = []
   messages.forEach((raw, index) => {
     const message = toJsonSafe(raw) as { role: string; content: unknown; providerOptions?: unknown }
     const id = messageId(index)
@@ -199,7 +199,7 @@ const projectionToMessages = (m: StoredMessageView): Array<ModelMessage> => {
 }
 
 /** The session's simple model messages (Stepwise) as AI SDK messages. */
-export const sessionToAiSdk = (messages: ReadonlyArray<SessionModelMessage>): Array<ModelMessage> =>
+export const sessionToAiSdk = (messages: ReadonlyArray<ModelClient.ModelMessage>): Array<ModelMessage> =>
   messages.map((m): ModelMessage => {
     switch (m.role) {
       case "user":
@@ -241,7 +241,7 @@ const parseObject = (text: string): unknown => {
 }
 
 /** AI SDK usage as the session counts it. */
-export const toUsage = (usage: LanguageModelUsage | undefined): ModelUsage => ({
+export const toUsage = (usage: LanguageModelUsage | undefined): ModelClient.ModelUsage => ({
   inputTokens: usage?.inputTokens ?? 0,
   outputTokens: usage?.outputTokens ?? 0,
   cachedInputTokens: usage?.inputTokenDetails?.cacheReadTokens ?? 0,

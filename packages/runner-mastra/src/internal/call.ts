@@ -1,7 +1,7 @@
 // One Mastra agent run with `agent.stream`: client tools only, one step, no framework retries, the fiber's
 // interruption wired to the run's abort signal, text and reasoning deltas streamed as they arrive.
 import { DeltaBuffer } from "@durable-agent/runner-ai-sdk"
-import { ModelCallError } from "@durable-agent/session"
+import { Errors } from "@durable-agent/session"
 import type { Agent, ToolsInput } from "@mastra/core/agent"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -52,13 +52,13 @@ interface Chunk {
 }
 
 /** Runs the agent once. Interrupting the fiber aborts the run (and the provider request). */
-export const run = (options: RunOptions): Effect.Effect<RunOutcome, ModelCallError> =>
+export const run = (options: RunOptions): Effect.Effect<RunOutcome, Errors.ModelCallError> =>
   Effect.suspend(() => {
     const controller = new AbortController()
     return runWith(options, controller).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
   })
 
-const runWith = (options: RunOptions, controller: AbortController): Effect.Effect<RunOutcome, ModelCallError> =>
+const runWith = (options: RunOptions, controller: AbortController): Effect.Effect<RunOutcome, Errors.ModelCallError> =>
   Effect.gen(function* () {
     const text = DeltaBuffer.make(options.onTextDelta)
     const reasoning = DeltaBuffer.make(options.onReasoningDelta)
@@ -77,11 +77,11 @@ const runWith = (options: RunOptions, controller: AbortController): Effect.Effec
             if (step.usage !== undefined) usage = step.usage
           }
         }),
-      catch: (cause) => new ModelCallError({ message: errorMessage(cause) })
+      catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     })
     yield* Stream.fromAsyncIterable(
       output.fullStream as AsyncIterable<Chunk>,
-      (cause) => new ModelCallError({ message: errorMessage(cause) })
+      (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     ).pipe(
       Stream.runForEach((chunk) => {
         switch (chunk.type) {
@@ -104,17 +104,17 @@ const runWith = (options: RunOptions, controller: AbortController): Effect.Effec
     yield* reasoning.flush
     const violation = options.guard.violation()
     if (violation !== undefined) return { _tag: "Refused", reason: violation, usage } as const
-    if (streamError !== undefined) return yield* new ModelCallError({ message: errorMessage(streamError) })
+    if (streamError !== undefined) return yield* new Errors.ModelCallError({ message: errorMessage(streamError) })
     const full = yield* Effect.tryPromise({
       try: () => output.getFullOutput(),
-      catch: (cause) => new ModelCallError({ message: errorMessage(cause) })
+      catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     })
     // a violation can also surface only when the run settles
     const late = options.guard.violation()
     if (late !== undefined) return { _tag: "Refused", reason: late, usage } as const
     if (full.finishReason === "retry") {
       // with one step allowed, Mastra drops the rejected response and ends the run with nothing
-      return yield* new ModelCallError({
+      return yield* new Errors.ModelCallError({
         message: "a Mastra processor rejected the response and asked for another model call; the Step retries instead"
       })
     }

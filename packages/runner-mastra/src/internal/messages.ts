@@ -1,6 +1,6 @@
 // Conversions between Mastra's stored message format (format 2: a message with parts) and the session's
 // stored messages, plus the run-state repairs the runner needs between rounds.
-import type { AgentMessage, FrameworkMessage } from "@durable-agent/session"
+import type { Runner, Wire } from "@durable-agent/session"
 
 /** A part of a Mastra message, as plain JSON. */
 export type Part = { readonly type: string } & Record<string, unknown>
@@ -44,7 +44,7 @@ interface StoredItem {
 
 /** A stored message as the session gives it back (only the fields the rebuild reads). */
 export type StoredMessageView = Pick<
-  AgentMessage,
+  Wire.AgentMessage,
   "role" | "text" | "toolCallId" | "toolName" | "toolArguments" | "toolOutput" | "frameworkItem"
 >
 
@@ -61,12 +61,12 @@ export const invocationOf = (part: Part): ToolInvocation | undefined =>
 export const resultText = (result: unknown): string => (typeof result === "string" ? result : JSON.stringify(result))
 
 /** Splits Mastra messages into stored messages: one per part, tool results after the calls of their step. */
-export const toFrameworkMessages = (messages: ReadonlyArray<DbMessage>): Array<FrameworkMessage> => {
-  const out: Array<FrameworkMessage> = []
+export const toFrameworkMessages = (messages: ReadonlyArray<DbMessage>): Array<Runner.FrameworkMessage> => {
+  const out: Array<Runner.FrameworkMessage> = []
   for (const message of messages) {
     if (message.role !== "user" && message.role !== "assistant") continue
     const role = message.role
-    const results: Array<FrameworkMessage> = []
+    const results: Array<Runner.FrameworkMessage> = []
     const flush = () => out.push(...results.splice(0))
     let stepStart = false
     let first = true

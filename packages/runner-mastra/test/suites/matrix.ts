@@ -1,6 +1,6 @@
 // The spec's test matrix for the Mastra runner, as one suite registered for each engine (matrix-*.test.ts).
 // Cases 3 with a restart, 5, 6 and 9 need process kills: see kill.test.ts.
-import { AgentSessionClient, OUTCOME_UNKNOWN_TEXT, TURN_FAILURE_NOTE_HEADER } from "@durable-agent/session"
+import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import {
@@ -32,7 +32,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           { engine },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m1", { initialMessage: "Weather in Paris?" })
               const first = yield* awaitTurns("m1", 1)
               assert.deepStrictEqual(yield* stepShape("m1"), [
@@ -87,7 +87,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         { engine },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m1b", { initialMessage: "three cities, one by one" })
             yield* awaitTurns("m1b", 1)
             const rounds = ["system", "user", "assistant[r1]", "tool[r1]", "assistant[r2]", "tool[r2]"]
@@ -121,7 +121,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         { engine },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m2", { initialMessage: "both" })
             yield* awaitTurns("m2", 1)
             const shape = yield* stepShape("m2")
@@ -152,7 +152,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           { engine },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m3", { initialMessage: "email ann" })
               yield* awaitSnapshot(
                 "m3",
@@ -183,7 +183,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           { engine, interruptDeadline: "1 second" },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m7", { initialMessage: "email cy" })
               yield* awaitTurns("m7", 1)
               assert.isFalse(yield* client.resolveInterrupt("m7", { interruptId: "w1", approved: true }))
@@ -199,7 +199,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         { engine },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m4", { initialMessage: "email bob" })
             yield* awaitSnapshot("m4", (s) => s.pendingInterrupts.length === 1, "the approval")
             assert.isTrue(
@@ -224,14 +224,14 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           { engine, toolPolicies: { flaky_write: { effect: "non_idempotent_write", requiresApproval: true } } },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m5", { initialMessage: "do it" })
               yield* awaitSnapshot("m5", (s) => s.pendingInterrupts.length === 1, "the approval")
               assert.isTrue(yield* client.resolveInterrupt("m5", { interruptId: "f1", approved: true }))
               yield* awaitTurns("m5", 1)
               assert.strictEqual(kit.count("flaky_write"), 1)
               assert.include(toolResultsIn(prompt(kit, 1)).f1, "the mail server hung up")
-              assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, OUTCOME_UNKNOWN_TEXT)
+              assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, Wire.OUTCOME_UNKNOWN_TEXT)
             })
         )
     )
@@ -248,20 +248,21 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         { engine },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m8", { initialMessage: "save hello" })
             const failed = yield* awaitTurns("m8", 1)
             assert.strictEqual(kit.count("save_note"), 1)
             assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
             const note = failed.messages[failed.messages.length - 1]!
-            assert.isTrue(note.text?.startsWith(TURN_FAILURE_NOTE_HEADER))
+            assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
             assert.include(note.text ?? "", "save_note")
             assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
             yield* awaitTurns("m8", 2)
             const last = prompt(kit, kit.model.doStreamCalls.length - 1)
             assert.isTrue(
               last.some(
-                (m) => m.role === "user" && JSON.stringify(m.content).includes(TURN_FAILURE_NOTE_HEADER.slice(0, 20))
+                (m) =>
+                  m.role === "user" && JSON.stringify(m.content).includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))
               )
             )
             assert.strictEqual(kit.count("save_note"), 1)
@@ -277,7 +278,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           { engine },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m10", { initialMessage: "one" })
               yield* awaitSnapshot("m10", (s) => s.state?.activeTurnId !== null, "the first turn")
               assert.isTrue(yield* client.sendUserMessage("m10", "two"))
@@ -313,7 +314,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         { engine },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("mu", { initialMessage: "go" })
             const snapshot = yield* awaitTurns("mu", 1)
             // the stored tool results are the failures the session recorded

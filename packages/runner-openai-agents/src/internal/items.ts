@@ -1,6 +1,6 @@
 // Conversions between the SDK's input items (plain JSON, one item per message, tool call or tool result)
 // and the session's stored messages. An item is stored whole as the message's `frameworkItem`.
-import type { AgentMessage, AgentUsage, FrameworkMessage } from "@durable-agent/session"
+import type { Runner, Wire } from "@durable-agent/session"
 import type { AgentInputItem } from "@openai/agents"
 
 /** A loosely typed view of an item: the SDK's item union is wide and its fields vary by `type`. */
@@ -31,7 +31,7 @@ export const outputText = (output: unknown): string => {
 }
 
 /** Projects one SDK item onto a stored message, keeping the item itself as `frameworkItem`. */
-export const toFrameworkMessage = (item: AgentInputItem): FrameworkMessage => {
+export const toFrameworkMessage = (item: AgentInputItem): Runner.FrameworkMessage => {
   const i = item as unknown as Loose
   const frameworkItem = JSON.stringify(item)
   switch (i.type) {
@@ -86,7 +86,7 @@ const isItem = (value: unknown): value is AgentInputItem => {
  * The SDK item of a stored message: its `frameworkItem` when that is an SDK item, otherwise an item rebuilt
  * from the projection (a message another runner stored).
  */
-export const fromStoredMessage = (message: AgentMessage): AgentInputItem => {
+export const fromStoredMessage = (message: Wire.AgentMessage): AgentInputItem => {
   try {
     const parsed: unknown = JSON.parse(message.frameworkItem)
     if (isItem(parsed)) return parsed
@@ -122,7 +122,7 @@ export const fromStoredMessage = (message: AgentMessage): AgentInputItem => {
 }
 
 /** The sum of the SDK usage of the model calls one RunModel made, as the session counts it. */
-export const toUsage = (responses: ReadonlyArray<{ readonly usage?: unknown }>): AgentUsage => {
+export const toUsage = (responses: ReadonlyArray<{ readonly usage?: unknown }>): Wire.AgentUsage => {
   let inputTokens = 0
   let outputTokens = 0
   let cachedInputTokens = 0

@@ -1,13 +1,7 @@
 // The spec's test matrix for the OpenAI Agents runner with the SDK's ScriptedModel, registered once per
 // engine (cases 3 with a restart, 5, 6 and 9 need process kills: see kill.test.ts), and the SDK
 // behaviours that would break a Step rule, each with the guard that catches it.
-import {
-  AgentSessionClient,
-  modelVisibleResult,
-  OUTCOME_UNKNOWN_TEXT,
-  TOOL_CALL_FAILED_PREFIX,
-  TURN_FAILURE_NOTE_HEADER
-} from "@durable-agent/session"
+import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Usage } from "@openai/agents"
 import { assistantMessage, functionCall, modelError, modelResponder } from "@openai/agents/testing"
@@ -24,7 +18,7 @@ import {
   withOpenAiSession
 } from "../support.ts"
 
-const NOT_JSON = `${TOOL_CALL_FAILED_PREFIX}invalid get_weather arguments: arguments must be a JSON object`
+const NOT_JSON = `${Wire.TOOL_CALL_FAILED_PREFIX}invalid get_weather arguments: arguments must be a JSON object`
 
 export const matrixSuite = (engineName: string, engine: EngineFactory) =>
   describe(`OpenAI Agents runner on the ${engineName}: the session matrix`, () => {
@@ -55,7 +49,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           ],
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m1", { initialMessage: "Weather in Paris?" })
               const first = yield* awaitTurns("m1", 1)
               assert.deepStrictEqual(yield* stepShape("m1"), [
@@ -110,7 +104,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         ],
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m2", { initialMessage: "both" })
             const snapshot = yield* awaitTurns("m2", 1)
             const shape = yield* stepShape("m2")
@@ -143,7 +137,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           ],
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m3", { initialMessage: "email ann" })
               yield* awaitSnapshot(
                 "m3",
@@ -175,7 +169,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           [[functionCall("send_email", { to: "cy" }, { callId: "w1" })], [assistantMessage("Too late.")]],
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m7", { initialMessage: "email cy" })
               yield* awaitTurns("m7", 1)
               assert.isFalse(yield* client.resolveInterrupt("m7", { interruptId: "w1", approved: true }))
@@ -192,7 +186,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         [[functionCall("send_email", { to: "bob" }, { callId: "w1" })], [assistantMessage("OK, I will not.")]],
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m4", { initialMessage: "email bob" })
             yield* awaitSnapshot("m4", (s) => s.pendingInterrupts.length === 1, "the approval")
             assert.isTrue(
@@ -217,14 +211,17 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           [[functionCall("flaky_write", {}, { callId: "f1" })], [assistantMessage("It may have gone through.")]],
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m5", { initialMessage: "do it" })
               yield* awaitSnapshot("m5", (s) => s.pendingInterrupts.length === 1, "the approval")
               assert.isTrue(yield* client.resolveInterrupt("m5", { interruptId: "f1", approved: true }))
               yield* awaitTurns("m5", 1)
               assert.strictEqual(kit.count("flaky_write"), 1)
-              assert.strictEqual(toolResultsIn(prompt(kit, 1)).f1, `${TOOL_CALL_FAILED_PREFIX}the mail server hung up`)
-              assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, OUTCOME_UNKNOWN_TEXT)
+              assert.strictEqual(
+                toolResultsIn(prompt(kit, 1)).f1,
+                `${Wire.TOOL_CALL_FAILED_PREFIX}the mail server hung up`
+              )
+              assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, Wire.OUTCOME_UNKNOWN_TEXT)
             })
         )
     )
@@ -241,19 +238,19 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
         ],
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m8", { initialMessage: "save hello" })
             const failed = yield* awaitTurns("m8", 1)
             assert.strictEqual(kit.count("save_note"), 1)
             assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
             const note = failed.messages[failed.messages.length - 1]!
-            assert.isTrue(note.text?.startsWith(TURN_FAILURE_NOTE_HEADER))
+            assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
             assert.include(note.text ?? "", "save_note")
             assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
             yield* awaitTurns("m8", 2)
             const last = prompt(kit, kit.model.calls.length - 1)
             assert.isTrue(
-              last.some((i) => i.type !== "function_call" && JSON.stringify(i).includes(TURN_FAILURE_NOTE_HEADER))
+              last.some((i) => i.type !== "function_call" && JSON.stringify(i).includes(Wire.TURN_FAILURE_NOTE_HEADER))
             )
             assert.strictEqual(kit.count("save_note"), 1)
           })
@@ -274,7 +271,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           ],
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("m10", { initialMessage: "one" })
               yield* awaitSnapshot("m10", (s) => s.state?.activeTurnId !== null, "the first turn")
               assert.isTrue(yield* client.sendUserMessage("m10", "two"))
@@ -297,7 +294,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
     it.live("streams the answer as text_delta events of its RunModel attempt", () =>
       withOpenAiSession(engine, [[assistantMessage("Hello "), assistantMessage("there.")]], () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s1", { initialMessage: "hi" })
           const snapshot = yield* awaitTurns("s1", 1)
           const events = Array.from(yield* Stream.runCollect(client.events("s1")))
@@ -321,7 +318,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
           [[functionCall("get_weather", { city: "Bern" }, { callId: "g1" })]],
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("u", { initialMessage: "weather in Bern" })
               const snapshot = yield* awaitTurns("u", 1)
               assert.deepStrictEqual(yield* stepShape("u"), [
@@ -370,7 +367,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
             ],
             (kit) =>
               Effect.gen(function* () {
-                const client = yield* AgentSessionClient
+                const client = yield* AgentSessionClient.AgentSessionClient
                 yield* client.startSession("h", { initialMessage: "billing please" })
                 const snapshot = yield* awaitTurns("h", 1)
                 assert.deepStrictEqual(yield* stepShape("h"), [
@@ -430,7 +427,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
             ],
             (kit) =>
               Effect.gen(function* () {
-                const client = yield* AgentSessionClient
+                const client = yield* AgentSessionClient.AgentSessionClient
                 yield* client.startSession("hg", { initialMessage: "weather, then billing" })
                 const snapshot = yield* awaitTurns("hg", 1)
                 assert.deepStrictEqual(yield* stepShape("hg"), [
@@ -469,14 +466,14 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
             ],
             (kit) =>
               Effect.gen(function* () {
-                const client = yield* AgentSessionClient
+                const client = yield* AgentSessionClient.AgentSessionClient
                 yield* client.startSession("j", { initialMessage: "weather" })
                 yield* awaitSnapshot("j", (s) => s.pendingInterrupts.length === 1, "the approval")
                 const waiting = yield* client.getSnapshot("j")
                 const b1 = waiting.toolCalls.find((c) => c.toolCallId === "b1")!
                 assert.strictEqual(b1.status, "failed")
                 assert.strictEqual(
-                  modelVisibleResult({ ...b1, status: "failed" }),
+                  Wire.modelVisibleResult({ ...b1, status: "failed" }),
                   NOT_JSON,
                   "the spec's text for argument text that is not a JSON object"
                 )

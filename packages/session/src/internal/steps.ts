@@ -19,6 +19,8 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as BuiltInTools from "../BuiltInTools.ts"
 import { ModelCallError, ToolAttemptError, type ToolExecutionError } from "../Errors.ts"
+import type { EventWriter } from "../EventWriter.ts"
+import type { Heartbeat } from "../Heartbeat.ts"
 import * as P from "../Persistence.ts"
 import { EFFECT_TABLE, parseToolArguments, resolveToolPolicy, toolCallIdProblem } from "../Policy.ts"
 import {
@@ -33,7 +35,6 @@ import {
   type ToolInputRequested,
   type ToolTaskStarted
 } from "../Runner.ts"
-import type { EventWriter, Heartbeat } from "../Services.ts"
 import * as Wire from "../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput, ToolCallIdInput, TurnIdInput } from "./schemas.ts"
 import {

@@ -1,7 +1,7 @@
 import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { AgentSessionClient, APPROVAL_DEADLINE_PASSED_MESSAGE, DEFAULT_REJECTION_TEXT } from "../../src/index.ts"
+import { AgentSessionClient, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -32,14 +32,14 @@ const writeAndRead = [
 export const approvalSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine }, body)
 
   describe("approvals", () => {
     it.live("a write that needs approval waits in parallel with a READ tool, runs once after approval", () =>
       withSession({ script: writeAndRead, tools }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-ok", { initialMessage: "email ann" })
           const waiting = yield* awaitSnapshot(
             "s-ok",
@@ -122,7 +122,7 @@ export const approvalSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-rej", { initialMessage: "email ann" })
             yield* awaitSnapshot("s-rej", (s) => s.pendingInterrupts.length === 1, "the approval")
             assert.isTrue(
@@ -150,7 +150,7 @@ export const approvalSuite = (engine: EngineFactory) => {
             yield* awaitSnapshot("s-rej", (s) => s.pendingInterrupts.some((i) => i.interruptId === "w2"), "w2")
             assert.isTrue(yield* client.resolveInterrupt("s-rej", { interruptId: "w2", approved: false }))
             yield* awaitTurns("s-rej", 2)
-            assert.deepStrictEqual(toolResults(kit.requests[3]!).w2, DEFAULT_REJECTION_TEXT)
+            assert.deepStrictEqual(toolResults(kit.requests[3]!).w2, Wire.DEFAULT_REJECTION_TEXT)
             assert.strictEqual(kit.count("send_email"), 0)
           })
       )
@@ -165,7 +165,7 @@ export const approvalSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-dl", { initialMessage: "email ann" })
             const waiting = yield* awaitSnapshot("s-dl", (s) => s.pendingInterrupts.length === 1, "the approval")
             const interrupt = waiting.pendingInterrupts[0]!
@@ -175,14 +175,14 @@ export const approvalSuite = (engine: EngineFactory) => {
             assert.isAtLeast(Date.now(), Date.parse(interrupt.deadline!))
             assert.isFalse(yield* client.resolveInterrupt("s-dl", { interruptId: "w1", approved: true }))
             assert.strictEqual(kit.count("send_email"), 0)
-            assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: APPROVAL_DEADLINE_PASSED_MESSAGE })
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: Wire.APPROVAL_DEADLINE_PASSED_MESSAGE })
             assert.deepStrictEqual(done.pendingInterrupts, [])
             const events = yield* allEvents("s-dl")
             const resolved = events.find((e) => e.event.type === "interrupt_resolved")!.event
             assert.deepStrictEqual(resolved.payload, {
               interruptId: "w1",
               approved: false,
-              rejectionMessage: APPROVAL_DEADLINE_PASSED_MESSAGE,
+              rejectionMessage: Wire.APPROVAL_DEADLINE_PASSED_MESSAGE,
               kind: "tool_approval",
               answered: false,
               cancellationReason: null
@@ -196,7 +196,7 @@ export const approvalSuite = (engine: EngineFactory) => {
     it.live("resolve_interrupt for an unknown interrupt returns false", () =>
       withSession({ script: [] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-none")
           yield* awaitSnapshot("s-none", (s) => s.state !== null, "the session start")
           assert.isFalse(yield* client.resolveInterrupt("s-none", { interruptId: "nope", approved: true }))

@@ -1,12 +1,7 @@
 import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  AgentSessionClient,
-  type ModelRequest,
-  TURN_CANCELLED_NOTE_HEADER,
-  TURN_CANCELLED_REJECTION_MESSAGE
-} from "../../src/index.ts"
+import { AgentSessionClient, type ModelClient, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -30,14 +25,14 @@ const tools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(
 export const cancelSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine }, body)
 
   describe("cancel_turn", () => {
     it.live("cancels a running model call through its abort signal; the session stays open", () =>
       withSession({ script: [{ text: "never seen", delay: "10 minutes" }, { text: "Second answer." }] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-model", { initialMessage: "think hard" })
           yield* eventually(
             Effect.sync(() => kit.requests.length),
@@ -104,7 +99,7 @@ export const cancelSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-wait", { initialMessage: "email ann" })
             yield* awaitSnapshot(
               "s-wait",
@@ -122,8 +117,8 @@ export const cancelSuite = (engine: EngineFactory) => {
             assert.strictEqual(
               note.text,
               [
-                TURN_CANCELLED_NOTE_HEADER,
-                `- send_email {"to":"ann"} -> rejected: ${TURN_CANCELLED_REJECTION_MESSAGE}`,
+                Wire.TURN_CANCELLED_NOTE_HEADER,
+                `- send_email {"to":"ann"} -> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`,
                 "- get_weather {} -> succeeded: sunny",
                 "Do not repeat these tool calls unless the user asks again."
               ].join("\n")
@@ -133,7 +128,7 @@ export const cancelSuite = (engine: EngineFactory) => {
             assert.deepStrictEqual(resolved.payload, {
               interruptId: "w1",
               approved: false,
-              rejectionMessage: TURN_CANCELLED_REJECTION_MESSAGE,
+              rejectionMessage: Wire.TURN_CANCELLED_REJECTION_MESSAGE,
               kind: "tool_approval",
               answered: false,
               cancellationReason: "turn_cancelled"
@@ -168,7 +163,7 @@ export const cancelSuite = (engine: EngineFactory) => {
         { script: [{ toolCalls: [{ id: "s1", name: "slow_read", arguments: {} }] }, { text: "unused" }], tools },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-tool", { initialMessage: "read slowly" })
             yield* eventually(
               Effect.sync(() => kit.count("slow_read:started")),
@@ -194,7 +189,7 @@ export const cancelSuite = (engine: EngineFactory) => {
     it.live("a final answer committed before cancel_turn wins", () =>
       withSession({ script: [{ text: "Quick." }, { text: "Also quick." }] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-win", { initialMessage: "hi" })
           yield* awaitTurns("s-win", 1)
           assert.isFalse(yield* client.cancelTurn("s-win", { turnId: "turn-1" }))
@@ -226,7 +221,7 @@ export const cancelSuite = (engine: EngineFactory) => {
       withSession(
         {
           // by the request, not by position: a turn whose cancel lost the race makes a second model call
-          script: Array.from({ length: 6 }, () => (request: ModelRequest) => {
+          script: Array.from({ length: 6 }, () => (request: ModelClient.ModelRequest) => {
             const last = request.messages.at(-1)
             return last?.role === "tool"
               ? { text: "Sent." }
@@ -236,7 +231,7 @@ export const cancelSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-race")
             yield* awaitSnapshot("s-race", (s) => s.state !== null, "the session start")
             for (const [i, to] of ["a", "b", "c"].entries()) {
@@ -263,7 +258,7 @@ export const cancelSuite = (engine: EngineFactory) => {
               } else {
                 assert.strictEqual(status, "rejected")
                 assert.isFalse(started, "cancelled before tool_call_started")
-                assert.include(note, `-> rejected: ${TURN_CANCELLED_REJECTION_MESSAGE}`)
+                assert.include(note, `-> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`)
               }
               if (accepted) {
                 assert.isTrue(turnEvents.some((e) => e.event.type === "turn_cancelled"))

@@ -1,17 +1,7 @@
 import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  AgentSessionClient,
-  OUTCOME_UNKNOWN_TEXT,
-  TOOL_CALL_FAILED_PREFIX,
-  ToolAttemptError,
-  type ToolEffect,
-  ToolExecutionError,
-  TURN_FAILURE_NOTE_HEADER,
-  TURN_NOTE_FOOTER,
-  tool
-} from "../../src/index.ts"
+import { AgentSessionClient, Errors, ToolSource, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -31,11 +21,11 @@ import {
 const counted = (
   kit: Kit,
   name: string,
-  effect: ToolEffect | undefined,
+  effect: Wire.ToolEffect | undefined,
   failures = 0,
   failure: "attempt" | "execution" = "attempt"
 ) =>
-  tool({
+  ToolSource.tool({
     name,
     description: `${name} tool`,
     effect,
@@ -45,8 +35,8 @@ const counted = (
         kit.idempotencyKeys.push(`${name}:${request.attempt}:${request.idempotencyKey}`)
         if (kit.count(name) <= failures) {
           return yield* failure === "attempt"
-            ? new ToolAttemptError({ message: `${name} lost its connection` })
-            : new ToolExecutionError({ message: `${name} refused` })
+            ? new Errors.ToolAttemptError({ message: `${name} lost its connection` })
+            : new Errors.ToolExecutionError({ message: `${name} refused` })
         }
         return `${name} ok`
       })
@@ -58,7 +48,7 @@ const oneCall = (id: string, name: string) => [{ toolCalls: [{ id, name, argumen
 export const effectsSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine }, body)
 
   describe("effects and policies", () => {
@@ -86,7 +76,7 @@ export const effectsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-fx", { initialMessage: "go" })
             const waiting = yield* awaitSnapshot(
               "s-fx",
@@ -124,7 +114,7 @@ export const effectsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-def", { initialMessage: "go" })
             yield* awaitTurns("s-def", 1)
             assert.deepStrictEqual(yield* stepShape("s-def"), [
@@ -145,7 +135,7 @@ export const effectsSuite = (engine: EngineFactory) => {
         { script: oneCall("k1", "upserter"), tools: (kit) => [counted(kit, "upserter", "idempotent_write", 2)] },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-key", { initialMessage: "go" })
             yield* awaitTurns("s-key", 1)
             assert.deepStrictEqual(kit.idempotencyKeys, [
@@ -170,7 +160,7 @@ export const effectsSuite = (engine: EngineFactory) => {
     it.live("a READ call that runs out of attempts is recorded failed through RecordToolFailure", () =>
       withSession({ script: oneCall("f1", "reader"), tools: (kit) => [counted(kit, "reader", "read", 99)] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-rf", { initialMessage: "go" })
           yield* awaitTurns("s-rf", 1)
           assert.strictEqual(kit.count("reader"), 3)
@@ -184,7 +174,7 @@ export const effectsSuite = (engine: EngineFactory) => {
             "AwaitUserMessage"
           ])
           assert.deepStrictEqual(toolResults(kit.requests[1]!), {
-            f1: `${TOOL_CALL_FAILED_PREFIX}reader lost its connection`
+            f1: `${Wire.TOOL_CALL_FAILED_PREFIX}reader lost its connection`
           })
           const finished = (yield* allEvents("s-rf")).filter((e) => e.event.type === "tool_call_finished")
           assert.strictEqual(finished.length, 1)
@@ -198,12 +188,12 @@ export const effectsSuite = (engine: EngineFactory) => {
         { script: oneCall("o1", "upserter"), tools: (kit) => [counted(kit, "upserter", "idempotent_write", 99)] },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-ou", { initialMessage: "go" })
             yield* awaitTurns("s-ou", 1)
             assert.strictEqual(kit.count("upserter"), 3)
             assert.include(yield* stepShape("s-ou"), "RecordToolFailure")
-            assert.deepStrictEqual(toolResults(kit.requests[1]!), { o1: OUTCOME_UNKNOWN_TEXT })
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { o1: Wire.OUTCOME_UNKNOWN_TEXT })
           })
       )
     )
@@ -217,7 +207,7 @@ export const effectsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-single", { initialMessage: "go" })
             yield* awaitTurns("s-single", 1)
             assert.strictEqual(kit.count("mailer"), 1, "ran once")
@@ -232,7 +222,7 @@ export const effectsSuite = (engine: EngineFactory) => {
             ])
             const call = (yield* stepExecutions("s-single")).find((s) => s.stepType === "CallSingleAttemptTool")!
             assert.strictEqual(call.attempts.length, 1)
-            assert.deepStrictEqual(toolResults(kit.requests[1]!), { s1: OUTCOME_UNKNOWN_TEXT })
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { s1: Wire.OUTCOME_UNKNOWN_TEXT })
           })
       )
     )
@@ -242,7 +232,7 @@ export const effectsSuite = (engine: EngineFactory) => {
         { script: oneCall("e1", "reader"), tools: (kit) => [counted(kit, "reader", "read", 99, "execution")] },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-te", { initialMessage: "go" })
             yield* awaitTurns("s-te", 1)
             assert.strictEqual(kit.count("reader"), 1)
@@ -252,7 +242,9 @@ export const effectsSuite = (engine: EngineFactory) => {
               ["success"]
             )
             assert.notInclude(yield* stepShape("s-te"), "RecordToolFailure")
-            assert.deepStrictEqual(toolResults(kit.requests[1]!), { e1: `${TOOL_CALL_FAILED_PREFIX}reader refused` })
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), {
+              e1: `${Wire.TOOL_CALL_FAILED_PREFIX}reader refused`
+            })
           })
       )
     )
@@ -273,7 +265,7 @@ export const effectsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-tf", { initialMessage: "update 7" })
             const failed = yield* awaitTurns("s-tf", 1)
             assert.strictEqual(kit.count("upserter"), 1)
@@ -291,7 +283,11 @@ export const effectsSuite = (engine: EngineFactory) => {
             assert.strictEqual(note.role, "user")
             assert.strictEqual(
               note.text,
-              [TURN_FAILURE_NOTE_HEADER, '- upserter {"id":7} -> succeeded: upserter ok', TURN_NOTE_FOOTER].join("\n")
+              [
+                Wire.TURN_FAILURE_NOTE_HEADER,
+                '- upserter {"id":7} -> succeeded: upserter ok',
+                Wire.TURN_NOTE_FOOTER
+              ].join("\n")
             )
             assert.deepStrictEqual(failed.toolCalls, [])
             assert.strictEqual(failed.usage.modelCalls, 1, "only the model call that answered is counted")
@@ -304,7 +300,7 @@ export const effectsSuite = (engine: EngineFactory) => {
             const next = yield* awaitTurns("s-tf", 2)
             const request = kit.requests[kit.requests.length - 1]!
             assert.isTrue(
-              request.messages.some((m) => m.role === "user" && m.text.startsWith(TURN_FAILURE_NOTE_HEADER))
+              request.messages.some((m) => m.role === "user" && m.text.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
             )
             assert.strictEqual(lastUserText(request), "and now?")
             assert.strictEqual(kit.count("upserter"), 1)

@@ -1,18 +1,7 @@
 import { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  AgentSessionClient,
-  ARGUMENTS_NOT_JSON_OBJECT_REASON,
-  INVALID_START_SESSION_SETTINGS_REASON,
-  MAX_SESSION_SETTINGS_BYTES,
-  type ModelRequest,
-  Persistence,
-  scripted,
-  TOOL_CALL_FAILED_PREFIX,
-  TURN_FAILURE_NOTE_HEADER,
-  tool
-} from "../../src/index.ts"
+import { AgentSessionClient, ModelClient, Persistence, ToolSource, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -27,7 +16,7 @@ import {
 } from "../support.ts"
 
 const reader = (kit: Kit) =>
-  tool({
+  ToolSource.tool({
     name: "reader",
     description: "Reads.",
     effect: "read",
@@ -42,7 +31,7 @@ const reader = (kit: Kit) =>
 export const inputSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine }, body)
 
   describe("bad tool calls from the model", () => {
@@ -62,7 +51,7 @@ export const inputSuite = (engine: EngineFactory) => {
           },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("s-id", { initialMessage: "go" })
               const failed = yield* awaitTurns("s-id", 1)
               assert.strictEqual(kit.count("reader"), 0)
@@ -96,13 +85,13 @@ export const inputSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-reuse", { initialMessage: "go" })
             const failed = yield* awaitTurns("s-reuse", 1)
             assert.strictEqual(kit.count("reader"), 1)
             assert.include(failed.state?.lastTurnError ?? "", "used more than once in this turn")
             const note = failed.messages[failed.messages.length - 1]!
-            assert.isTrue(note.text?.startsWith(TURN_FAILURE_NOTE_HEADER))
+            assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
             assert.include(note.text ?? "", "- reader {} -> succeeded: read ok")
           })
       )
@@ -127,11 +116,11 @@ export const inputSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-args", { initialMessage: "go" })
             yield* awaitTurns("s-args", 1)
             assert.strictEqual(kit.count("reader"), 1, "only the valid call ran")
-            const expected = `${TOOL_CALL_FAILED_PREFIX}invalid reader arguments: ${ARGUMENTS_NOT_JSON_OBJECT_REASON}`
+            const expected = `${Wire.TOOL_CALL_FAILED_PREFIX}invalid reader arguments: ${Wire.ARGUMENTS_NOT_JSON_OBJECT_REASON}`
             assert.deepStrictEqual(toolResults(kit.requests[1]!), {
               a1: expected,
               a2: expected,
@@ -158,18 +147,18 @@ export const inputSuite = (engine: EngineFactory) => {
     it.live("invalid session settings at start force-fail the session with the spec's reason", () =>
       withSession({ script: [] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           const engine = yield* Client.Client
           yield* client.startSession("s-array", { sessionSettings: [1, 2] as never })
           const array = yield* engine.waitForFlow("s-array")
           assert.strictEqual(array.status, "failed")
-          assert.isTrue(array.reason?.startsWith(INVALID_START_SESSION_SETTINGS_REASON))
+          assert.isTrue(array.reason?.startsWith(Wire.INVALID_START_SESSION_SETTINGS_REASON))
           yield* client.startSession("s-huge", {
-            sessionSettings: { blob: "z".repeat(MAX_SESSION_SETTINGS_BYTES + 2048) }
+            sessionSettings: { blob: "z".repeat(Wire.MAX_SESSION_SETTINGS_BYTES + 2048) }
           })
           const huge = yield* engine.waitForFlow("s-huge")
           assert.strictEqual(huge.status, "failed")
-          assert.isTrue(huge.reason?.startsWith(INVALID_START_SESSION_SETTINGS_REASON))
+          assert.isTrue(huge.reason?.startsWith(Wire.INVALID_START_SESSION_SETTINGS_REASON))
           assert.include(huge.reason ?? "", "over the limit")
           // an empty object means none
           yield* client.startSession("s-empty", { sessionSettings: {} })
@@ -180,7 +169,7 @@ export const inputSuite = (engine: EngineFactory) => {
     )
 
     it.live("settings pick the model at turn start; update_session_settings applies to the next turn only", () => {
-      const modelB = scripted([{ text: "from b", delay: "500 millis" }, { text: "from b again" }])
+      const modelB = ModelClient.scripted([{ text: "from b", delay: "500 millis" }, { text: "from b again" }])
       const seen: Array<unknown> = []
       return withSession(
         {
@@ -195,7 +184,7 @@ export const inputSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-set", { initialMessage: "hi", sessionSettings: { model: "b" } })
             yield* awaitSnapshot("s-set", (s) => s.state?.status === "running_model", "the first model call")
             // an update during the turn: the running turn keeps its settings
@@ -208,13 +197,13 @@ export const inputSuite = (engine: EngineFactory) => {
             assert.strictEqual(second.messages[3]!.text, "from default")
             assert.deepStrictEqual(seen, [{ model: "b" }, {}])
             assert.deepStrictEqual(
-              kit.requests.map((r: ModelRequest) => r.instructions),
+              kit.requests.map((r: ModelClient.ModelRequest) => r.instructions),
               ["model default"]
             )
             // refused updates
             assert.isFalse(yield* client.updateSessionSettings("s-set", null))
             assert.isFalse(
-              yield* client.updateSessionSettings("s-set", { blob: "z".repeat(MAX_SESSION_SETTINGS_BYTES + 2048) })
+              yield* client.updateSessionSettings("s-set", { blob: "z".repeat(Wire.MAX_SESSION_SETTINGS_BYTES + 2048) })
             )
             assert.isTrue(yield* client.updateSessionSettings("s-set", { model: "b", temperature: 0.2 }))
             const updated = yield* client.getSnapshot("s-set")

@@ -2,15 +2,7 @@ import { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import {
-  AgentSessionClient,
-  QUESTION_DEADLINE_PASSED_MESSAGE,
-  QUESTION_DECLINED_MESSAGE,
-  STEERED_REJECTION_MESSAGE,
-  TURN_CANCELLED_REJECTION_MESSAGE,
-  tool,
-  toolInputRequested
-} from "../../src/index.ts"
+import { AgentSessionClient, Runner, ToolSource, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -26,7 +18,7 @@ import {
 } from "../support.ts"
 
 const tools = (kit: Kit) => [
-  tool({
+  ToolSource.tool({
     name: "charge",
     description: "Charge a card.",
     effect: "non_idempotent_write",
@@ -36,7 +28,7 @@ const tools = (kit: Kit) => [
         return "charged"
       })
   }),
-  tool({
+  ToolSource.tool({
     name: "deploy",
     description: "Deploy; asks where first.",
     effect: "non_idempotent_write",
@@ -45,7 +37,7 @@ const tools = (kit: Kit) => [
         const answer = request.inputAnswers?.at(-1)
         if (answer === undefined) {
           bump(kit, "deploy:asked")
-          return toolInputRequested({
+          return Runner.toolInputRequested({
             question: "Which environment?",
             choices: ["staging", "prod"],
             allowsFreeText: false,
@@ -69,7 +61,7 @@ const policies = {
 export const questionsSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) =>
     withSessionOn(
       {
@@ -92,7 +84,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-ask", { initialMessage: "plan a trip" })
             const waiting = yield* awaitSnapshot("s-ask", (s) => s.pendingInterrupts.length === 1, "the question")
             assert.deepStrictEqual(
@@ -156,15 +148,15 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-dec", { initialMessage: "go" })
             yield* awaitSnapshot("s-dec", (s) => s.pendingInterrupts.length === 1, "the question")
             assert.isTrue(yield* client.resolveInterrupt("s-dec", { interruptId: "q1", approved: false }))
             yield* awaitTurns("s-dec", 1)
-            assert.deepStrictEqual(toolResults(kit.requests[1]!), { q1: QUESTION_DECLINED_MESSAGE })
+            assert.deepStrictEqual(toolResults(kit.requests[1]!), { q1: Wire.QUESTION_DECLINED_MESSAGE })
             assert.isTrue(yield* client.sendUserMessage("s-dec", "again"))
             yield* awaitTurns("s-dec", 2)
-            assert.strictEqual(toolResults(kit.requests[3]!).q2, QUESTION_DEADLINE_PASSED_MESSAGE)
+            assert.strictEqual(toolResults(kit.requests[3]!).q2, Wire.QUESTION_DEADLINE_PASSED_MESSAGE)
             assert.isFalse(yield* client.answerQuestion("s-dec", { interruptId: "q2", answer: "yes" }))
             assert.isTrue(yield* client.sendUserMessage("s-dec", "bad"))
             yield* awaitTurns("s-dec", 3)
@@ -196,7 +188,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-three")
             for (const [i, question] of ["One?", "Two?", "Three?"].entries()) {
               assert.isTrue(yield* client.sendUserMessage("s-three", `turn ${i + 1}`))
@@ -238,7 +230,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-mix", { initialMessage: "charge" })
             yield* awaitSnapshot(
               "s-mix",
@@ -261,7 +253,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         { script: [{ toolCalls: [{ id: "d1", name: "deploy", arguments: {} }] }, { text: "Deployed." }], tools },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-tq", { initialMessage: "deploy" })
             const waiting = yield* awaitSnapshot("s-tq", (s) => s.pendingInterrupts.length === 1, "the tool's question")
             const interrupt = waiting.pendingInterrupts[0]!
@@ -299,7 +291,7 @@ export const questionsSuite = (engine: EngineFactory) => {
     it.live("resolve_interrupt and answer_question serialize: exactly one wins, the others return false", () =>
       withSession({ script: [ask("q1", { question: "Pick" }), { text: "done" }], tools }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-lock", { initialMessage: "go" })
           yield* awaitSnapshot("s-lock", (s) => s.pendingInterrupts.length === 1, "the question")
           const results = yield* Effect.all(
@@ -317,7 +309,9 @@ export const questionsSuite = (engine: EngineFactory) => {
           const winner = results.findIndex((r) => r)
           assert.strictEqual(
             seen,
-            winner === 1 ? QUESTION_DECLINED_MESSAGE : `{"status":"answered","answer":"${["a", "", "b", "c"][winner]}"}`
+            winner === 1
+              ? Wire.QUESTION_DECLINED_MESSAGE
+              : `{"status":"answered","answer":"${["a", "", "b", "c"][winner]}"}`
           )
         })
       )
@@ -334,7 +328,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-race", { initialMessage: "hi" })
             yield* awaitSnapshot("s-race", (s) => s.pendingInterrupts.length === 1, "the question")
             assert.isTrue(yield* client.answerQuestion("s-race", { interruptId: "q1", answer: "Ann" }))
@@ -374,7 +368,7 @@ export const questionsSuite = (engine: EngineFactory) => {
               [{ toolCallId: open.toolCallId, toolName: "ask_user", status: "rejected" }]
             )
             const last = (yield* client.getSnapshot("s-race")).messages.at(-1)!
-            assert.include(last.text!, `-> rejected: ${TURN_CANCELLED_REJECTION_MESSAGE}`)
+            assert.include(last.text!, `-> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`)
           })
       )
     )
@@ -413,7 +407,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-todo", { initialMessage: "plan" })
             const first = yield* awaitTurns("s-todo", 1)
             assert.deepStrictEqual(toolResults(kit.requests[1]!), {
@@ -460,7 +454,7 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             const engine = yield* Client.Client
             yield* client.startSession("s-wait", { initialMessage: "wait a second" })
             yield* awaitTurns("s-wait", 1)
@@ -484,7 +478,7 @@ export const questionsSuite = (engine: EngineFactory) => {
             assert.include(
               done.messages.find((m) => m.turnId === "turn-3" && m.role === "user" && m.text?.startsWith("[Dex]"))!
                 .text!,
-              `- durable_wait {"seconds":3600,"reason":"later"} -> rejected: ${STEERED_REJECTION_MESSAGE}`
+              `- durable_wait {"seconds":3600,"reason":"later"} -> rejected: ${Wire.STEERED_REJECTION_MESSAGE}`
             )
             assert.strictEqual(done.messages.at(-1)?.text, "steered")
           })

@@ -5,14 +5,7 @@
 import { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  AgentSessionClient,
-  type AgentSessionEvent,
-  Persistence,
-  settleEvents,
-  TOOL_CALL_FAILED_PREFIX,
-  tool
-} from "../../src/index.ts"
+import { AgentSessionClient, Persistence, ToolSource, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitTurns,
@@ -34,7 +27,7 @@ const SIZES = [
 ] as const
 
 /** The events that state an outcome, as [type, subject, payload status or error]. */
-const outcomes = (events: ReadonlyArray<AgentSessionEvent>) =>
+const outcomes = (events: ReadonlyArray<AgentSessionClient.AgentSessionEvent>) =>
   events
     .map((e) => e.event)
     .filter((e) => e.type === "tool_call_finished" || e.type === "turn_completed" || e.type === "turn_failed")
@@ -43,7 +36,7 @@ const outcomes = (events: ReadonlyArray<AgentSessionEvent>) =>
 /** A new message after the size error gets an answer. */
 const stillAnswers = (sessionId: string, turns: number, answer: string) =>
   Effect.gen(function* () {
-    const client = yield* AgentSessionClient
+    const client = yield* AgentSessionClient.AgentSessionClient
     assert.isTrue(yield* client.sendUserMessage(sessionId, "are you there?"))
     const next = yield* awaitTurns(sessionId, turns + 1)
     assert.strictEqual(next.state?.lastTurnError, null)
@@ -54,14 +47,14 @@ const stillAnswers = (sessionId: string, turns: number, answer: string) =>
 export const sizesSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine, maxValueBytes: LIMIT }, body)
 
   describe(`values around maxValueBytes (${LIMIT} bytes)`, () => {
     it.live("a user message that fits the queue but not a stored message fails its turn, not the session", () =>
       withSession({ script: [{ text: "Yes." }] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-queue", {})
           assert.isTrue(yield* client.sendUserMessage("s-queue", "q".repeat(LIMIT - 100)))
           const failed = yield* awaitTurns("s-queue", 1)
@@ -80,7 +73,7 @@ export const sizesSuite = (engine: EngineFactory) => {
           {
             script: [{ toolCalls: [{ id: "big", name: "huge", arguments: {} }] }, { text: "Done." }, { text: "Yes." }],
             tools: (kit) => [
-              tool({
+              ToolSource.tool({
                 name: "huge",
                 description: "Returns a lot.",
                 effect: "read",
@@ -94,7 +87,7 @@ export const sizesSuite = (engine: EngineFactory) => {
           },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               yield* client.startSession("s-out", { initialMessage: "go" })
               const done = yield* awaitTurns("s-out", 1)
               assert.strictEqual(done.state?.status, "waiting_for_user_message")
@@ -119,7 +112,7 @@ export const sizesSuite = (engine: EngineFactory) => {
                   ["turn_completed", "turn-1", null]
                 ])
               } else {
-                assert.isTrue(seen.startsWith(`${TOOL_CALL_FAILED_PREFIX}ValueTooLarge: `), seen)
+                assert.isTrue(seen.startsWith(`${Wire.TOOL_CALL_FAILED_PREFIX}ValueTooLarge: `), seen)
                 assert.include(seen, "over the limit")
                 // one tool_call_finished, and it says what the record says
                 assert.deepStrictEqual(outcomes(events), [
@@ -128,7 +121,7 @@ export const sizesSuite = (engine: EngineFactory) => {
                 ])
               }
               assert.deepStrictEqual(
-                settleEvents(events.map((e) => e.event)),
+                Wire.settleEvents(events.map((e) => e.event)),
                 events.map((e) => e.event)
               )
               yield* stillAnswers("s-out", 1, "Yes.")
@@ -139,7 +132,7 @@ export const sizesSuite = (engine: EngineFactory) => {
       it.live(`a user message of ${label}`, () =>
         withSession({ script: [{ text: "Read it." }, { text: "Yes." }] }, (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-user", {})
             const sent = yield* Effect.result(client.sendUserMessage("s-user", "u".repeat(size)))
             if (size < LIMIT) {
@@ -160,7 +153,7 @@ export const sizesSuite = (engine: EngineFactory) => {
       it.live(`model text of ${label}`, () =>
         withSession({ script: [{ text: "y".repeat(size) }, { text: "Yes." }] }, () =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-text", { initialMessage: "write" })
             const done = yield* awaitTurns("s-text", 1)
             const events = yield* allEvents("s-text")
@@ -192,12 +185,17 @@ export const sizesSuite = (engine: EngineFactory) => {
               { text: "Yes." }
             ],
             tools: () => [
-              tool({ name: "noop", description: "Nothing.", effect: "read", handler: () => Effect.succeed("ok") })
+              ToolSource.tool({
+                name: "noop",
+                description: "Nothing.",
+                effect: "read",
+                handler: () => Effect.succeed("ok")
+              })
             ]
           },
           () =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               const engine = yield* Client.Client
               yield* client.startSession("s-run", { initialMessage: "go" })
               if (size < LIMIT) {
@@ -234,12 +232,17 @@ export const sizesSuite = (engine: EngineFactory) => {
             // Stepwise keeps a tool-calling response's text in its run state: 25 KB does not fit a 20 KB budget
             script: [{ text: "b".repeat(25 * 1024), toolCalls: [{ id: "c1", name: "noop", arguments: {} }] }],
             tools: () => [
-              tool({ name: "noop", description: "Nothing.", effect: "read", handler: () => Effect.succeed("ok") })
+              ToolSource.tool({
+                name: "noop",
+                description: "Nothing.",
+                effect: "read",
+                handler: () => Effect.succeed("ok")
+              })
             ]
           },
           (kit) =>
             Effect.gen(function* () {
-              const client = yield* AgentSessionClient
+              const client = yield* AgentSessionClient.AgentSessionClient
               const engine = yield* Client.Client
               yield* client.startSession("s-budget", { initialMessage: "go" })
               const ended = yield* engine.waitForFlow("s-budget")

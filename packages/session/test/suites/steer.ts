@@ -1,12 +1,7 @@
 import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  AgentSessionClient,
-  STEERED_REJECTION_MESSAGE,
-  TURN_NOTE_FOOTER,
-  TURN_STEERED_NOTE_HEADER
-} from "../../src/index.ts"
+import { AgentSessionClient, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -31,7 +26,7 @@ const userTexts = (request: Kit["requests"][number]) =>
 export const steerSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine }, body)
 
   describe("steering", () => {
@@ -46,7 +41,7 @@ export const steerSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-model", { initialMessage: "weather?" })
             yield* eventually(
               Effect.sync(() => kit.requests.length),
@@ -70,9 +65,9 @@ export const steerSuite = (engine: EngineFactory) => {
                   "turn-1",
                   "user",
                   [
-                    TURN_STEERED_NOTE_HEADER,
-                    `- get_weather {} -> rejected: ${STEERED_REJECTION_MESSAGE}`,
-                    TURN_NOTE_FOOTER
+                    Wire.TURN_STEERED_NOTE_HEADER,
+                    `- get_weather {} -> rejected: ${Wire.STEERED_REJECTION_MESSAGE}`,
+                    Wire.TURN_NOTE_FOOTER
                   ].join("\n")
                 ],
                 ["turn-2", "user", "no, the news"],
@@ -104,7 +99,7 @@ export const steerSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-wait", { initialMessage: "email ann" })
             yield* awaitSnapshot("s-wait", (s) => s.pendingInterrupts.length === 1, "the approval")
             yield* eventually(
@@ -120,7 +115,7 @@ export const steerSuite = (engine: EngineFactory) => {
             )
             const w1 = abandoned.toolCalls.find((c) => c.toolCallId === "w1")!
             assert.strictEqual(w1.cancellationReason, "steered")
-            assert.strictEqual(w1.rejectionMessage, STEERED_REJECTION_MESSAGE)
+            assert.strictEqual(w1.rejectionMessage, Wire.STEERED_REJECTION_MESSAGE)
             assert.strictEqual(abandoned.toolCalls.find((c) => c.toolCallId === "s1")!.status, "approved")
             assert.deepStrictEqual(abandoned.pendingInterrupts, [])
             assert.isFalse(yield* client.resolveInterrupt("s-wait", { interruptId: "w1", approved: true }))
@@ -128,8 +123,8 @@ export const steerSuite = (engine: EngineFactory) => {
             const done = yield* awaitTurns("s-wait", 2)
             assert.strictEqual(kit.count("send_email"), 0)
             assert.strictEqual(kit.count("slow_read"), 1, "the started call ran to its end")
-            const note = done.messages.find((m) => m.text?.startsWith(TURN_STEERED_NOTE_HEADER))!
-            assert.include(note.text!, `- send_email {"to":"ann"} -> rejected: ${STEERED_REJECTION_MESSAGE}`)
+            const note = done.messages.find((m) => m.text?.startsWith(Wire.TURN_STEERED_NOTE_HEADER))!
+            assert.include(note.text!, `- send_email {"to":"ann"} -> rejected: ${Wire.STEERED_REJECTION_MESSAGE}`)
             assert.include(note.text!, "- slow_read {} -> succeeded: slow result")
             assert.deepStrictEqual(
               done.messages.slice(-2).map((m) => [m.turnId, m.text]),
@@ -143,7 +138,7 @@ export const steerSuite = (engine: EngineFactory) => {
             assert.deepStrictEqual(resolved.payload, {
               interruptId: "w1",
               approved: false,
-              rejectionMessage: STEERED_REJECTION_MESSAGE,
+              rejectionMessage: Wire.STEERED_REJECTION_MESSAGE,
               kind: "tool_approval",
               answered: false,
               cancellationReason: "steered"
@@ -156,7 +151,7 @@ export const steerSuite = (engine: EngineFactory) => {
     it.live("queued messages show their IDs, steer by ID keeps order, delete_queued_message removes one", () =>
       withSession({ script: [{ text: "First.", delay: "3 seconds" }, { text: "Second." }] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-ids", { initialMessage: "one" })
           yield* eventually(
             Effect.sync(() => kit.requests.length),
@@ -214,7 +209,7 @@ export const steerSuite = (engine: EngineFactory) => {
     it.live("without an active turn a steer is queued like a message", () =>
       withSession({ script: [{ text: "Hello." }] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-idle")
           yield* awaitSnapshot("s-idle", (s) => s.state !== null, "the session start")
           assert.isTrue(yield* client.steerUserMessage("s-idle", { text: "hi" }))

@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { AgentSessionClient, tool } from "../../src/index.ts"
+import { AgentSessionClient, ToolSource } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -21,7 +21,7 @@ import {
 } from "../support.ts"
 
 const weather = (kit: Parameters<typeof bump>[0]) =>
-  tool({
+  ToolSource.tool({
     name: "get_weather",
     description: "The weather of a city.",
     effect: "read",
@@ -36,7 +36,7 @@ const weather = (kit: Parameters<typeof bump>[0]) =>
 export const turnSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
   ) => withSessionOn({ ...setup, engine }, body)
 
   describe("the turn loop", () => {
@@ -55,7 +55,7 @@ export const turnSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-1", { initialMessage: "Weather in Paris?" })
             const first = yield* awaitTurns("s-1", 1)
             assert.deepStrictEqual(yield* stepShape("s-1"), [
@@ -117,7 +117,7 @@ export const turnSuite = (engine: EngineFactory) => {
         },
         () =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-ev", { initialMessage: "Oslo?" })
             yield* awaitTurns("s-ev", 1)
             const events = yield* allEvents("s-ev")
@@ -184,7 +184,7 @@ export const turnSuite = (engine: EngineFactory) => {
             { text: "Done." }
           ],
           tools: (kit) => [
-            tool({
+            ToolSource.tool({
               name: "slow_weather",
               description: "Slow weather.",
               effect: "read",
@@ -203,7 +203,7 @@ export const turnSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-par", { initialMessage: "Three cities" })
             yield* awaitTurns("s-par", 1)
             assert.strictEqual(maxRunning, 3, "the three calls ran at the same time")
@@ -233,7 +233,7 @@ export const turnSuite = (engine: EngineFactory) => {
     it.live("a message sent during a turn is queued and handled after the turn", () =>
       withSession({ script: [{ text: "First answer.", delay: "600 millis" }, { text: "Second answer." }] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-q", { initialMessage: "one" })
           yield* awaitSnapshot("s-q", (s) => s.state?.status === "running_model", "the model call")
           assert.isTrue(yield* client.sendUserMessage("s-q", "two"))
@@ -272,7 +272,7 @@ export const turnSuite = (engine: EngineFactory) => {
     it.live("get_agent_snapshot and list_agent_messages return the conversation after a turn", () =>
       withSession({ script: [{ text: "a1" }, { text: "a2" }] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient
+          const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-snap")
           const idle = yield* awaitSnapshot("s-snap", (s) => s.state !== null, "the session start")
           assert.deepStrictEqual(idle.state, {
@@ -326,7 +326,7 @@ export const turnSuite = (engine: EngineFactory) => {
         {
           script: [{ toolCalls: [{ id: "h1", name: "stamp" }] }, { text: "ok" }],
           tools: () => [
-            tool({
+            ToolSource.tool({
               name: "stamp",
               description: "Records when it ran.",
               effect: "read",
@@ -336,7 +336,7 @@ export const turnSuite = (engine: EngineFactory) => {
         },
         () =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient
+            const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-hb", { initialMessage: "go" })
             yield* awaitTurns("s-hb", 1)
             const call = (yield* stepExecutions("s-hb")).find((s) => s.stepType === "CallTool")!

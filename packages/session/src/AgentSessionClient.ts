@@ -373,3 +373,12 @@ export class AgentSessionClient extends Context.Service<AgentSessionClient, Agen
   static readonly layer = (flowType: string): Layer.Layer<AgentSessionClient, never, Client.Client> =>
     Layer.effect(AgentSessionClient, makeAgentSessionClient(flowType))
 }
+
+/**
+ * The `AgentSessionClient` of the sessions of `flowType`, over the engine's `Client`.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer: (flowType: string) => Layer.Layer<AgentSessionClient, never, Client.Client> =
+  AgentSessionClient.layer

@@ -1,15 +1,14 @@
 /**
- * The per-Step services a runner and a tool see: `EventWriter` (best-effort `AgentEvents` writes stamped
- * with the turn, the Step execution and the attempt) and `Heartbeat` (durable heartbeats with an optional
- * checkpoint). The session builds both from the engine's Step context for every attempt and provides them
- * to the runner; tests use the `layerNoop` and `layerTest` variants.
+ * `EventWriter`: best-effort `AgentEvents` writes stamped with the turn, the Step execution and the
+ * attempt. The session builds one for every Step attempt from the engine's Step context and provides it to
+ * the runner and the tools; decorators (`layerEventWriterDecorator`) wrap it at the edge, and tests use
+ * `layerNoop` and `layerTest`.
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 
 /**
  * One event as a runner writes it: its type and its payload as a JSON object (snake_case keys).
@@ -121,39 +120,25 @@ export const layerEventWriterDecorator = (decorate: EventWriterDecorator): Layer
   )
 
 /**
- * The service shape of {@link Heartbeat}.
+ * Builds a writer from a function that writes one event.
  *
- * @category models
+ * @category constructors
  * @since 0.1.0
  */
-export interface HeartbeatShape {
-  /**
-   * A durable heartbeat; resolves once persisted. A checkpoint, when given, is kept for the next attempt of
-   * the same Step (`checkpoint`).
-   */
-  readonly beat: (checkpoint?: unknown) => Effect.Effect<void>
-  /** The checkpoint an earlier attempt of this Step saved with `beat`. */
-  readonly checkpoint: Option.Option<unknown>
-}
+export const make: (write: (event: WrittenEvent) => Effect.Effect<void>) => EventWriterShape = EventWriter.make
 
 /**
- * Durable heartbeats of the current Step attempt. The session heartbeats RunModel and tool Steps every
- * 20 seconds on its own; runners and tools call it to save a checkpoint.
+ * A writer that drops every event.
  *
- * @category services
+ * @category layers
  * @since 0.1.0
  */
-export class Heartbeat extends Context.Service<Heartbeat, HeartbeatShape>()("@durable-agent/session/Heartbeat") {
-  /** A heartbeat that does nothing and has no checkpoint. */
-  static readonly layerNoop: Layer.Layer<Heartbeat> = Layer.succeed(Heartbeat, {
-    beat: () => Effect.void,
-    checkpoint: Option.none()
-  })
+export const layerNoop: Layer.Layer<EventWriter> = EventWriter.layerNoop
 
-  /** A heartbeat that records every checkpoint in `sink` and starts from `checkpoint`, for tests. */
-  static readonly layerTest = (sink: Array<unknown>, checkpoint?: unknown): Layer.Layer<Heartbeat> =>
-    Layer.succeed(Heartbeat, {
-      beat: (cp) => Effect.sync(() => void sink.push(cp)),
-      checkpoint: Option.fromUndefinedOr(checkpoint)
-    })
-}
+/**
+ * A writer that appends every event to `sink`, for tests.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerTest: (sink: Array<WrittenEvent>) => Layer.Layer<EventWriter> = EventWriter.layerTest
