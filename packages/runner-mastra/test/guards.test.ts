@@ -11,6 +11,7 @@ import {
   type AgentTurnOutcome,
   EventWriter,
   Heartbeat,
+  ModelCallError,
   resolveToolPolicy,
   type WrittenEvent
 } from "@durable-agent/session"
@@ -295,6 +296,22 @@ describe("Mastra runner: streaming and cancellation", () => {
       assert.isFalse(signal?.aborted ?? true)
       yield* Fiber.interrupt(fiber)
       assert.isTrue(signal?.aborted, "the provider request was aborted")
+    })
+  )
+
+  it.live("the turn's cancellationSignal alone aborts the model call, with no fiber interruption", () =>
+    Effect.gen(function* () {
+      const model = ScriptedModel.make([{ text: "slow", delay: "1 minute" }])
+      const r = runner(model)
+      const controller = new AbortController()
+      const fiber = yield* Effect.forkChild(
+        Effect.flip(runStep(r, { ...userTurn(r, "hi"), cancellationSignal: controller.signal }))
+      )
+      while (model.doStreamCalls.length === 0) yield* Effect.yieldNow
+      controller.abort(new Error("the turn was cancelled"))
+      const error = yield* Fiber.join(fiber)
+      assert.instanceOf(error, ModelCallError)
+      assert.deepStrictEqual(model.abortedCalls, [0], "the scripted provider saw the abort")
     })
   )
 })

@@ -52,6 +52,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Model
     let fullReasoning = ""
     let streamError: unknown
     const controller = new AbortController()
+    const signal =
+      options.abortSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, options.abortSignal])
     const result = streamText({
       model: options.model,
       ...(options.instructions ? { instructions: options.instructions } : {}),
@@ -59,10 +61,7 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Model
       tools: options.tools,
       stopWhen: isStepCount(1),
       maxRetries: 0,
-      abortSignal:
-        options.abortSignal === undefined
-          ? controller.signal
-          : AbortSignal.any([controller.signal, options.abortSignal]),
+      abortSignal: signal,
       // errors surface as ModelCallError below; the SDK's default would also log them to stderr
       onError: () => {},
       ...(options.providerOptions ? { providerOptions: options.providerOptions } : {}),
@@ -91,6 +90,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Model
     )
     yield* text.flush
     yield* reasoning.flush
+    // an aborted call is never an answer, however the SDK ended the stream
+    if (signal.aborted) return yield* new ModelCallError({ message: "the model call was cancelled" })
     if (streamError !== undefined) {
       return yield* new ModelCallError({ message: errorMessage(streamError) })
     }
