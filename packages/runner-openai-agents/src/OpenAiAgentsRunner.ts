@@ -284,32 +284,41 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
       }
     })
 
-  /** One SDK run, streamed: text deltas merged into `text_delta` events. */
+  /**
+   * One SDK run, streamed: text deltas merged into `text_delta` events. The run's `signal` combines the
+   * turn's cancellation signal with the fiber's interruption, so `cancel_turn` aborts the model request.
+   */
   const runOnce = (
     agent: Agent<any, any>,
     input: Array<AgentInputItem> | RunState<any, any>,
     maxTurns: number,
-    events: typeof EventWriter.Service
+    events: typeof EventWriter.Service,
+    cancellationSignal: AbortSignal | undefined
   ) =>
-    Effect.gen(function* () {
+    Effect.suspend(() => {
       const controller = new AbortController()
-      const raw = yield* Effect.tryPromise({
-        try: () => sdk.run(agent, input, { stream: true, maxTurns, signal: controller.signal }),
-        catch: (e) => e
-      })
-      // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
-      const text = DeltaBuffer.make(events.textDelta)
-      yield* Stream.fromAsyncIterable(raw, (e) => e).pipe(
-        Stream.runForEach((event) => {
-          const delta = textDelta(event)
-          return delta === undefined ? Effect.void : text.push(delta)
-        }),
-        Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
-      )
-      yield* text.flush
-      yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
-      if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
-      return { state: raw.state, guarded: false } satisfies RunEnd
+      const signal =
+        cancellationSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, cancellationSignal])
+      return Effect.gen(function* () {
+        const raw = yield* Effect.tryPromise({
+          try: () => sdk.run(agent, input, { stream: true, maxTurns, signal }),
+          catch: (e) => e
+        })
+        // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
+        const text = DeltaBuffer.make(events.textDelta)
+        yield* Stream.fromAsyncIterable(raw, (e) => e).pipe(
+          Stream.runForEach((event) => {
+            const delta = textDelta(event)
+            return delta === undefined ? Effect.void : text.push(delta)
+          })
+        )
+        yield* text.flush
+        yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
+        // an aborted run is never an answer, however the SDK ended its stream
+        if (signal.aborted) return yield* Effect.fail(new ModelCallError({ message: "the model call was cancelled" }))
+        if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
+        return { state: raw.state, guarded: false } satisfies RunEnd
+      }).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
     }).pipe(
       Effect.catch((error: unknown) =>
         error instanceof MaxTurnsExceededError && error.state !== undefined
@@ -332,7 +341,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
             responsesBefore: 0,
             itemsBefore: 0
           }
-    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events)
+    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events, turn.cancellationSignal)
     // the state's own fields: its JSON is built only for a run state the session stores
     const state = end.state
     const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
