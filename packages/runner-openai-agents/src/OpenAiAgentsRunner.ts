@@ -25,6 +25,15 @@
  *   `TurnCompleted` with zero model calls. A response that calls tools and hands off stops for the tools
  *   first; the resumed run hands off and makes the next agent's model call, its one call.
  *
+ * The session's enabled built-in tools (`AgentTurnContext.enabledBuiltInTools`: ask_user, durable_wait,
+ * write_todos) are offered like Stepwise offers them: `make` adds one gated function tool per built-in
+ * (the JSON Schema of `BuiltInTools.definitions`, `strict: false`) to every agent of the graph, enabled
+ * (`isEnabled`) only in this runner's runs of a session that enabled it, so the agents behave as before
+ * anywhere else. The session routes their calls to its own Steps, and the resumed run answers them with
+ * the recorded results like any deferred call. An agent tool named like an enabled built-in fails the
+ * RunModel attempt. `AgentTurnContext.cancellationSignal` joins the run's `signal`, so `cancel_turn`
+ * aborts the model request.
+ *
  * Tool kinds this runner cannot defer, which therefore run inside RunModel and are at-least-once (a
  * RunModel retry repeats them): hosted tools that the provider runs (web search, file search, code
  * interpreter). Handoffs are not tools: they only switch the agent.
@@ -39,6 +48,7 @@ import {
   type AgentToolCall,
   type AgentTurnContext,
   AgentTurnOutcome,
+  BuiltInTools,
   type DeferredToolCall,
   type DeferredToolExecution,
   EventWriter,
@@ -143,6 +153,46 @@ export const openAiAgentsTool = <TParameters extends ToolInputParameters>(
   return gated
 }
 
+/** The enabled built-ins of each run, by the run's context value (`RunContext.context`). */
+const enabledBuiltIns = new WeakMap<object, ReadonlySet<string>>()
+
+/** A run's context value, which enables the session's built-ins in that run. */
+const runContextValue = (turn: AgentTurnContext): object => {
+  const value = {}
+  enabledBuiltIns.set(value, new Set<string>(turn.enabledBuiltInTools ?? []))
+  return value
+}
+
+/**
+ * The built-ins as gated SDK function tools, one instance each for every runner: enabled only in a run
+ * whose context enables them, answered on resume from the session's record like the agent's own tools.
+ */
+const builtInTools: ReadonlyArray<FunctionTool<unknown, any, string>> = BuiltInTools.definitions.map(
+  (d) =>
+    tool({
+      name: d.name,
+      description: d.description,
+      parameters: d.parameters,
+      strict: false,
+      needsApproval: true,
+      errorFunction: null,
+      isEnabled: ({ runContext }: { runContext: RunContext<unknown> }) =>
+        enabledBuiltIns.get(runContext.context as object)?.has(d.name) === true,
+      execute: (
+        _input: unknown,
+        runContext: RunContext<unknown> | undefined,
+        details?: { readonly toolCall?: { readonly callId?: string } }
+      ) => {
+        const callId = details?.toolCall?.callId
+        const result = runContext === undefined ? undefined : recordedResults.get(runContext)?.get(callId ?? "")
+        if (result === undefined) throw new Error(`no recorded result for built-in call ${callId}`)
+        return result
+      }
+      // a plain JSON Schema with `strict: false`; the SDK's option union does not narrow on it
+    } as any) as FunctionTool<unknown, any, string>
+)
+const builtInToolSet = new Set<object>(builtInTools)
+
 /** The runner's configuration. */
 export interface OpenAiAgentsDefinition {
   /** The agent each turn starts with; its handoffs (and theirs) make up the agent graph. */
@@ -166,7 +216,7 @@ const agentGraph = (entry: Agent<any, any>): AgentGraph => {
     if (seen !== undefined) throw new Error(`two agents are named ${agent.name}; restoring a run finds agents by name`)
     agents.set(agent.name, agent)
     for (const t of agent.tools) {
-      if (t.type !== "function") continue
+      if (t.type !== "function" || builtInToolSet.has(t)) continue
       const definition = definitions.get(t)
       if (definition === undefined) {
         throw new Error(`tool ${t.name} of agent ${agent.name} must be made with openAiAgentsTool to run in Step mode`)
@@ -178,6 +228,10 @@ const agentGraph = (entry: Agent<any, any>): AgentGraph => {
     for (const h of agent.handoffs) visit(h instanceof Handoff ? h.agent : h)
   }
   visit(entry)
+  // the built-ins join every agent once (an agent may be in several runners' graphs, or share its array)
+  for (const agent of agents.values()) {
+    for (const t of builtInTools) if (!agent.tools.includes(t)) agent.tools.push(t)
+  }
   return { agents, tools }
 }
 
@@ -229,7 +283,12 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     )
 
   /** Restores an interrupted run, answering each interruption from the turn's records. */
-  const resume = (saved: State.InterruptedState, stored: ReadonlyArray<AgentInputItem>, turn: AgentTurnContext) =>
+  const resume = (
+    saved: State.InterruptedState,
+    stored: ReadonlyArray<AgentInputItem>,
+    turn: AgentTurnContext,
+    contextValue: object
+  ) =>
     Effect.gen(function* () {
       if (saved.stored !== stored.length) {
         return yield* new ModelCallError({
@@ -249,7 +308,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
           if ("output" in item) item.output = text
         }
       }
-      const context = new RunContext<unknown>({})
+      const context = new RunContext<unknown>(contextValue)
       const results = new Map<string, string>()
       recordedResults.set(context, results)
       const state = yield* Effect.tryPromise({
@@ -293,7 +352,8 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     input: Array<AgentInputItem> | RunState<any, any>,
     maxTurns: number,
     events: typeof EventWriter.Service,
-    cancellationSignal: AbortSignal | undefined
+    cancellationSignal: AbortSignal | undefined,
+    contextValue: object
   ) =>
     Effect.suspend(() => {
       const controller = new AbortController()
@@ -301,7 +361,14 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
         cancellationSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, cancellationSignal])
       return Effect.gen(function* () {
         const raw = yield* Effect.tryPromise({
-          try: () => sdk.run(agent, input, { stream: true, maxTurns, signal }),
+          // a restored RunState brings its own context (made with `contextValue` in `resume`)
+          try: () =>
+            sdk.run(agent, input, {
+              stream: true,
+              maxTurns,
+              signal,
+              ...(Array.isArray(input) ? { context: contextValue } : {})
+            }),
           catch: (e) => e
         })
         // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
@@ -331,9 +398,17 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     const events = yield* EventWriter
     const stored = turn.messages.map(fromStoredMessage)
     const saved = State.decode(turn.frameworkRunState)
+    const enabled = new Set<string>(turn.enabledBuiltInTools ?? [])
+    const clash = [...enabled].find((name) => graph.tools.has(name))
+    if (clash !== undefined) {
+      return yield* new ModelCallError({
+        message: `the agent has a tool named ${clash}, the name of an enabled built-in tool; rename it`
+      })
+    }
+    const contextValue = runContextValue(turn)
     const start =
       saved?.kind === "run_state"
-        ? yield* resume(saved, stored, turn)
+        ? yield* resume(saved, stored, turn, contextValue)
         : {
             agent: saved === undefined ? entry : yield* agentNamed(saved.agent),
             input: [...stored, ...structuredClone(saved?.items ?? [])],
@@ -341,7 +416,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
             responsesBefore: 0,
             itemsBefore: 0
           }
-    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events, turn.cancellationSignal)
+    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events, turn.cancellationSignal, contextValue)
     // the state's own fields: its JSON is built only for a run state the session stores
     const state = end.state
     const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
@@ -384,7 +459,7 @@ export const make = (definition: OpenAiAgentsDefinition): AgentFrameworkRunnerSh
     }
     const waiting = state._currentStep?.type === "next_step_interruption"
     const calls: Array<DeferredToolCall> = functionCalls(last)
-      .filter((c) => graph.tools.has(c.name))
+      .filter((c) => graph.tools.has(c.name) || enabled.has(c.name))
       .map((c) => ({
         toolCallId: String(c.callId),
         toolName: String(c.name),
