@@ -167,7 +167,7 @@ const runContextValue = (turn: AgentTurnContext): object => {
  * The built-ins as gated SDK function tools, one instance each for every runner: enabled only in a run
  * whose context enables them, answered on resume from the session's record like the agent's own tools.
  */
-const builtInTools: ReadonlyArray<FunctionTool<unknown, any, string>> = BuiltInTools.definitions.map(
+const builtInTools: ReadonlyArray<FunctionTool<unknown, ToolInputParameters, string>> = BuiltInTools.definitions.map(
   (d) =>
     tool({
       name: d.name,
@@ -189,7 +189,7 @@ const builtInTools: ReadonlyArray<FunctionTool<unknown, any, string>> = BuiltInT
         return result
       }
       // a plain JSON Schema with `strict: false`; the SDK's option union does not narrow on it
-    } as any) as FunctionTool<unknown, any, string>
+    } as any) as FunctionTool<unknown, ToolInputParameters, string>
 )
 const builtInToolSet = new Set<object>(builtInTools)
 
