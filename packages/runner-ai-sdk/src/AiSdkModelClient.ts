@@ -1,8 +1,9 @@
 /**
  * A `ModelClient` for the built-in Stepwise runner over any AI SDK `LanguageModel` (so any provider
  * package works): one `streamText` call per RunModel with tools that have no `execute`, one step,
- * `maxRetries: 0` (the engine owns retries), the fiber's interruption as the abort signal, and text
- * and reasoning deltas merged for up to 100 ms or 1,024 characters.
+ * `maxRetries: 0` (the engine owns retries), `ModelRequest.cancellationSignal` and the fiber's
+ * interruption as the abort signal, and text and reasoning deltas merged for up to 100 ms or 1,024
+ * characters.
  *
  * @since 0.1.0
  */
@@ -39,7 +40,8 @@ export const make = (model: LanguageModel, options?: AiSdkModelClientOptions): M
       providerOptions: options?.providerOptions,
       maxOutputTokens: options?.maxOutputTokens,
       onTextDelta: request.onTextDelta,
-      onReasoningDelta: request.onReasoningDelta
+      onReasoningDelta: request.onReasoningDelta,
+      abortSignal: request.cancellationSignal
     })
     return {
       text: result.text === "" ? null : result.text,

@@ -6,13 +6,19 @@
  * `ModelMessage[]`, with `providerOptions` kept on every part (real providers need them on the next
  * call) and binary file data stored as base64 text.
  *
+ * The session's enabled built-in tools (`AgentTurnContext.enabledBuiltInTools`: ask_user, durable_wait,
+ * write_todos) are offered with their `BuiltInTools.definitions`, like Stepwise offers them; the session
+ * routes their calls to its own Steps. An enabled built-in's name wins over an agent tool of that name.
+ * `AgentTurnContext.cancellationSignal` is the SDK call's `abortSignal`, so `cancel_turn` aborts the
+ * provider request.
+ *
  * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once
  * (a RunModel retry repeats them): provider-executed tools (`providerExecuted`, such as a provider's
  * web search). Every tool defined here is deferred.
  *
  * @since 0.1.0
  */
-import { Errors, EventWriter, Runner, Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Runner, Wire } from "@durable-agent/session"
 import {
   asSchema,
   type FlexibleSchema,
@@ -107,6 +113,21 @@ const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
   return set
 }
 
+/** The enabled built-ins as SDK tools without `execute`, from their `BuiltInTools.definitions`. */
+const builtInToolSet = (turn: Runner.AgentTurnContext): ToolSet => {
+  const set: ToolSet = {}
+  for (const d of BuiltInTools.definitions) {
+    if (turn.enabledBuiltInTools?.includes(d.name) !== true) continue
+    set[d.name] = tool({
+      description: d.description,
+      // a plain JSON Schema object; the SDK's `jsonSchema` takes its own JSONSchema7 type
+      inputSchema: jsonSchema(d.parameters as any),
+      outputSchema: jsonSchema({})
+    })
+  }
+  return set
+}
+
 /** Builds the runner. */
 export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
   const tools = agent.tools ?? {}
@@ -146,11 +167,12 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
       model,
       instructions,
       messages: [...history, ...turnMessages],
-      tools: offered,
+      tools: { ...offered, ...builtInToolSet(turn) },
       providerOptions: agent.providerOptions,
       maxOutputTokens: agent.maxOutputTokens,
       onTextDelta: events.textDelta,
-      onReasoningDelta: events.reasoningDelta
+      onReasoningDelta: events.reasoningDelta,
+      abortSignal: turn.cancellationSignal
     })
     const messages = [...turnMessages, ...result.responseMessages]
     const usage = { modelCalls: 1, ...toUsage(result.usage) }

@@ -23,21 +23,37 @@ export type Response = ModelClient.ScriptedResponse & {
 /** One scripted model call: a response, or a function of the call options and the call index. */
 export type Step = Response | ((options: CallOptions, index: number) => Response)
 
-const sleep = (ms: number, signal: AbortSignal | undefined) =>
+const sleep = (ms: number, signal: AbortSignal | undefined, onAbort: () => void) =>
   new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(resolve, ms)
-    signal?.addEventListener("abort", () => {
+    const abort = () => {
       clearTimeout(timer)
-      reject(signal.reason ?? new Error("aborted"))
-    })
+      onAbort()
+      reject(signal?.reason ?? new Error("aborted"))
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", abort)
+      resolve()
+    }, ms)
+    if (signal?.aborted === true) abort()
+    else signal?.addEventListener("abort", abort, { once: true })
   })
 
 /**
- * Builds the model. Calls beyond the script fail with "script exhausted". `doStreamCalls` records what
- * the SDK sent, for assertions.
+ * The scripted model: a `MockLanguageModelV4` that also records which calls saw their abort signal fire
+ * while they waited out a scripted `delay`.
  */
-export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?: string }): MockLanguageModelV4 => {
+export interface ScriptedLanguageModel extends MockLanguageModelV4 {
+  /** The indexes of the calls aborted during their `delay`, in the order the aborts came. */
+  readonly abortedCalls: ReadonlyArray<number>
+}
+
+/**
+ * Builds the model. Calls beyond the script fail with "script exhausted". `doStreamCalls` records what
+ * the SDK sent, and `abortedCalls` the calls whose abort signal fired during their delay, for assertions.
+ */
+export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?: string }): ScriptedLanguageModel => {
   let next = 0
+  const abortedCalls: Array<number> = []
   const model: MockLanguageModelV4 = new MockLanguageModelV4({
     provider: "scripted",
     modelId: options?.modelId ?? "scripted-model",
@@ -47,7 +63,9 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?:
       if (entry === undefined) throw new Error(`script exhausted after ${script.length} model calls`)
       const response = typeof entry === "function" ? entry(call, index) : entry
       if (response.delay !== undefined) {
-        await sleep(Duration.toMillis(Duration.fromInputUnsafe(response.delay)), call.abortSignal)
+        await sleep(Duration.toMillis(Duration.fromInputUnsafe(response.delay)), call.abortSignal, () =>
+          abortedCalls.push(index)
+        )
       }
       if (response.fail !== undefined) throw Object.assign(new Error(response.fail), { isRetryable: true })
       const meta = response.providerMetadata ? { providerMetadata: response.providerMetadata } : {}
@@ -100,5 +118,5 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?:
       }
     }
   })
-  return model
+  return Object.assign(model, { abortedCalls })
 }

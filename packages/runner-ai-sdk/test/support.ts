@@ -75,6 +75,7 @@ export const withAiSdkSession = <A, E>(
   options?: {
     readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
     readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
+    readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
   }
 ) => {
   const kit: Kit = {
@@ -87,7 +88,8 @@ export const withAiSdkSession = <A, E>(
     flowType: FLOW_TYPE,
     retryInitialInterval: "100 millis",
     ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
+    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
+    ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
   })
   const engine = Engine.layerEmbedded({
     filename: join(dir, `aisdk-${process.pid}-${++n}.db`),

@@ -18,19 +18,26 @@
  * - argument text that is not a JSON object becomes `{}` in Mastra: the runner passes the model's own
  *   text on, and the session records the call `failed` with `arguments must be a JSON object`.
  *
+ * The session's enabled built-in tools (`AgentTurnContext.enabledBuiltInTools`: ask_user, durable_wait,
+ * write_todos) are offered as client tools with the JSON Schemas of `BuiltInTools.definitions`, like
+ * Stepwise offers them; the session routes their calls to its own Steps. An enabled built-in's name wins
+ * over an agent tool of that name. `AgentTurnContext.cancellationSignal` is part of the run's
+ * `abortSignal`, so `cancel_turn` aborts the provider request.
+ *
  * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once:
  * none. The agent's tools are the runner's `tools`, and every one of them is deferred.
  *
  * @since 0.1.0
  */
 import { ToolRetryableError } from "@durable-agent/runner-ai-sdk"
-import { Errors, EventWriter, type ModelClient, Policy, Runner, Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, type ModelClient, Policy, Runner, Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
 import type { InputProcessorOrWorkflow, OutputProcessorOrWorkflow } from "@mastra/core/processors"
 import { RequestContext } from "@mastra/core/request-context"
 import { createTool, type ToolAnnotations } from "@mastra/core/tools"
+import { jsonSchema } from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -153,6 +160,17 @@ const clientTools = (tools: Readonly<Record<string, MastraTool>>): ToolsInput =>
   return set
 }
 
+/** The enabled built-ins as client tools (no `execute`), with their JSON Schemas. */
+const builtInClientTools = (turn: Runner.AgentTurnContext): ToolsInput => {
+  const set: ToolsInput = {}
+  for (const d of BuiltInTools.definitions) {
+    if (turn.enabledBuiltInTools?.includes(d.name) !== true) continue
+    // a plain JSON Schema object; `jsonSchema` takes the SDK's own JSONSchema7 type
+    set[d.name] = createTool({ id: d.name, description: d.description, inputSchema: jsonSchema(d.parameters as any) })
+  }
+  return set
+}
+
 const toUsage = (usage: RunUsage, modelCalls: number): Wire.AgentUsage => ({
   modelCalls,
   inputTokens: usage.inputTokens ?? 0,
@@ -237,13 +255,14 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
       guard,
       // a deep copy: Mastra appends the response to the message objects it is given
       messages: copy([...history, ...turnMessages, ...resultMessage]),
-      clientTools: offered,
+      clientTools: { ...offered, ...builtInClientTools(turn) },
       streamOptions: {
         ...(agent.modelSettings !== undefined ? { modelSettings: agent.modelSettings } : {}),
         ...(agent.providerOptions !== undefined ? { providerOptions: agent.providerOptions } : {})
       },
       onTextDelta: events.textDelta,
-      onReasoningDelta: events.reasoningDelta
+      onReasoningDelta: events.reasoningDelta,
+      abortSignal: turn.cancellationSignal
     })
     const metadata = (finishReason: string | undefined, responseModel?: string, responseId?: string) =>
       ({

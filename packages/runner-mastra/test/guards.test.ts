@@ -4,7 +4,15 @@
 
 import { Client } from "@durable-agent/engine"
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
-import { AgentSessionClient, EventWriter, Heartbeat, Policy, type Runner, type Wire } from "@durable-agent/session"
+import {
+  AgentSessionClient,
+  Errors,
+  EventWriter,
+  Heartbeat,
+  Policy,
+  type Runner,
+  type Wire
+} from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
@@ -286,6 +294,22 @@ describe("Mastra runner: streaming and cancellation", () => {
       assert.isFalse(signal?.aborted ?? true)
       yield* Fiber.interrupt(fiber)
       assert.isTrue(signal?.aborted, "the provider request was aborted")
+    })
+  )
+
+  it.live("the turn's cancellationSignal alone aborts the model call, with no fiber interruption", () =>
+    Effect.gen(function* () {
+      const model = ScriptedModel.make([{ text: "slow", delay: "1 minute" }])
+      const r = runner(model)
+      const controller = new AbortController()
+      const fiber = yield* Effect.forkChild(
+        Effect.flip(runStep(r, { ...userTurn(r, "hi"), cancellationSignal: controller.signal }))
+      )
+      while (model.doStreamCalls.length === 0) yield* Effect.yieldNow
+      controller.abort(new Error("the turn was cancelled"))
+      const error = yield* Fiber.join(fiber)
+      assert.instanceOf(error, Errors.ModelCallError)
+      assert.deepStrictEqual(model.abortedCalls, [0], "the scripted provider saw the abort")
     })
   )
 })

@@ -81,6 +81,7 @@ export interface SessionOptions {
   readonly engine: EngineFactory
   readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
   readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
+  readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
   readonly agent?: Partial<MastraRunner.MastraAgent>
 }
 
@@ -100,7 +101,8 @@ export const withMastraSession = <A, E>(
     flowType: FLOW_TYPE,
     retryInitialInterval: "100 millis",
     ...(options.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
+    ...(options.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
+    ...(options.builtInTools ? { builtInTools: options.builtInTools } : {})
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(

@@ -25,6 +25,15 @@
  *   `TurnCompleted` with zero model calls. A response that calls tools and hands off stops for the tools
  *   first; the resumed run hands off and makes the next agent's model call, its one call.
  *
+ * The session's enabled built-in tools (`AgentTurnContext.enabledBuiltInTools`: ask_user, durable_wait,
+ * write_todos) are offered like Stepwise offers them: `make` adds one gated function tool per built-in
+ * (the JSON Schema of `BuiltInTools.definitions`, `strict: false`) to every agent of the graph, enabled
+ * (`isEnabled`) only in this runner's runs of a session that enabled it, so the agents behave as before
+ * anywhere else. The session routes their calls to its own Steps, and the resumed run answers them with
+ * the recorded results like any deferred call. An agent tool named like an enabled built-in fails the
+ * RunModel attempt. `AgentTurnContext.cancellationSignal` joins the run's `signal`, so `cancel_turn`
+ * aborts the model request.
+ *
  * Tool kinds this runner cannot defer, which therefore run inside RunModel and are at-least-once (a
  * RunModel retry repeats them): hosted tools that the provider runs (web search, file search, code
  * interpreter). Handoffs are not tools: they only switch the agent.
@@ -33,7 +42,7 @@
  */
 
 import * as DeltaBuffer from "@durable-agent/runner-ai-sdk/DeltaBuffer"
-import { Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
 import {
   type Agent,
   type AgentInputItem,
@@ -126,6 +135,46 @@ export const openAiAgentsTool = <TParameters extends ToolInputParameters>(
   return gated
 }
 
+/** The enabled built-ins of each run, by the run's context value (`RunContext.context`). */
+const enabledBuiltIns = new WeakMap<object, ReadonlySet<string>>()
+
+/** A run's context value, which enables the session's built-ins in that run. */
+const runContextValue = (turn: SessionRunner.AgentTurnContext): object => {
+  const value = {}
+  enabledBuiltIns.set(value, new Set<string>(turn.enabledBuiltInTools ?? []))
+  return value
+}
+
+/**
+ * The built-ins as gated SDK function tools, one instance each for every runner: enabled only in a run
+ * whose context enables them, answered on resume from the session's record like the agent's own tools.
+ */
+const builtInTools: ReadonlyArray<FunctionTool<unknown, ToolInputParameters, string>> = BuiltInTools.definitions.map(
+  (d) =>
+    tool({
+      name: d.name,
+      description: d.description,
+      parameters: d.parameters,
+      strict: false,
+      needsApproval: true,
+      errorFunction: null,
+      isEnabled: ({ runContext }: { runContext: RunContext<unknown> }) =>
+        enabledBuiltIns.get(runContext.context as object)?.has(d.name) === true,
+      execute: (
+        _input: unknown,
+        runContext: RunContext<unknown> | undefined,
+        details?: { readonly toolCall?: { readonly callId?: string } }
+      ) => {
+        const callId = details?.toolCall?.callId
+        const result = runContext === undefined ? undefined : recordedResults.get(runContext)?.get(callId ?? "")
+        if (result === undefined) throw new Error(`no recorded result for built-in call ${callId}`)
+        return result
+      }
+      // a plain JSON Schema with `strict: false`; the SDK's option union does not narrow on it
+    } as any) as FunctionTool<unknown, ToolInputParameters, string>
+)
+const builtInToolSet = new Set<object>(builtInTools)
+
 /** The runner's configuration. */
 export interface OpenAiAgentsDefinition {
   /** The agent each turn starts with; its handoffs (and theirs) make up the agent graph. */
@@ -149,7 +198,7 @@ const agentGraph = (entry: Agent<any, any>): AgentGraph => {
     if (seen !== undefined) throw new Error(`two agents are named ${agent.name}; restoring a run finds agents by name`)
     agents.set(agent.name, agent)
     for (const t of agent.tools) {
-      if (t.type !== "function") continue
+      if (t.type !== "function" || builtInToolSet.has(t)) continue
       const definition = definitions.get(t)
       if (definition === undefined) {
         throw new Error(`tool ${t.name} of agent ${agent.name} must be made with openAiAgentsTool to run in Step mode`)
@@ -161,6 +210,10 @@ const agentGraph = (entry: Agent<any, any>): AgentGraph => {
     for (const h of agent.handoffs) visit(h instanceof Handoff ? h.agent : h)
   }
   visit(entry)
+  // the built-ins join every agent once (an agent may be in several runners' graphs, or share its array)
+  for (const agent of agents.values()) {
+    for (const t of builtInTools) if (!agent.tools.includes(t)) agent.tools.push(t)
+  }
   return { agents, tools }
 }
 
@@ -215,7 +268,8 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
   const resume = (
     saved: State.InterruptedState,
     stored: ReadonlyArray<AgentInputItem>,
-    turn: SessionRunner.AgentTurnContext
+    turn: SessionRunner.AgentTurnContext,
+    contextValue: object
   ) =>
     Effect.gen(function* () {
       if (saved.stored !== stored.length) {
@@ -236,7 +290,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
           if ("output" in item) item.output = text
         }
       }
-      const context = new RunContext<unknown>({})
+      const context = new RunContext<unknown>(contextValue)
       const results = new Map<string, string>()
       recordedResults.set(context, results)
       const state = yield* Effect.tryPromise({
@@ -271,32 +325,50 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       }
     })
 
-  /** One SDK run, streamed: text deltas merged into `text_delta` events. */
+  /**
+   * One SDK run, streamed: text deltas merged into `text_delta` events. The run's `signal` combines the
+   * turn's cancellation signal with the fiber's interruption, so `cancel_turn` aborts the model request.
+   */
   const runOnce = (
     agent: Agent<any, any>,
     input: Array<AgentInputItem> | RunState<any, any>,
     maxTurns: number,
-    events: typeof EventWriter.EventWriter.Service
+    events: typeof EventWriter.EventWriter.Service,
+    cancellationSignal: AbortSignal | undefined,
+    contextValue: object
   ) =>
-    Effect.gen(function* () {
+    Effect.suspend(() => {
       const controller = new AbortController()
-      const raw = yield* Effect.tryPromise({
-        try: () => sdk.run(agent, input, { stream: true, maxTurns, signal: controller.signal }),
-        catch: (e) => e
-      })
-      // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
-      const text = DeltaBuffer.make(events.textDelta)
-      yield* Stream.fromAsyncIterable(raw, (e) => e).pipe(
-        Stream.runForEach((event) => {
-          const delta = textDelta(event)
-          return delta === undefined ? Effect.void : text.push(delta)
-        }),
-        Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
-      )
-      yield* text.flush
-      yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
-      if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
-      return { state: raw.state, guarded: false } satisfies RunEnd
+      const signal =
+        cancellationSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, cancellationSignal])
+      return Effect.gen(function* () {
+        const raw = yield* Effect.tryPromise({
+          // a restored RunState brings its own context (made with `contextValue` in `resume`)
+          try: () =>
+            sdk.run(agent, input, {
+              stream: true,
+              maxTurns,
+              signal,
+              ...(Array.isArray(input) ? { context: contextValue } : {})
+            }),
+          catch: (e) => e
+        })
+        // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
+        const text = DeltaBuffer.make(events.textDelta)
+        yield* Stream.fromAsyncIterable(raw, (e) => e).pipe(
+          Stream.runForEach((event) => {
+            const delta = textDelta(event)
+            return delta === undefined ? Effect.void : text.push(delta)
+          })
+        )
+        yield* text.flush
+        yield* Effect.tryPromise({ try: () => raw.completed, catch: (e) => e })
+        // an aborted run is never an answer, however the SDK ended its stream
+        if (signal.aborted)
+          return yield* Effect.fail(new Errors.ModelCallError({ message: "the model call was cancelled" }))
+        if (raw.error !== null && raw.error !== undefined) return yield* Effect.fail(raw.error)
+        return { state: raw.state, guarded: false } satisfies RunEnd
+      }).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
     }).pipe(
       Effect.catch((error: unknown) =>
         error instanceof MaxTurnsExceededError && error.state !== undefined
@@ -309,9 +381,17 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     const events = yield* EventWriter.EventWriter
     const stored = turn.messages.map(fromStoredMessage)
     const saved = State.decode(turn.frameworkRunState)
+    const enabled = new Set<string>(turn.enabledBuiltInTools ?? [])
+    const clash = [...enabled].find((name) => graph.tools.has(name))
+    if (clash !== undefined) {
+      return yield* new Errors.ModelCallError({
+        message: `the agent has a tool named ${clash}, the name of an enabled built-in tool; rename it`
+      })
+    }
+    const contextValue = runContextValue(turn)
     const start =
       saved?.kind === "run_state"
-        ? yield* resume(saved, stored, turn)
+        ? yield* resume(saved, stored, turn, contextValue)
         : {
             agent: saved === undefined ? entry : yield* agentNamed(saved.agent),
             input: [...stored, ...structuredClone(saved?.items ?? [])],
@@ -319,7 +399,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
             responsesBefore: 0,
             itemsBefore: 0
           }
-    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events)
+    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events, turn.cancellationSignal, contextValue)
     // the state's own fields: its JSON is built only for a run state the session stores
     const state = end.state
     const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
@@ -362,7 +442,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     }
     const waiting = state._currentStep?.type === "next_step_interruption"
     const calls: Array<SessionRunner.DeferredToolCall> = functionCalls(last)
-      .filter((c) => graph.tools.has(c.name))
+      .filter((c) => graph.tools.has(c.name) || enabled.has(c.name))
       .map((c) => ({
         toolCallId: String(c.callId),
         toolName: String(c.name),

@@ -93,6 +93,7 @@ export interface Options {
   readonly agent?: ((kit: Kit) => Agent<any, any>) | undefined
   readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
   readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
+  readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
 }
 
 /** Runs `body` with a worker (OpenAI Agents runner + scripted model) and an AgentSessionClient on `engine`. */
@@ -112,7 +113,8 @@ export const withOpenAiSession = <A, E>(
     flowType: FLOW_TYPE,
     retryInitialInterval: "100 millis",
     ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {})
+    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
+    ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(OpenAiAgentsRunner.layer({ agent: (options?.agent ?? testAgent)(kit) }))

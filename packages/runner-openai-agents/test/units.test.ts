@@ -3,8 +3,9 @@
 import { EventWriter, Heartbeat, Policy, type Runner, type Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, tool, Usage } from "@openai/agents"
-import { assistantMessage, functionCall, ScriptedModel } from "@openai/agents/testing"
+import { assistantMessage, functionCall, modelStreamResponder, ScriptedModel } from "@openai/agents/testing"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { z } from "zod"
@@ -204,6 +205,38 @@ describe("OpenAI Agents runner: units", () => {
       const outcome = yield* runner.runModelStep(turn(history)).pipe(Effect.provide(EventWriter.layerTest(events)))
       assert.strictEqual(outcome._tag, "TurnCompleted")
       assert.deepStrictEqual(events, [{ type: "text_delta", payload: { text: "Fine." } }])
+    }).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
+  )
+
+  it.live("the turn's cancellationSignal alone aborts the SDK run's model call, with no fiber interruption", () =>
+    Effect.gen(function* () {
+      const model = new ScriptedModel([
+        modelStreamResponder(
+          (call) =>
+            new Promise<Array<never>>((resolve) => {
+              const timer = setTimeout(() => resolve([]), 600_000)
+              call.request.signal?.addEventListener("abort", () => {
+                clearTimeout(timer)
+                resolve([])
+              })
+            })
+        )
+      ])
+      const runner = OpenAiAgentsRunner.make({ agent: new Agent({ name: "words", model, tools: [lookup] }) })
+      const controller = new AbortController()
+      const fiber = yield* Effect.forkChild(
+        Effect.flip(
+          runner.runModelStep({
+            ...turn([stored(runner.buildUserMessage("hi"), 1)]),
+            cancellationSignal: controller.signal
+          })
+        )
+      )
+      while (model.calls.length === 0) yield* Effect.yieldNow
+      controller.abort(new Error("the turn was cancelled"))
+      const failure = yield* Fiber.join(fiber)
+      assert.strictEqual(failure._tag, "ModelCallError")
+      assert.isTrue(model.calls[0]!.request.signal?.aborted, "the scripted model call saw the abort")
     }).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
   )
 })

@@ -22,6 +22,8 @@ export interface CallOptions {
   readonly maxOutputTokens?: number | undefined
   readonly onTextDelta?: ((text: string) => Effect.Effect<void>) | undefined
   readonly onReasoningDelta?: ((text: string) => Effect.Effect<void>) | undefined
+  /** The turn's cancellation signal (`AgentTurnContext.cancellationSignal`); aborting it aborts the call. */
+  readonly abortSignal?: AbortSignal | undefined
 }
 
 export interface CallResult {
@@ -38,8 +40,9 @@ const errorMessage = (error: unknown): string =>
   error instanceof Error ? `${error.name}: ${error.message}` : typeof error === "string" ? error : JSON.stringify(error)
 
 /**
- * Makes exactly one model call. The abort signal comes from the fiber, so interrupting the Step (a
- * cancellation, a method timeout) aborts the HTTP request.
+ * Makes exactly one model call. The SDK's abort signal combines the caller's `abortSignal` (the turn's
+ * cancellation signal) with the fiber's interruption, so `cancel_turn`, a method timeout or any other
+ * interruption of the Step aborts the HTTP request.
  */
 export const callModel = (options: CallOptions): Effect.Effect<CallResult, Errors.ModelCallError> =>
   Effect.gen(function* () {
@@ -49,6 +52,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     let fullReasoning = ""
     let streamError: unknown
     const controller = new AbortController()
+    const signal =
+      options.abortSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, options.abortSignal])
     const result = streamText({
       model: options.model,
       ...(options.instructions ? { instructions: options.instructions } : {}),
@@ -56,7 +61,7 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
       tools: options.tools,
       stopWhen: isStepCount(1),
       maxRetries: 0,
-      abortSignal: controller.signal,
+      abortSignal: signal,
       // errors surface as ModelCallError below; the SDK's default would also log them to stderr
       onError: () => {},
       ...(options.providerOptions ? { providerOptions: options.providerOptions } : {}),
@@ -85,6 +90,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     )
     yield* text.flush
     yield* reasoning.flush
+    // an aborted call is never an answer, however the SDK ended the stream
+    if (signal.aborted) return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
     if (streamError !== undefined) {
       return yield* new Errors.ModelCallError({ message: errorMessage(streamError) })
     }

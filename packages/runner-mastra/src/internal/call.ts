@@ -1,5 +1,6 @@
-// One Mastra agent run with `agent.stream`: client tools only, one step, no framework retries, the fiber's
-// interruption wired to the run's abort signal, text and reasoning deltas streamed as they arrive.
+// One Mastra agent run with `agent.stream`: client tools only, one step, no framework retries, the turn's
+// cancellation signal and the fiber's interruption wired to the run's abort signal, text and reasoning deltas
+// streamed as they arrive.
 import { DeltaBuffer } from "@durable-agent/runner-ai-sdk"
 import { Errors } from "@durable-agent/session"
 import type { Agent, ToolsInput } from "@mastra/core/agent"
@@ -17,6 +18,8 @@ export interface RunOptions {
   readonly streamOptions: Record<string, unknown>
   readonly onTextDelta: (text: string) => Effect.Effect<void>
   readonly onReasoningDelta: (text: string) => Effect.Effect<void>
+  /** The turn's cancellation signal (`AgentTurnContext.cancellationSignal`); aborting it aborts the run. */
+  readonly abortSignal?: AbortSignal | undefined
 }
 
 export interface RunUsage {
@@ -51,7 +54,10 @@ interface Chunk {
   readonly payload?: { readonly text?: string; readonly error?: unknown; readonly reason?: string }
 }
 
-/** Runs the agent once. Interrupting the fiber aborts the run (and the provider request). */
+/**
+ * Runs the agent once. Aborting `abortSignal` or interrupting the fiber aborts the run (and the provider
+ * request).
+ */
 export const run = (options: RunOptions): Effect.Effect<RunOutcome, Errors.ModelCallError> =>
   Effect.suspend(() => {
     const controller = new AbortController()
@@ -65,13 +71,15 @@ const runWith = (options: RunOptions, controller: AbortController): Effect.Effec
     let streamError: unknown
     let tripwire: string | undefined
     let usage: RunUsage = {}
+    const signal =
+      options.abortSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, options.abortSignal])
     const output = yield* Effect.tryPromise({
       try: () =>
         options.agent.stream(options.messages as Parameters<Agent["stream"]>[0], {
           ...options.streamOptions,
           clientTools: options.clientTools,
           maxSteps: 1,
-          abortSignal: controller.signal,
+          abortSignal: signal,
           modelSettings: { ...(options.streamOptions.modelSettings as object | undefined), maxRetries: 0 },
           onStepFinish: (step: { usage?: RunUsage }) => {
             if (step.usage !== undefined) usage = step.usage
@@ -102,6 +110,8 @@ const runWith = (options: RunOptions, controller: AbortController): Effect.Effec
     )
     yield* text.flush
     yield* reasoning.flush
+    // an aborted run ends quietly in Mastra (finish reason `aborted`, no answer): it must not read as one
+    if (signal.aborted) return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
     const violation = options.guard.violation()
     if (violation !== undefined) return { _tag: "Refused", reason: violation, usage } as const
     if (streamError !== undefined) return yield* new Errors.ModelCallError({ message: errorMessage(streamError) })
