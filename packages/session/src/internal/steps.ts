@@ -62,8 +62,8 @@ import {
   settingsProblem,
   storedMessages,
   turnControl,
-  turnRecords,
   turnModeOf,
+  turnRecords,
   turnSettings,
   withHeartbeats,
   ZERO_USAGE

@@ -189,7 +189,11 @@ export const planSuite = (engine: EngineFactory) => {
             { toolCalls: [{ id: "p1", name: "write_todos", arguments: todos(["Draft", "pending"]) }] },
             { text: "Drafted." },
             { text: "Thinking slowly.", delay: "2 seconds" },
-            { toolCalls: [{ id: "p2", name: "write_todos", arguments: todos(["Draft", "pending"], ["Edit", "pending"]) }] },
+            {
+              toolCalls: [
+                { id: "p2", name: "write_todos", arguments: todos(["Draft", "pending"], ["Edit", "pending"]) }
+              ]
+            },
             { text: "Revised." },
             { text: "Executed." }
           ],
@@ -213,9 +217,7 @@ export const planSuite = (engine: EngineFactory) => {
             assert.isFalse(yield* client.executePlan("s-queue", 1), "a turn is active and a message is queued")
             const queued = yield* client.getSnapshot("s-queue")
             assert.strictEqual(queued.queuedMessages[0]?.message.planMode, true)
-            assert.isTrue(
-              yield* client.steerUserMessage("s-queue", { messageId: queued.queuedMessages[0]!.messageId })
-            )
+            assert.isTrue(yield* client.steerUserMessage("s-queue", { messageId: queued.queuedMessages[0]!.messageId }))
             const steered = yield* client.getSnapshot("s-queue")
             assert.deepStrictEqual(
               steered.steeredMessages.map((m) => m.message),
@@ -283,16 +285,14 @@ export const planSuite = (engine: EngineFactory) => {
     )
 
     it.live("send_user_message accepts plan_mode only with plan mode; execute_plan is false without it", () =>
-      withSessionOn(
-        { script: [{ text: "chat" }], flow: { builtInTools: ["write_todos"] }, engine },
-        () =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient
-            yield* client.startSession("s-off")
-            yield* awaitSnapshot("s-off", (s) => s.state !== null, "the session start")
-            assert.isFalse(yield* client.sendUserMessage("s-off", { text: "plan it", planMode: true }))
-            assert.isFalse(yield* client.executePlan("s-off", 1))
-          })
+      withSessionOn({ script: [{ text: "chat" }], flow: { builtInTools: ["write_todos"] }, engine }, () =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient
+          yield* client.startSession("s-off")
+          yield* awaitSnapshot("s-off", (s) => s.state !== null, "the session start")
+          assert.isFalse(yield* client.sendUserMessage("s-off", { text: "plan it", planMode: true }))
+          assert.isFalse(yield* client.executePlan("s-off", 1))
+        })
       )
     )
 
@@ -302,8 +302,7 @@ export const planSuite = (engine: EngineFactory) => {
         const runner: AgentFrameworkRunnerShape = {
           name: "no-plans",
           buildUserMessage: (text) => Stepwise.toFrameworkMessage({ type: "user", text }),
-          runModelStep: () =>
-            Effect.succeed(AgentTurnOutcome.turnCompleted({ newMessages: [], usage: zeroUsage })),
+          runModelStep: () => Effect.succeed(AgentTurnOutcome.turnCompleted({ newMessages: [], usage: zeroUsage })),
           executeDeferredToolCall: () => Effect.succeed({ output: "" })
         }
         const error = yield* Layer.build(
