@@ -294,39 +294,38 @@ export const fromLanguageModel = (model: LanguageModel.LanguageModel): ModelClie
     const finishReasons: Array<string> = []
     let responseModel: string | undefined
     let responseId: string | undefined
-    yield* model
-      .streamText({
-        prompt: toPrompt(request),
-        toolkit,
-        disableToolCallResolution: true,
-        ...(request.toolChoice === undefined ? {} : { toolChoice: request.toolChoice })
-      })
-      .pipe(
-        Stream.runForEach((part) => {
-          switch (part.type) {
-            case "text-delta":
-              text += part.delta
-              return request.onTextDelta ? request.onTextDelta(part.delta) : Effect.void
-            case "reasoning-delta":
-              reasoning += part.delta
-              return request.onReasoningDelta ? request.onReasoningDelta(part.delta) : Effect.void
-            case "tool-call":
-              toolCalls.push({ toolCallId: part.id, toolName: part.name, arguments: JSON.stringify(part.params ?? {}) })
-              return Effect.void
-            case "response-metadata":
-              responseModel = part.modelId ?? responseModel
-              responseId = part.id ?? responseId
-              return Effect.void
-            case "finish":
-              usage = usageOf(part.usage)
-              finishReasons.push(part.reason)
-              return Effect.void
-            default:
-              return Effect.void
-          }
-        }),
-        Effect.mapError((error) => new ModelCallError({ message: error.message }))
-      )
+    const options = {
+      prompt: toPrompt(request),
+      toolkit,
+      disableToolCallResolution: true as const,
+      ...(request.toolChoice === undefined ? {} : { toolChoice: request.toolChoice })
+    }
+    yield* model.streamText(options).pipe(
+      Stream.runForEach((part) => {
+        switch (part.type) {
+          case "text-delta":
+            text += part.delta
+            return request.onTextDelta ? request.onTextDelta(part.delta) : Effect.void
+          case "reasoning-delta":
+            reasoning += part.delta
+            return request.onReasoningDelta ? request.onReasoningDelta(part.delta) : Effect.void
+          case "tool-call":
+            toolCalls.push({ toolCallId: part.id, toolName: part.name, arguments: JSON.stringify(part.params ?? {}) })
+            return Effect.void
+          case "response-metadata":
+            responseModel = part.modelId ?? responseModel
+            responseId = part.id ?? responseId
+            return Effect.void
+          case "finish":
+            usage = usageOf(part.usage)
+            finishReasons.push(part.reason)
+            return Effect.void
+          default:
+            return Effect.void
+        }
+      }),
+      Effect.mapError((error) => new ModelCallError({ message: error.message }))
+    )
     return {
       text: text.length > 0 ? text : null,
       reasoning: reasoning.length > 0 ? reasoning : null,
