@@ -159,10 +159,32 @@ const summaryOf = (notes: string | undefined, todo: string | undefined) => {
   ].join("\n")
 }
 
-/** One answer of the demo model, chosen from the conversation. */
-export const demoAnswer = (prompt: Prompt): ModelClient.ScriptedResponse => {
+/** The plan the demo writes in a planning turn (plan mode, `--runner stepwise`). */
+const DEMO_PLAN = ["Read notes.md and todo.md", "Write summary.md", "Tell you what I found"]
+
+const demoTodos = (done: number) => ({
+  todos: DEMO_PLAN.map((content, i) => ({
+    content,
+    status: i < done ? "completed" : i === done ? "in_progress" : "pending"
+  }))
+})
+
+/**
+ * One answer of the demo model, chosen from the conversation. `tools` names the tools offered: a planning turn
+ * offers only `write_todos`, so the demo writes its plan; an executing turn also keeps the plan current.
+ */
+export const demoAnswer = (prompt: Prompt, tools?: ReadonlyArray<string>): ModelClient.ScriptedResponse => {
   const { userText, results, turn } = readTurn(prompt)
   const id = (name: string) => `t${turn}-${name}`
+  if (tools !== undefined && tools.length === 1 && tools[0] === "write_todos") {
+    if (!results.has(id("plan"))) {
+      return say("Here is how I would do it.", [{ id: id("plan"), name: "write_todos", arguments: demoTodos(-1) }])
+    }
+    return say("That is the plan. /execute runs it, or /plan <text> revises it.")
+  }
+  const executing = userText.startsWith("[Dex] The user approved plan revision")
+  const progress = (done: number): ReadonlyArray<ModelClient.ScriptedToolCall> =>
+    executing ? [{ id: id(`plan-${done}`), name: "write_todos", arguments: demoTodos(done) }] : []
   const notes = results.get(id("notes"))
   const todo = results.get(id("todo"))
   const write = results.get(id("write"))
@@ -177,7 +199,8 @@ export const demoAnswer = (prompt: Prompt): ModelClient.ScriptedResponse => {
     }
     return say("Let me read the notes and the to-do list first.", [
       { id: id("notes"), name: "read_file", arguments: { path: "notes.md" } },
-      { id: id("todo"), name: "read_file", arguments: { path: "todo.md" } }
+      { id: id("todo"), name: "read_file", arguments: { path: "todo.md" } },
+      ...progress(0)
     ])
   }
   if (write === undefined) {
@@ -192,9 +215,13 @@ export const demoAnswer = (prompt: Prompt): ModelClient.ScriptedResponse => {
         "and list the workspace in the meantime.",
       [
         { id: id("write"), name: "write_file", arguments: { path: "summary.md", content: summaryOf(notes, todo) } },
-        { id: id("list"), name: "list_files", arguments: {} }
+        { id: id("list"), name: "list_files", arguments: {} },
+        ...progress(1)
       ]
     )
+  }
+  if (executing && !results.has(id("plan-3"))) {
+    return say("Every task of the plan is done.", [{ id: id("plan-3"), name: "write_todos", arguments: demoTodos(3) }])
   }
   const wrote = write.startsWith("wrote ")
   // the listing ran in parallel with the write: add the file the write created
@@ -238,7 +265,14 @@ const DEMO_CALLS = 10_000
 export const demoModel = (): LanguageModel =>
   wrapLanguageModel({
     model: ScriptedModel.make(
-      Array.from({ length: DEMO_CALLS }, (): ScriptedModel.Step => (options) => demoAnswer(options.prompt)),
+      Array.from(
+        { length: DEMO_CALLS },
+        (): ScriptedModel.Step => (options) =>
+          demoAnswer(
+            options.prompt,
+            options.tools?.map((t) => t.name)
+          )
+      ),
       { modelId: "demo" }
     ),
     middleware: pacing(40)

@@ -7,6 +7,7 @@
  *   npm start -- --mcp servers.json         (more tools from MCP servers; see src/mcp.ts)
  *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
  *   npm start -- --runner openai-agents     (the same tools on the OpenAI Agents SDK; see src/openai-agents.ts)
+ *   npm start -- --runner stepwise          (the built-in Stepwise runner, with plan mode; see src/stepwise.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
  * embedded engine locks its file, so `/history` reads it through this process too. Kill the process
@@ -29,6 +30,7 @@ import { mastraRunner } from "./mastra.ts"
 import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
 import { openAiAgentsRunner, runnerArgument } from "./openai-agents.ts"
 import { Chat } from "./session.ts"
+import { planFlow, stepwiseRunner } from "./stepwise.ts"
 import { chatLine, errorLine, Screen } from "./ui.ts"
 
 const HELP = [
@@ -39,6 +41,8 @@ const HELP = [
   "  /history [full]  the current session's Steps (full: the engine's whole history of it)",
   "  /steer <text>    redirect the running turn: it stops at its next step and <text> starts the next turn",
   "  /cancel          stop the running turn (Ctrl-C too); the session stays open",
+  "  /plan <text>     ask for a plan first: the agent only writes the plan (plan mode; --runner stepwise)",
+  "  /execute         approve the current plan: the agent carries it out and keeps its tasks current",
   "  /skip            decline the question the agent asks",
   "  /help            this list",
   "  /quit            leave (Ctrl-D, or Ctrl-C while no turn runs); the sessions stay in the database",
@@ -50,13 +54,14 @@ const appLayer = (
   config: ChatConfig,
   model: LanguageModel,
   mcpTools: Readonly<Record<string, AiSdkTool>>,
-  runner?: Layer.Layer<Runner.AgentFrameworkRunner>
+  runner?: Layer.Layer<Runner.AgentFrameworkRunner>,
+  sessionFlow: AgentSessionFlow.AgentSessionFlowDef = flow
 ) => {
   // Agent Steps mostly wait on the network: more task slots than CPUs (the engine's default) lets parallel tool
   // calls run at once.
   const engine = Engine.layerEmbedded({ filename: config.database, pollInterval: "100 millis", maxConcurrentTasks: 32 })
   const agent = makeAgent(config, model)
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+  const worker = AgentSessionFlow.layerWorker(sessionFlow).pipe(
     Layer.provide(runner ?? AiSdkRunner.layer({ ...agent, tools: { ...agent.tools, ...mcpTools } }))
   )
   const services = Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))
@@ -106,6 +111,15 @@ const command = (line: string) =>
         else yield* chat.steer(text)
         return false
       }
+      case "/plan": {
+        const text = line.slice("/plan".length).trim()
+        if (text.length === 0) yield* screen.print(errorLine("usage: /plan <what to plan>"))
+        else yield* chat.plan(text)
+        return false
+      }
+      case "/execute":
+        yield* chat.executePlan
+        return false
       case "/skip": {
         const asking = yield* chat.asking
         if (Option.isSome(asking) && asking.value.kind === "question") yield* chat.answer(false)
@@ -189,15 +203,25 @@ const main = Effect.gen(function* () {
   // `--runner openai-agents`: the same tools on the OpenAI Agents SDK runner
   const other =
     mastra ?? (runnerArgument(process.argv.slice(2)) === "openai-agents" ? openAiAgentsRunner(config) : null)
+  // `--runner stepwise`: the built-in Stepwise runner over the same model, with plan mode
+  const stepwise = runnerArgument(process.argv.slice(2)) === "stepwise"
   yield* Effect.gen(function* () {
     const screen = yield* Screen
     const chat = yield* Chat
-    yield* screen.print(greeting(config, other?.label ?? label, mcpLabel))
+    yield* screen.print(
+      greeting(config, stepwise ? `${label} (Stepwise, plan mode)` : (other?.label ?? label), mcpLabel)
+    )
     yield* chat.openInitial
     yield* loop
     yield* screen.setPrompt(null)
     yield* screen.print(chatLine(`bye; the session ${yield* chat.current} stays in ${config.database}`))
-  }).pipe(Effect.provide(appLayer(config, model, mcpTools, other?.layer)))
+  }).pipe(
+    Effect.provide(
+      stepwise
+        ? appLayer(config, model, {}, stepwiseRunner(config, model), planFlow)
+        : appLayer(config, model, mcpTools, other?.layer)
+    )
+  )
 })
 
 main.pipe(

@@ -69,6 +69,10 @@ export interface ChatShape {
   readonly busy: Effect.Effect<boolean>
   /** Cancels the running turn (`cancel_turn`); the session stays open. */
   readonly cancel: Effect.Effect<void, ChatError>
+  /** Sends a message that asks for a plan first (`plan_mode`): a planning turn, in which the agent only plans. */
+  readonly plan: (text: string) => Effect.Effect<void, ChatError>
+  /** Approves the current plan revision (`execute_plan`), which starts a turn that carries it out. */
+  readonly executePlan: Effect.Effect<void, ChatError>
   /** Steers the running turn with a new message (`steer_user_message`); queued when no turn runs. */
   readonly steer: (text: string) => Effect.Effect<void, ChatError>
   /** The current session's Steps (or, with `full`, the engine's whole history of it). */
@@ -241,6 +245,17 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
                 return yield* print(chatLine("the turn was cancelled"))
               case "turn_steered":
                 return yield* print(chatLine("the turn was steered by a newer message"))
+              case "plan_updated": {
+                if (replay) return
+                const snapshot = yield* client.getSnapshot(v.sessionId)
+                const current = snapshot.plan
+                if (current === null || current.revision !== event.payload.revision) return
+                const tasks = current.tasks.map((t) => `  [${t.status}] ${t.content}`)
+                const hint = current.status === "draft" ? ["/execute runs it; /plan <text> revises it"] : []
+                return yield* print(
+                  chatLine([`plan revision ${current.revision} (${current.status}):`, ...tasks, ...hint].join("\n"))
+                )
+              }
               default:
                 return
             }
@@ -372,16 +387,38 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
             yield* attach(sessionId, "switched")
           })
 
-        const send = (text: string) =>
+        const send = (text: string, planMode = false) =>
           Effect.gen(function* () {
             view.busy = true
             yield* refreshPrompt
-            const accepted = yield* client.sendUserMessage(view.sessionId, text)
+            const accepted = yield* client.sendUserMessage(view.sessionId, { text, planMode })
             if (!accepted) {
               view.busy = false
-              yield* print(errorLine("the session did not take that message"))
+              yield* print(
+                errorLine(
+                  planMode
+                    ? "the session did not take that message: plan mode needs --runner stepwise"
+                    : "the session did not take that message"
+                )
+              )
             }
           })
+
+        const plan = (text: string) => send(text, true)
+
+        const executePlan = Effect.gen(function* () {
+          const snapshot = yield* client.getSnapshot(view.sessionId)
+          const current = snapshot.plan
+          if (current === null || (current.status !== "draft" && current.status !== "active")) {
+            return yield* print(errorLine("there is no plan to execute; /plan <text> asks for one"))
+          }
+          const accepted = yield* client.executePlan(view.sessionId, current.revision)
+          if (!accepted) yield* print(errorLine(`plan revision ${current.revision} cannot run now`))
+          else {
+            view.busy = true
+            yield* print(chatLine(`executing plan revision ${current.revision}`))
+          }
+        })
 
         const answer = (approved: boolean) =>
           Effect.gen(function* () {
@@ -449,7 +486,9 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
           resume,
           create,
           list,
-          send,
+          send: (text: string) => send(text),
+          plan,
+          executePlan,
           asking: Effect.sync(() => Option.fromUndefinedOr(view.pending[0])),
           answer,
           answerText,

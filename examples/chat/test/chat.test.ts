@@ -54,15 +54,16 @@ const makeChat = Effect.acquireRelease(
     })
 )
 
-/** Starts `node examples/chat/src/main.ts` in a 160x50 tmux pane. */
-const start = (chat: Chat) =>
+/** Starts `node examples/chat/src/main.ts` (with `args`) in a 160x50 tmux pane. */
+const start = (chat: Chat, args: ReadonlyArray<string> = []) =>
   Effect.sync(() => {
     const command = [
       "exec env -u OPENAI_API_KEY",
       `CHAT_DB=${quote(chat.db)}`,
       `CHAT_WORKSPACE=${quote(chat.workspace)}`,
       quote(process.execPath),
-      "examples/chat/src/main.ts"
+      "examples/chat/src/main.ts",
+      ...args.map(quote)
     ].join(" ")
     tmux(chat, "new-session", "-d", "-s", chat.name, "-x", "160", "-y", "50", "-c", REPO, command)
   })
@@ -244,6 +245,36 @@ describe("the terminal chat", () => {
 
         yield* type(chat, "/cancel")
         yield* waitFor(chat, "no turn is running")
+        yield* type(chat, "/quit")
+        yield* waitForExit(chat)
+      }),
+    90_000
+  )
+
+  it.live(
+    "/plan writes a plan and runs no tool; /execute carries it out and keeps its tasks current (--runner stepwise)",
+    () =>
+      Effect.gen(function* () {
+        const chat = yield* makeChat
+        yield* start(chat, ["--runner", "stepwise"])
+        yield* waitForPrompt(chat, "you>")
+        yield* type(chat, "/plan summarize the notes")
+        yield* waitFor(chat, "plan revision 1 (draft):")
+        yield* waitFor(chat, "That is the plan. /execute runs it")
+        yield* waitForPrompt(chat, "you>")
+        assert.isFalse(existsSync(summary(chat)), "a planning turn writes nothing")
+
+        yield* type(chat, "/execute")
+        yield* waitFor(chat, "executing plan revision 1")
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* type(chat, "y")
+        yield* waitFor(chat, "plan revision 4 (completed):")
+        yield* waitFor(chat, FINAL)
+        yield* waitForPrompt(chat, "you>")
+        assert.isTrue(existsSync(summary(chat)), "the executing turn wrote the summary")
+
+        yield* type(chat, "/execute")
+        yield* waitFor(chat, "there is no plan to execute")
         yield* type(chat, "/quit")
         yield* waitForExit(chat)
       }),

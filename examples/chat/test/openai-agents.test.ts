@@ -21,6 +21,7 @@ describe("chat on the OpenAI Agents runner", () => {
     assert.strictEqual(runnerArgument([]), "ai-sdk")
     assert.strictEqual(runnerArgument(["--runner", "openai-agents"]), "openai-agents")
     assert.strictEqual(runnerArgument(["--runner=openai-agents"]), "openai-agents")
+    assert.strictEqual(runnerArgument(["--runner", "stepwise"]), "stepwise")
     assert.throws(() => runnerArgument(["--runner", "nope"]), /unknown runner nope/)
   })
 

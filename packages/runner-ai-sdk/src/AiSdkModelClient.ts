@@ -39,6 +39,10 @@ export const make = (model: LanguageModel, options?: AiSdkModelClientOptions): M
       tools,
       providerOptions: options?.providerOptions,
       maxOutputTokens: options?.maxOutputTokens,
+      toolChoice:
+        request.toolChoice === undefined || typeof request.toolChoice === "string"
+          ? request.toolChoice
+          : { type: "tool", toolName: request.toolChoice.tool },
       onTextDelta: request.onTextDelta,
       onReasoningDelta: request.onReasoningDelta,
       abortSignal: request.cancellationSignal

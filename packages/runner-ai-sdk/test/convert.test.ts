@@ -146,6 +146,22 @@ describe("AiSdkModelClient", () => {
     })
   )
 
+  it.live("toolChoice reaches the provider call: a named tool, or the default auto", () =>
+    Effect.gen(function* () {
+      const model = ScriptedModel.make([
+        { toolCalls: [{ id: "p1", name: "write_todos", arguments: { todos: [] } }] },
+        { text: "ok" }
+      ])
+      const client = AiSdkModelClient.make(model)
+      const tools = [{ name: "write_todos", description: "plan", parameters: { type: "object" } }]
+      const messages = [{ role: "user" as const, text: "plan" }]
+      yield* client.generate({ instructions: "", messages, tools, toolChoice: { tool: "write_todos" } })
+      yield* client.generate({ instructions: "", messages, tools })
+      assert.deepStrictEqual(model.doStreamCalls[0]!.toolChoice, { type: "tool", toolName: "write_todos" })
+      assert.deepStrictEqual(model.doStreamCalls[1]!.toolChoice, { type: "auto" })
+    })
+  )
+
   it.live("a failing model call is a ModelCallError", () =>
     Effect.gen(function* () {
       const client = AiSdkModelClient.make(ScriptedModel.make([{ fail: "503 from provider" }]))

@@ -101,7 +101,10 @@ export interface AgentSessionClientShape {
     sessionId: string,
     options?: { readonly reason?: string | undefined; readonly mode?: "cancel" | "terminate" | "fail" | undefined }
   ) => Effect.Effect<void, StopError>
-  /** `send_user_message`: false for blank text. */
+  /**
+   * `send_user_message`: false for blank text. `{ text, planMode: true }` asks for a planning turn, which a
+   * session accepts only with plan mode enabled (false otherwise).
+   */
   readonly sendUserMessage: (
     sessionId: string,
     message: string | Wire.AgentUserMessage
@@ -144,6 +147,14 @@ export interface AgentSessionClientShape {
     sessionId: string,
     message: { readonly text: string } | { readonly messageId: string }
   ) => Effect.Effect<boolean, RpcError>
+  /**
+   * `execute_plan`: approves plan revision `revision` (the snapshot's `plan.revision`) of a session with plan
+   * mode. The session then starts an executing turn, in which the model carries out the plan and keeps its task
+   * statuses current with `write_todos`. False unless the session waits for a user message, the plan has this
+   * revision and is `draft` or `active`, this revision is not already approved, and no queued or steered message
+   * or interrupt is pending. Retried inside the client while AwaitUserMessage holds the lock.
+   */
+  readonly executePlan: (sessionId: string, revision: number) => Effect.Effect<boolean, RpcError>
   /** `delete_queued_message`: removes a queued message by its ID; false when it is not queued. */
   readonly deleteQueuedMessage: (sessionId: string, messageId: string) => Effect.Effect<boolean, RpcError>
   /** `get_agent_snapshot`. */
@@ -272,6 +283,8 @@ export const makeAgentSessionClient = (flowType: string) =>
           messageId: "messageId" in message ? message.messageId : null,
           text: "text" in message ? message.text : null
         }),
+      executePlan: (sessionId, revision) =>
+        invoke<Wire.ExecutePlanRequest, boolean>(rpcs.execute_plan, sessionId, { revision }),
       deleteQueuedMessage: (sessionId, messageId) =>
         invoke<Wire.DeleteQueuedMessageRequest, boolean>(rpcs.delete_queued_message, sessionId, { messageId }),
       getSnapshot: (sessionId) => invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null),

@@ -23,6 +23,9 @@
 import { Flow, type FlowDef, type StreamDef, Worker } from "@durable-agent/engine"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { AgentSessionDefinitionError } from "./Errors.ts"
 import { makeRpcs, type SessionRpcs } from "./internal/rpcs.ts"
 import type { StartInput } from "./internal/schemas.ts"
@@ -69,9 +72,16 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
   readonly runner?: Context.Key<Id, AgentFrameworkRunnerShape> | undefined
   /**
    * The built-in tools the model may call: `ask_user`, `durable_wait`, `write_todos` (see `BuiltInTools`).
-   * Their names are reserved while enabled. None by default. (Plan mode is not built yet.)
+   * Their names are reserved while enabled. None by default.
    */
   readonly builtInTools?: ReadonlyArray<Wire.BuiltInToolName> | undefined
+  /**
+   * Plan mode (`plan_mode_enabled`): a message sent with `planMode` starts a planning turn, in which the model
+   * may only call `write_todos` and writes a draft plan; `execute_plan` approves a revision and starts an
+   * executing turn. Needs `write_todos` in {@link builtInTools} (`make` throws otherwise) and a runner whose
+   * `supportsPlanMode` is true ({@link layerWorker} fails otherwise). Off by default.
+   */
+  readonly planModeEnabled?: boolean | undefined
   /** The longest `durable_wait`; default 7 days. */
   readonly maxDurableWait?: Duration.Input | undefined
 }
@@ -90,6 +100,10 @@ export interface AgentSessionFlowDef<R = AgentFrameworkRunner> extends FlowDef<A
     readonly events: StreamDef<Wire.AgentEventEnvelope>
     readonly toolPolicies: Readonly<Record<string, ToolPolicy>>
     readonly defaultToolEffect: Wire.ToolEffect
+    /** Whether plan mode is enabled ({@link AgentSessionOptions.planModeEnabled}). */
+    readonly planModeEnabled: boolean
+    /** The runner's service key. */
+    readonly runner: Context.Key<R, AgentFrameworkRunnerShape>
   }
 }
 
@@ -129,6 +143,11 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     Duration.toMillis(Duration.fromInputUnsafe(options.maxDurableWait ?? "7 days")) / 1000
   )
   if (!(maxDurableWaitSeconds >= 1)) fail("maxDurableWait must be at least 1 second")
+  const planModeEnabled = options.planModeEnabled === true
+  if (planModeEnabled && !builtInTools.has("write_todos")) {
+    fail(PLAN_MODE_NEEDS_WRITE_TODOS)
+  }
+  const runner = options.runner ?? (AgentFrameworkRunner as unknown as Context.Key<Id, AgentFrameworkRunnerShape>)
   const events = P.agentEvents(options.eventsCapacityBytes)
   const { steps } = makeSteps({
     flowType: options.flowType,
@@ -136,13 +155,14 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     defaultToolEffect,
     approvalDeadlineMs: deadline,
     events,
-    runner: options.runner ?? (AgentFrameworkRunner as unknown as Context.Key<Id, AgentFrameworkRunnerShape>),
+    runner,
     heartbeatInterval: Duration.fromInputUnsafe(options.heartbeatInterval ?? "20 seconds"),
     retryInitialInterval: options.retryInitialInterval ?? "1 second",
     builtInTools,
-    maxDurableWaitSeconds
+    maxDurableWaitSeconds,
+    planModeEnabled
   })
-  const rpcs = makeRpcs(steps)
+  const rpcs = makeRpcs(steps, { planModeEnabled })
   const flow = Flow<AgentSessionStartInput, Id>({
     type: options.flowType,
     start: steps.StartAgentSession,
@@ -152,13 +172,60 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     streams: [events],
     rpcs: Object.values(rpcs)
   })
-  return { ...flow, session: { steps, rpcs, events, toolPolicies, defaultToolEffect } }
+  return {
+    ...flow,
+    session: { steps, rpcs, events, toolPolicies, defaultToolEffect, planModeEnabled, runner }
+  }
 }
 
 /**
- * Registers session Flows (and any other Flows) on a worker. Provide their runners and services to it.
+ * Why `make` refuses `planModeEnabled`: plan mode needs the `write_todos` built-in.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const PLAN_MODE_NEEDS_WRITE_TODOS = "planModeEnabled needs write_todos in builtInTools"
+
+/**
+ * Why {@link layerWorker} refuses a session Flow with plan mode: its runner does not support plan mode.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const planModeNeedsRunnerSupport = (flowType: string): string =>
+  `planModeEnabled needs a runner whose supportsPlanMode is true (Flow type ${flowType})`
+
+const isSessionFlow = (flow: FlowDef<any, any>): flow is AgentSessionFlowDef<unknown> => "session" in flow
+
+/**
+ * Checks the runners of session Flows with plan mode: each must set `supportsPlanMode`. The runner comes from
+ * the worker's services, so this is where the Flow's definition meets its runner. A runner that is missing is
+ * left to the worker, which needs it anyway.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const checkRunners = (
+  flows: ReadonlyArray<FlowDef<any, any>>
+): Effect.Effect<void, AgentSessionDefinitionError> =>
+  Effect.forEach(
+    flows.filter(isSessionFlow).filter((flow) => flow.session.planModeEnabled),
+    (flow) =>
+      Effect.flatMap(Effect.serviceOption(flow.session.runner), (runner) =>
+        Option.isSome(runner) && runner.value.supportsPlanMode !== true
+          ? Effect.fail(new AgentSessionDefinitionError({ message: planModeNeedsRunnerSupport(flow.type) }))
+          : Effect.void
+      ),
+    { discard: true }
+  )
+
+/**
+ * Registers session Flows (and any other Flows) on a worker. Provide their runners and services to it. Fails
+ * with {@link AgentSessionDefinitionError} when a session Flow enables plan mode and its runner does not
+ * support it (see {@link checkRunners}).
  *
  * @category layers
  * @since 0.1.0
  */
-export const layerWorker = Worker.layer
+export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(...flows: Flows) =>
+  Worker.layer(...flows).pipe(Layer.provide(Layer.effectDiscard(checkRunners(flows))))

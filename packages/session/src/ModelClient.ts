@@ -53,6 +53,15 @@ export interface ModelToolDefinition {
 }
 
 /**
+ * Which tools the model must call: `auto` lets it choose (or answer in text), `required` makes it call one of
+ * the offered tools, and `{ tool }` makes it call that tool.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ModelToolChoice = "auto" | "required" | { readonly tool: string }
+
+/**
  * One model call's request.
  *
  * @category models
@@ -62,6 +71,8 @@ export interface ModelRequest {
   readonly instructions: string
   readonly messages: ReadonlyArray<ModelMessage>
   readonly tools: ReadonlyArray<ModelToolDefinition>
+  /** Which tools the model must call; `auto` when absent. */
+  readonly toolChoice?: ModelToolChoice | undefined
   /** Called with each piece of answer text as it streams in. */
   readonly onTextDelta?: ((text: string) => Effect.Effect<void>) | undefined
   /** Called with each piece of reasoning text as it streams in. */
@@ -283,7 +294,13 @@ export const fromLanguageModel = (model: LanguageModel.LanguageModel): ModelClie
     const finishReasons: Array<string> = []
     let responseModel: string | undefined
     let responseId: string | undefined
-    yield* model.streamText({ prompt: toPrompt(request), toolkit, disableToolCallResolution: true }).pipe(
+    const options = {
+      prompt: toPrompt(request),
+      toolkit,
+      disableToolCallResolution: true as const,
+      ...(request.toolChoice === undefined ? {} : { toolChoice: request.toolChoice })
+    }
+    yield* model.streamText(options).pipe(
       Stream.runForEach((part) => {
         switch (part.type) {
           case "text-delta":

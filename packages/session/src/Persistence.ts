@@ -175,6 +175,24 @@ export const AgentEvents = agentEvents()
 export const AgentPlan = Attribute("AgentPlan", Wire.AgentPlan)
 
 /**
+ * `PendingPlanExecution`: the approval `execute_plan` accepted that AwaitUserMessage has not consumed yet.
+ * `execute_plan` locks it; AwaitUserMessage is the only other writer.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const PendingPlanExecution = Attribute("PendingPlanExecution", Wire.PlanExecutionRequest)
+
+/**
+ * `PlanExecutions`: plan approvals, keyed by the approved revision as decimal text; `execute_plan` publishes,
+ * AwaitUserMessage consumes the current revision's.
+ *
+ * @category channels
+ * @since 0.1.0
+ */
+export const PlanExecutions = ChannelMap("PlanExecutions", Wire.PlanExecutionRequest)
+
+/**
  * Every Attribute and AttributeMap of the session.
  *
  * @category collections
@@ -191,7 +209,8 @@ export const attributes = [
   SessionSettings,
   TurnSessionSettings,
   TurnCancellationRequest,
-  AgentPlan
+  AgentPlan,
+  PendingPlanExecution
 ] as const
 
 /**
@@ -206,5 +225,6 @@ export const channels = [
   ToolCallResults,
   SteeredUserMessages,
   TurnControlRequests,
-  ToolCallCancellations
+  ToolCallCancellations,
+  PlanExecutions
 ] as const

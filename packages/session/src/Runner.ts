@@ -18,6 +18,7 @@ import type { ResolvedToolPolicy, ToolPolicy } from "./Policy.ts"
 import type {
   AgentMessage,
   AgentMessageRole,
+  AgentPlan,
   AgentToolCall,
   AgentUsage,
   BuiltInToolName,
@@ -146,7 +147,13 @@ export interface AgentTurnContext {
   readonly frameworkRunState: string | null
   readonly toolCalls: ReadonlyArray<AgentToolCall>
   readonly sessionSettings: SessionSettings
+  /**
+   * The turn's mode: `planning` (only `write_todos` may run), `executing` (started by `execute_plan`), or
+   * `chat`. A runner with `supportsPlanMode` offers only `write_todos` in a planning turn.
+   */
   readonly interactionMode: InteractionMode
+  /** The committed plan (`AgentPlan`), or `null` before the first `write_todos`. */
+  readonly plan?: AgentPlan | null | undefined
   readonly toolPolicies: Readonly<Record<string, ToolPolicy>>
   readonly defaultToolEffect: ToolEffect
   /** The policy of a tool: an explicit policy, then `frameworkEffect`, then the session default. */
@@ -365,6 +372,12 @@ export interface ToolTaskCancellation {
 export interface AgentFrameworkRunnerShape {
   /** The agent's name, used in spans. */
   readonly name: string
+  /**
+   * Whether the runner supports plan mode: it offers only `write_todos` in a planning turn and shows
+   * `buildPlanNote(turn.plan, turn.interactionMode)` before the turn's messages. Only such a runner can
+   * serve a session with `planModeEnabled`.
+   */
+  readonly supportsPlanMode?: boolean | undefined
   /** The stored form of a user message (also used for the session's own notes). */
   readonly buildUserMessage: (text: string) => FrameworkMessage
   /** At most one model call; runs no tool it can defer. */

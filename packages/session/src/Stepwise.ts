@@ -56,6 +56,42 @@ export interface AgentDefinition {
   readonly tools?: ReadonlyArray<string> | undefined
   /** The model of a turn from its session settings; the `ModelClient` service when it returns `undefined`. */
   readonly resolveModel?: ((settings: Wire.SessionSettings) => ModelClientShape | undefined) | undefined
+  /**
+   * The tool choice of a planning turn (plan mode). `auto` (the default) lets the model answer in text, such as
+   * with a clarifying question, and the turn then ends without a draft. `required` forces `write_todos` on the
+   * first model call of a planning turn while no draft plan exists; some models, and Anthropic extended
+   * thinking, refuse a forced tool.
+   */
+  readonly planningToolChoice?: "auto" | "required" | undefined
+}
+
+/**
+ * `build_plan_note(plan, interaction_mode)`: the user text Stepwise shows the model before the turn's
+ * messages. A plan shows as `[Dex] The current plan, revision <n>, is <status>:` with one `- [<task status>]
+ * <content>` line per task; a planning turn adds the line that it only plans, and shows a missing or cleared
+ * plan as `[Dex] There is no plan yet.`; outside a planning turn such a plan shows nothing (`undefined`).
+ *
+ * @category plan mode
+ * @since 0.1.0
+ */
+export const buildPlanNote: (
+  plan: Pick<Wire.AgentPlan, "revision" | "status" | "tasks"> | null,
+  interactionMode: Wire.InteractionMode
+) => string | undefined = Wire.buildPlanNote
+
+/**
+ * The history as the model sees it in plan mode: the plan note, as user text, before the turn's messages.
+ */
+const withPlanNote = (
+  history: ReadonlyArray<StepwiseItem>,
+  messages: ReadonlyArray<Wire.AgentMessage>,
+  turn: AgentTurnContext
+): ReadonlyArray<StepwiseItem> => {
+  const note = buildPlanNote(turn.plan ?? null, turn.interactionMode)
+  if (note === undefined) return history
+  const start = messages.findIndex((m) => m.turnId === turn.turnId)
+  const at = start === -1 ? history.length : start
+  return [...history.slice(0, at), { type: "user", text: note }, ...history.slice(at)]
 }
 
 /**
@@ -288,10 +324,18 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
         ? agent.instructions
         : agent.instructions({ flowId: turn.flowId, turnId: turn.turnId, sessionSettings: turn.sessionSettings })
     const builtIns = BuiltInTools.definitions.filter((d) => turn.enabledBuiltInTools?.includes(d.name) === true)
+    // A planning turn offers only write_todos; `required` forces it on the turn's first call while no draft exists.
+    const planning = turn.interactionMode === "planning"
+    const forceWriteTodos =
+      planning &&
+      agent.planningToolChoice === "required" &&
+      turn.frameworkRunState === null &&
+      turn.plan?.status !== "draft"
     const response = yield* model.generate({
       instructions,
-      messages: toModelMessages([...history, ...turnItems]),
-      tools: [...tools, ...builtIns],
+      messages: toModelMessages([...withPlanNote(history, turn.messages, turn), ...turnItems]),
+      tools: planning ? builtIns.filter((d) => d.name === "write_todos") : [...tools, ...builtIns],
+      ...(forceWriteTodos ? { toolChoice: { tool: "write_todos" } } : {}),
       onTextDelta: events.textDelta,
       onReasoningDelta: events.reasoningDelta,
       cancellationSignal: turn.cancellationSignal
@@ -372,6 +416,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
 
   return {
     name: agent.name,
+    supportsPlanMode: true,
     buildUserMessage: (text) => toFrameworkMessage({ type: "user", text }),
     runModelStep,
     executeDeferredToolCall,

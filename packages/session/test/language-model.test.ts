@@ -113,6 +113,26 @@ describe("ModelClient.fromLanguageModel", () => {
     })
   )
 
+  it.live("toolChoice reaches the provider options: a named tool, or the default auto", () =>
+    Effect.gen(function* () {
+      const choices: Array<unknown> = []
+      const language = yield* LanguageModel.make({
+        generateText: () => Effect.die("not used"),
+        streamText: (options) => {
+          choices.push(options.toolChoice)
+          return Stream.fromIterable([
+            { type: "finish", reason: "stop", usage: usage(1, 1), response: undefined }
+          ] as ReadonlyArray<Response.StreamPartEncoded>)
+        }
+      })
+      const client = ModelClient.ModelClient.fromLanguageModel(language)
+      const tools = [{ name: "write_todos", description: "plan", parameters: { type: "object" } }]
+      yield* client.generate({ instructions: "", messages: [], tools, toolChoice: { tool: "write_todos" } })
+      yield* client.generate({ instructions: "", messages: [], tools })
+      assert.deepStrictEqual(choices, [{ tool: "write_todos" }, "auto"])
+    })
+  )
+
   it.live("a failing model call is a ModelCallError", () =>
     Effect.gen(function* () {
       const language = yield* LanguageModel.make({

@@ -4,6 +4,7 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
@@ -18,3 +19,4 @@ sizesSuite(clusterEngine)
 cancelSuite(clusterEngine)
 steerSuite(clusterEngine)
 questionsSuite(clusterEngine)
+planSuite(clusterEngine)

@@ -5,6 +5,7 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
+import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
@@ -19,3 +20,4 @@ sizesSuite(embeddedEngine)
 cancelSuite(embeddedEngine)
 steerSuite(embeddedEngine)
 questionsSuite(embeddedEngine)
+planSuite(embeddedEngine)

@@ -142,6 +142,10 @@ describe("the Flow definition", () => {
       FinishTurnCancellation.options?.execute?.locks?.map((l) => ("name" in l ? l.name : l.map.name)),
       ["TurnCancellationRequest", "PendingInterrupts"]
     )
+    assert.deepStrictEqual(
+      flow.session.steps.AwaitUserMessage.options?.execute?.locks?.map((l) => ("name" in l ? l.name : l.map.name)),
+      ["TurnCancellationRequest", "PendingPlanExecution"]
+    )
     for (const step of flow.steps) {
       assert.strictEqual(step.options?.execute?.durability, "sync", step.type)
       assert.strictEqual(step.options?.waitFor?.durability, "sync", step.type)
@@ -155,6 +159,7 @@ describe("the Flow definition", () => {
         ["cancel_turn", ["TurnCancellationRequest", "PendingInterrupts"]],
         ["steer_user_message", []],
         ["delete_queued_message", []],
+        ["execute_plan", ["PendingPlanExecution"]],
         ["get_agent_snapshot", []],
         ["list_agent_messages", []],
         ["update_session_settings", []]

@@ -20,6 +20,8 @@ export interface CallOptions {
   readonly tools: ToolSet
   readonly providerOptions?: Record<string, any> | undefined
   readonly maxOutputTokens?: number | undefined
+  /** The AI SDK `toolChoice`; the SDK's default (`auto`) when absent. */
+  readonly toolChoice?: "auto" | "required" | { readonly type: "tool"; readonly toolName: string } | undefined
   readonly onTextDelta?: ((text: string) => Effect.Effect<void>) | undefined
   readonly onReasoningDelta?: ((text: string) => Effect.Effect<void>) | undefined
   /** The turn's cancellation signal (`AgentTurnContext.cancellationSignal`); aborting it aborts the call. */
@@ -65,7 +67,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
       // errors surface as ModelCallError below; the SDK's default would also log them to stderr
       onError: () => {},
       ...(options.providerOptions ? { providerOptions: options.providerOptions } : {}),
-      ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {})
+      ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
+      ...(options.toolChoice === undefined ? {} : { toolChoice: options.toolChoice })
     } as Parameters<typeof streamText>[0])
     yield* Stream.fromAsyncIterable(
       result.stream as AsyncIterable<any>,

@@ -1,5 +1,5 @@
 // The RPCs of the session Flow (docs/session-contract.md, "RPCs"): send_user_message, resolve_interrupt, get_agent_snapshot,
-// list_agent_messages and update_session_settings. Handlers read and write through the RPC's TxView, so
+// list_agent_messages, update_session_settings, the steering RPCs, answer_question and execute_plan. Handlers read and write through the RPC's TxView, so
 // each commits atomically or not at all.
 import { FlowRpc, type RpcDef, StepMovement } from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
@@ -22,6 +22,12 @@ export interface SessionRpcs {
   readonly steer_user_message: RpcDef<Wire.SteerUserMessageRequest, boolean>
   readonly delete_queued_message: RpcDef<Wire.DeleteQueuedMessageRequest, boolean>
   readonly answer_question: RpcDef<Wire.AnswerQuestionRequest, boolean>
+  readonly execute_plan: RpcDef<Wire.ExecutePlanRequest, boolean>
+}
+
+/** What the RPC handlers need to know of the session's options. */
+export interface RpcOptions {
+  readonly planModeEnabled: boolean
 }
 
 /** The Steps an RPC handler schedules or cancels; a client-side definition has none (it runs no handler). */
@@ -34,15 +40,15 @@ const requireSteps = (steps: SessionSteps | undefined): Effect.Effect<SessionSte
  * RPC definitions: shared by the Flow (which runs them, with its Steps) and the client (which only names
  * them, without Steps).
  */
-export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
+export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeEnabled: false }): SessionRpcs => ({
   send_user_message: FlowRpc({
     name: "send_user_message",
     input: Wire.AgentUserMessage,
     output: Schema.Boolean,
     handler: (ctx, message) =>
       Effect.sync(() => {
-        // Plan mode is not enabled in this session, so a plan_mode message is refused as the spec says.
-        if (isBlank(message.text) || message.planMode) return { output: false }
+        // A plan_mode message is refused unless plan mode is enabled.
+        if (isBlank(message.text) || (message.planMode && !options.planModeEnabled)) return { output: false }
         ctx.publish(P.QueuedUserMessages, message)
         return { output: true }
       })
@@ -175,6 +181,34 @@ export const makeRpcs = (steps?: SessionSteps): SessionRpcs => ({
         const queued = ctx.messages(P.QueuedUserMessages).find((m) => m.id === request.messageId)
         if (queued === undefined) return { output: false }
         ctx.deleteMessage(P.QueuedUserMessages, queued.id)
+        return { output: true }
+      })
+  }),
+
+  // Serializes on the PendingPlanExecution lock, which AwaitUserMessage's Execute also holds: a second approval
+  // is refused until AwaitUserMessage consumed the first, including while its Execute has not committed.
+  execute_plan: FlowRpc({
+    name: "execute_plan",
+    input: Wire.ExecutePlanRequest,
+    output: Schema.Boolean,
+    locks: [P.PendingPlanExecution],
+    handler: (ctx, request) =>
+      Effect.sync(() => {
+        if (!options.planModeEnabled) return { output: false }
+        const state = Option.getOrNull(ctx.get(P.AgentState))
+        if (state === null || state.activeTurnId !== null || state.status !== "waiting_for_user_message") {
+          return { output: false }
+        }
+        const plan = Option.getOrNull(ctx.get(P.AgentPlan))
+        if (plan === null || plan.revision !== request.revision) return { output: false }
+        if (plan.status !== "draft" && plan.status !== "active") return { output: false }
+        if (Option.getOrNull(ctx.get(P.PendingPlanExecution))?.revision === request.revision) return { output: false }
+        if (ctx.channelSize(P.QueuedUserMessages) > 0 || ctx.channelSize(P.SteeredUserMessages) > 0) {
+          return { output: false }
+        }
+        if (Option.getOrElse(ctx.get(P.PendingInterrupts), () => []).length > 0) return { output: false }
+        ctx.set(P.PendingPlanExecution, { revision: request.revision })
+        ctx.publishAt(P.PlanExecutions, String(request.revision), { revision: request.revision })
         return { output: true }
       })
   }),

@@ -30,6 +30,8 @@ export interface SessionConfig<Id = unknown> {
   readonly builtInTools: ReadonlySet<string>
   /** The longest `durable_wait`, in whole seconds. */
   readonly maxDurableWaitSeconds: number
+  /** Whether plan mode is enabled (`plan_mode_enabled`). */
+  readonly planModeEnabled: boolean
 }
 
 export const ZERO_USAGE: Wire.AgentUsage = {
@@ -372,6 +374,22 @@ export const turnMessageCount = (ctx: TxView, state: Wire.AgentState, turnId: st
 /** Whether cancel_turn cancelled this turn (turn IDs never repeat). */
 export const isTurnCancelled = (ctx: TxView, turnId: string): boolean =>
   Option.match(ctx.get(P.TurnCancellationRequest), { onNone: () => false, onSome: (r) => r.turnId === turnId })
+
+/** The committed plan, or `null` before the first `write_todos`. */
+export const currentPlan = (ctx: TxView): Wire.AgentPlan | null => Option.getOrNull(ctx.get(P.AgentPlan))
+
+/**
+ * The mode of a turn that user messages start, one decision for every turn start: `planning` when plan mode
+ * is enabled and a message has `plan_mode` or a draft plan exists, else `chat` ("Session Flow contract").
+ */
+export const turnModeOf = (
+  ctx: TxView,
+  config: SessionConfig,
+  messages: ReadonlyArray<Wire.AgentUserMessage>
+): Wire.InteractionMode =>
+  config.planModeEnabled && (messages.some((m) => m.planMode) || currentPlan(ctx)?.status === "draft")
+    ? "planning"
+    : "chat"
 
 /** Whether a steered message waits to start the next turn. */
 export const isTurnSteered = (ctx: TxView): boolean => ctx.channelSize(P.SteeredUserMessages) > 0

@@ -7,6 +7,7 @@ import {
   type ExecuteContext,
   RecoveryError,
   Step,
+  type StepContext,
   StepDecision,
   type StepDef,
   StepMovement,
@@ -41,6 +42,7 @@ import {
   appendMessages,
   beginTurn,
   cancellationRejection,
+  currentPlan,
   type Emitter,
   emitter,
   endControlledTurn,
@@ -52,6 +54,7 @@ import {
   isFinal,
   isTurnCancelled,
   messagesOversize,
+  nowIso,
   provideStepServices,
   recordUsage,
   requireState,
@@ -60,6 +63,7 @@ import {
   settingsProblem,
   storedMessages,
   turnControl,
+  turnModeOf,
   turnRecords,
   turnSettings,
   withHeartbeats,
@@ -264,6 +268,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
     toolCalls: turnRecords(ctx, turnId),
     sessionSettings: turnSettings(ctx, turnId),
     interactionMode: state.interactionMode,
+    plan: currentPlan(ctx),
     enabledBuiltInTools: Wire.BuiltInToolName.literals.filter((name) => config.builtInTools.has(name)),
     toolPolicies: config.toolPolicies,
     defaultToolEffect: config.defaultToolEffect,
@@ -310,22 +315,79 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
   // AwaitUserMessage
   // -------------------------------------------------------------------------------------------------------
 
+  /** The plan whose approval AwaitUserMessage waits for: a draft or active plan. */
+  const approvablePlan = (ctx: StepContext): Wire.AgentPlan | null => {
+    const plan = currentPlan(ctx)
+    return plan !== null && (plan.status === "draft" || plan.status === "active") ? plan : null
+  }
+
   const AwaitUserMessage: StepDef<null, never, Id> = Step({
     type: "AwaitUserMessage",
     input: NoInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
-    // A steer beats a queued message: Channel conditions are selected in argument order.
-    waitFor: () => Wait.anyOf(P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX), P.QueuedUserMessages.forOne()),
+    options: {
+      ...sync,
+      execute: {
+        ...sync.execute,
+        retry: recoveryRetry,
+        // PendingPlanExecution too: execute_plan meets the lock while a woken wait has not started its turn.
+        locks: [P.TurnCancellationRequest, P.PendingPlanExecution]
+      }
+    },
+    // A steer beats a queued message, which beats a plan execution: Channel conditions are selected in
+    // argument order. A plan execution is waited for only while the plan is draft or active.
+    waitFor: (ctx) => {
+      const plan = approvablePlan(ctx)
+      return plan === null
+        ? Wait.anyOf(P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX), P.QueuedUserMessages.forOne())
+        : Wait.anyOf(
+            P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX),
+            P.QueuedUserMessages.forOne(),
+            P.PlanExecutions.forOne(String(plan.revision))
+          )
+    },
     execute: Effect.fn("AgentSession.AwaitUserMessage")(function* (ctx) {
       if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(ApplyTurnControl, null)
       const runner = yield* config.runner
       const state = yield* requireState(ctx)
-      const texts = ctx
-        .channelResults(P.QueuedUserMessages)
-        .map((m) => m.text)
-        .filter((t) => !isBlank(t))
-      if (texts.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
-      const turnId = yield* beginTurn(ctx, config, runner, state, texts)
+      const plan = approvablePlan(ctx)
+      const approvals = plan === null ? [] : ctx.channelResults(P.PlanExecutions, String(plan.revision))
+      if (approvals.length > 0) {
+        // An approval: it is consumed whatever happens next, and runs only for the plan it names.
+        ctx.delete(P.PendingPlanExecution)
+        const revision = approvals[0]!.revision
+        if (plan === null || plan.revision !== revision) return StepDecision.goTo(AwaitUserMessage, null)
+        const turnId = Wire.formatTurnId(state.turnCount + 1)
+        if (plan.status === "draft") {
+          const now = yield* nowIso
+          ctx.set(P.AgentPlan, { ...plan, status: "active", updatedAt: now })
+          yield* emitter(ctx, config, turnId).planUpdated({
+            revision,
+            status: "active",
+            taskCount: plan.tasks.length
+          })
+        }
+        const started = yield* beginTurn(
+          ctx,
+          config,
+          runner,
+          state,
+          [Wire.planExecutionApprovedMessage(revision)],
+          "executing"
+        )
+        if (started === null) return StepDecision.goTo(AwaitUserMessage, null)
+        yield* emitter(ctx, config, started).planExecutionStarted({ revision })
+        return StepDecision.goTo(RunModel, null)
+      }
+      const messages = ctx.channelResults(P.QueuedUserMessages).filter((m) => !isBlank(m.text))
+      if (messages.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
+      const turnId = yield* beginTurn(
+        ctx,
+        config,
+        runner,
+        state,
+        messages.map((m) => m.text),
+        turnModeOf(ctx, config, messages)
+      )
       return turnId === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
     })
   })
@@ -488,6 +550,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
           const movements: Array<StepMovement> = []
           const deadline =
             config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
+          const planning = state.interactionMode === "planning"
           for (const [i, call] of outcome.toolCalls.entries()) {
             const builtIn = config.builtInTools.has(call.toolName) ? call.toolName : undefined
             const base = newRecord(call, turnId, existing.length + i)
@@ -502,6 +565,14 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
               effect: record.effect,
               requiresApproval: record.requiresApproval
             })
+            if (planning && builtIn !== "write_todos") {
+              // A planning turn only plans: every other call is rejected in this commit and never runs.
+              yield* finalizeRecord(ctx, events, record, {
+                status: "rejected",
+                rejectionMessage: Wire.PLANNING_TURN_REJECTION_MESSAGE
+              })
+              continue
+            }
             if (builtIn === "ask_user") {
               const args = BuiltInTools.validateAskUser(call.arguments)
               if (args._tag === "Invalid") {
@@ -558,7 +629,13 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
               const revision = Option.match(ctx.get(P.AgentPlan), { onNone: () => 0, onSome: (p) => p.revision }) + 1
               const list = tasks.value
               const status: Wire.AgentPlanStatus =
-                list.length === 0 ? "cleared" : list.every((t) => t.status === "completed") ? "completed" : "active"
+                list.length === 0
+                  ? "cleared"
+                  : planning
+                    ? "draft"
+                    : list.every((t) => t.status === "completed")
+                      ? "completed"
+                      : "active"
               ctx.set(P.AgentPlan, { revision, status, tasks: list, updatedAt: now })
               yield* events.planUpdated({ revision, status, taskCount: list.length })
               yield* finalizeRecord(ctx, events, record, {
@@ -1363,9 +1440,16 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         yield* endControlledTurn(ctx, config, runner, state, turnId, reason, unfinished, steered.length)
         state = yield* requireState(ctx)
       }
-      const texts = steered.map((m) => m.text).filter((t) => !isBlank(t))
-      if (texts.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
-      const started = yield* beginTurn(ctx, config, runner, state, texts)
+      const messages = steered.filter((m) => !isBlank(m.text))
+      if (messages.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
+      const started = yield* beginTurn(
+        ctx,
+        config,
+        runner,
+        state,
+        messages.map((m) => m.text),
+        turnModeOf(ctx, config, messages)
+      )
       return started === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
     })
   })
