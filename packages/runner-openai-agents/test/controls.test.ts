@@ -2,41 +2,34 @@
 // embedded engine: the turn's cancellationSignal reaches the SDK run as its `signal` and the scripted model
 // call sees it abort; the session's built-ins (ask_user, durable_wait) are offered as gated function tools
 // and routed to their own Steps.
-import { Client } from "@durable-agent/engine"
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { type Agent, RunContext } from "@openai/agents"
 import { assistantMessage, functionCall, modelStreamResponder, type ScriptedModelInput } from "@openai/agents/testing"
 import * as Effect from "effect/Effect"
-import * as Schedule from "effect/Schedule"
-import { allEvents, eventually } from "../../session/test/support.ts"
 import {
-  awaitSnapshot,
-  awaitTurns,
-  embeddedEngine,
-  type Kit,
-  prompt,
-  stepShape,
-  testAgent,
-  toolResultsIn,
-  withOpenAiSession
-} from "./support.ts"
+  ASK_USER_ANSWER,
+  ASK_USER_CALL,
+  askUserRound,
+  CANCEL_SECOND_ANSWER,
+  cancelRunningModelCall,
+  DURABLE_WAIT_ANSWER,
+  DURABLE_WAIT_CALL,
+  durableWaitRound,
+  type ModelProbe
+} from "../../session/test/support/controls.ts"
+import { awaitTurns, embeddedEngine, type Kit, prompt, testAgent, toolResultsIn, withOpenAiSession } from "./support.ts"
 
 /** The tool names the model call at `index` was offered. */
 const offeredTools = (kit: Kit, index: number) => (kit.model.calls[index]?.request.tools ?? []).map((t) => t.name)
 
-/** The Step execution ID of the session's waiting AwaitTimer. */
-const waitingTimer = (sessionId: string) =>
-  Effect.gen(function* () {
-    const engine = yield* Client.Client
-    const steps = yield* engine.stepExecutions(sessionId).pipe(
-      Effect.repeat({
-        schedule: Schedule.spaced("30 millis"),
-        until: (steps) => steps.some((s) => s.stepType === "AwaitTimer" && s.status === "waiting")
-      })
-    )
-    return steps.find((s) => s.stepType === "AwaitTimer" && s.status === "waiting")!.stepExecutionId
-  })
+/** The SDK's scripted model as the shared control checks read it; `aborted` is filled by {@link waitForAbort}. */
+const probe = (kit: Kit, aborted: ReadonlyArray<number> = []): ModelProbe => ({
+  calls: () => kit.model.calls.length,
+  aborted: () => aborted,
+  offeredTools: (index) => offeredTools(kit, index),
+  toolResults: (index) => toolResultsIn(prompt(kit, index))
+})
 
 /**
  * A scripted model call that streams nothing until its request's abort signal fires (ten minutes at most),
@@ -64,47 +57,10 @@ const waitForAbort = (aborted: Array<number>): ScriptedModelInput =>
 describe("OpenAI Agents runner: cancel_turn", () => {
   it.live("aborts the running model call; the turn ends cancelled and the next message gets an answer", () => {
     const aborted: Array<number> = []
-    return withOpenAiSession(embeddedEngine, [waitForAbort(aborted), [assistantMessage("Second answer.")]], (kit) =>
+    return withOpenAiSession(embeddedEngine, [waitForAbort(aborted), [assistantMessage(CANCEL_SECOND_ANSWER)]], (kit) =>
       Effect.gen(function* () {
-        const client = yield* AgentSessionClient.AgentSessionClient
-        yield* client.startSession("c1", { initialMessage: "think hard" })
-        yield* eventually(
-          Effect.sync(() => kit.model.calls.length),
-          (n) => n === 1,
-          "the model call"
-        )
-        assert.deepStrictEqual(aborted, [])
-        // the scripted call waits ten minutes: a turn that ends at all shows the call was given up
-        assert.isTrue(yield* client.cancelTurn("c1"))
-        const done = yield* awaitTurns("c1", 1)
-        yield* eventually(
-          Effect.sync(() => aborted.length),
-          (n) => n === 1,
-          "the scripted model to see the abort"
-        )
-        assert.deepStrictEqual(aborted, [0])
+        yield* cancelRunningModelCall("c1", probe(kit, aborted))
         assert.isTrue(kit.model.calls[0]!.request.signal?.aborted)
-        assert.strictEqual(done.state?.lastTurnError, null)
-        assert.deepStrictEqual(
-          done.messages.map((m) => [m.role, m.text]),
-          [["user", "think hard"]]
-        )
-        const cancelled = (yield* allEvents("c1")).filter((e) => e.event.type === "turn_cancelled")
-        assert.strictEqual(cancelled.length, 1)
-        assert.strictEqual(cancelled[0]!.event.turnId, "turn-1")
-        assert.deepStrictEqual(yield* stepShape("c1"), [
-          "StartAgentSession",
-          "RunModel",
-          "FinishTurnCancellation",
-          "ApplyTurnControl",
-          "AwaitUserMessage"
-        ])
-        // the session stays open
-        assert.isTrue(yield* client.sendUserMessage("c1", "again"))
-        const next = yield* awaitTurns("c1", 2)
-        assert.strictEqual(next.messages.at(-1)?.text, "Second answer.")
-        assert.strictEqual(kit.model.calls.length, 2)
-        assert.deepStrictEqual(aborted, [0], "the second call ran to its end")
       })
     )
   })
@@ -115,48 +71,22 @@ describe("OpenAI Agents runner: built-in tools", () => {
     withOpenAiSession(
       embeddedEngine,
       [
-        [
-          functionCall(
-            "ask_user",
-            { question: "Which city?", choices: ["Paris", "Rome"], allows_free_text: false },
-            { callId: "q1" }
-          )
-        ],
-        [assistantMessage("Paris it is.")]
+        [functionCall(ASK_USER_CALL.name, ASK_USER_CALL.arguments, { callId: ASK_USER_CALL.id })],
+        [assistantMessage(ASK_USER_ANSWER)]
       ],
       (kit) =>
-        Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("b1", { initialMessage: "plan a trip" })
-          const waiting = yield* awaitSnapshot("b1", (s) => s.pendingInterrupts.length === 1, "the question")
-          assert.deepStrictEqual(offeredTools(kit, 0).toSorted(), [
-            "ask_user",
-            "durable_wait",
-            "flaky_write",
-            "get_weather",
-            "save_note",
-            "send_email"
-          ])
-          const interrupt = waiting.pendingInterrupts[0]!
-          assert.deepStrictEqual(
-            [interrupt.interruptId, interrupt.kind, interrupt.question, interrupt.choices],
-            ["q1", "question", "Which city?", ["Paris", "Rome"]]
+        askUserRound("b1", probe(kit)).pipe(
+          Effect.map((offered) =>
+            assert.deepStrictEqual(offered.toSorted(), [
+              "ask_user",
+              "durable_wait",
+              "flaky_write",
+              "get_weather",
+              "save_note",
+              "send_email"
+            ])
           )
-          assert.strictEqual(waiting.toolCalls[0]!.status, "awaiting_answer")
-          assert.isTrue(yield* client.answerQuestion("b1", { interruptId: "q1", answer: "Paris" }))
-          const done = yield* awaitTurns("b1", 1)
-          assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), { q1: '{"status":"answered","answer":"Paris"}' })
-          assert.strictEqual(done.messages.at(-1)?.text, "Paris it is.")
-          assert.deepStrictEqual(yield* stepShape("b1"), [
-            "StartAgentSession",
-            "RunModel",
-            "AwaitQuestionAnswer",
-            "ResumeTurn",
-            "RunModel",
-            "AwaitUserMessage"
-          ])
-          assert.strictEqual(kit.model.calls.length, 2)
-        }),
+        ),
       { builtInTools: ["ask_user", "durable_wait"] }
     )
   )
@@ -165,38 +95,10 @@ describe("OpenAI Agents runner: built-in tools", () => {
     withOpenAiSession(
       embeddedEngine,
       [
-        [functionCall("durable_wait", { seconds: 3600, reason: "cool down" }, { callId: "w1" })],
-        [assistantMessage("Done waiting.")]
+        [functionCall(DURABLE_WAIT_CALL.name, DURABLE_WAIT_CALL.arguments, { callId: DURABLE_WAIT_CALL.id })],
+        [assistantMessage(DURABLE_WAIT_ANSWER)]
       ],
-      (kit) =>
-        Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          const engine = yield* Client.Client
-          yield* client.startSession("b2", { initialMessage: "wait an hour" })
-          yield* awaitSnapshot("b2", (s) => s.toolCalls.some((c) => c.status === "waiting_for_timer"), "the wait")
-          assert.include(offeredTools(kit, 0), "durable_wait")
-          assert.notInclude(offeredTools(kit, 0), "ask_user", "a built-in the session did not enable is not offered")
-          const timer = yield* waitingTimer("b2")
-          assert.isTrue(yield* engine.skipTimer("b2", timer, 0))
-          const done = yield* awaitTurns("b2", 1)
-          const result = JSON.parse(toolResultsIn(prompt(kit, 1)).w1!) as {
-            status: string
-            waited_seconds: number
-            reason: string
-          }
-          assert.strictEqual(result.status, "completed")
-          assert.strictEqual(result.reason, "cool down")
-          assert.isBelow(result.waited_seconds, 3600)
-          assert.strictEqual(done.messages.at(-1)?.text, "Done waiting.")
-          assert.deepStrictEqual(yield* stepShape("b2"), [
-            "StartAgentSession",
-            "RunModel",
-            "AwaitTimer",
-            "ResumeTurn",
-            "RunModel",
-            "AwaitUserMessage"
-          ])
-        }),
+      (kit) => durableWaitRound("b2", probe(kit)),
       { builtInTools: ["durable_wait"] }
     )
   )
