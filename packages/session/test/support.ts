@@ -176,6 +176,21 @@ export const slowReadTool = (kit: Kit) =>
 /** The suites' three counting tools: `get_weather`, `slow_read` and `send_email`. */
 export const countingTools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(kit)]
 
+/**
+ * The Steps of a turn whose model calls a read and a write that needs approval, the write approved: the read runs
+ * while the approval waits, then the write, then the model answers.
+ */
+export const APPROVED_WRITE_TURN_STEPS = [
+  "StartAgentSession",
+  "RunModel",
+  "AwaitToolApproval",
+  "CallTool",
+  "ResumeTurn",
+  "CallSingleAttemptTool",
+  "RunModel",
+  "AwaitUserMessage"
+]
+
 /** Polls `effect` until `predicate` holds (20 s at most). */
 export const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>
   effect.pipe(

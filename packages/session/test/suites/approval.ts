@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { APPROVAL_DEADLINE_PASSED_MESSAGE, DEFAULT_REJECTION_TEXT } from "../../src/index.ts"
 import {
+  APPROVED_WRITE_TURN_STEPS,
   allEvents,
   awaitSnapshot,
   awaitTurns,
@@ -64,16 +65,7 @@ export const approvalSuite = (engine: EngineFactory) => {
           assert.strictEqual(kit.count("send_email"), 1)
           assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: "sent to ann", r1: "sunny" })
           const shape = yield* stepShape("s-ok")
-          assert.deepStrictEqual(shape, [
-            "StartAgentSession",
-            "RunModel",
-            "AwaitToolApproval",
-            "CallTool",
-            "ResumeTurn",
-            "CallSingleAttemptTool",
-            "RunModel",
-            "AwaitUserMessage"
-          ])
+          assert.deepStrictEqual(shape, APPROVED_WRITE_TURN_STEPS)
           const events = yield* allEvents("s-ok")
           const raised = events.find((e) => e.event.type === "interrupt_raised")!.event
           assert.strictEqual(raised.stepExecutionId, "RunModel-1")
