@@ -1,48 +1,35 @@
 // Graceful drain with child processes on both engine layers: SIGTERM to the runner that runs a Step.
 // A 2 s model call finishes before the runner exits; a 60 s one is cancelled at the drain timeout, its
 // attempt fails WorkerShutdown, and another runner (a second process) runs the retry. The runner exits 0.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import { Inspect } from "../src/index.ts"
-import { type Child, spawnNode } from "../src/testing/ChildProcess.ts"
 import { sideEffects } from "./fixtures/kill-flow.ts"
+import { closedFlow, fixtureWorker, scratchFiles, sigterm } from "./support/child.ts"
 import { freePort } from "./support/ports.ts"
 import { withTestDatabase } from "./support/postgres.ts"
 
-const workerPath = fileURLToPath(new URL("./fixtures/drain-worker.ts", import.meta.url))
-const dir = mkdtempSync(join(tmpdir(), "das-drain-"))
-afterAll(() => rmSync(dir, { recursive: true, force: true }))
-let n = 0
-const files = () => {
-  n++
-  return { db: join(dir, `drain-${n}.db`), side: join(dir, `side-${n}.log`) }
-}
-const env = { DRAIN_TIMEOUT_MS: "3000" }
+const worker = fixtureWorker("drain-worker.ts", { DRAIN_TIMEOUT_MS: "3000" })
+const files = scratchFiles("drain")
 
-const sigterm = (child: Child) =>
-  Effect.promise(() => {
-    process.kill(child.pid, "SIGTERM")
-    return child.exited
+/** Starts Flow "f" in `mode` on an embedded runner and sends SIGTERM once its call runs: the runner exits 0. */
+const drainEmbedded = (db: string, side: string, mode: string) =>
+  Effect.gen(function* () {
+    const first = yield* worker.startUntil(["embedded", db, "start", "f", mode, side], "RUNNING")
+    const code = yield* sigterm(first)
+    assert.strictEqual(code, 0, first.stderr())
+    return first
   })
 
-interface Closed {
-  readonly flow: { readonly status: string; readonly output: any }
-  readonly steps: ReadonlyArray<{
-    readonly stepType: string
-    readonly attempts: ReadonlyArray<{
-      readonly attempt: number
-      readonly outcome: string | null
-      readonly errorType: string | null
-    }>
-  }>
-}
+/** The next embedded runner on `db`: it finishes Flow "f" and prints it closed. */
+const nextRunner = (db: string) =>
+  Effect.gen(function* () {
+    const second = yield* worker.spawn(["embedded", db, "await", "f"])
+    return { second, closed: yield* closedFlow(second, 60_000) }
+  })
 
 describe("embedded engine: graceful drain on SIGTERM", () => {
   it.live(
@@ -50,18 +37,14 @@ describe("embedded engine: graceful drain on SIGTERM", () => {
     () =>
       Effect.gen(function* () {
         const { db, side } = files()
-        const first = yield* spawnNode(workerPath, ["embedded", db, "start", "f", "short", side], env)
-        yield* first.waitFor("RUNNING", 60_000)
-        const code = yield* sigterm(first)
-        assert.strictEqual(code, 0, first.stderr())
+        const first = yield* drainEmbedded(db, side, "short")
         const lines = sideEffects(side)
         assert.deepStrictEqual(
           lines.map((l) => l.split(" ")[0]),
           ["run", "finished"],
           lines.join("\n")
         )
-        const second = yield* spawnNode(workerPath, ["embedded", db, "await", "f"], env)
-        const closed: Closed = JSON.parse(yield* second.waitFor("CLOSED", 60_000))
+        const { closed } = yield* nextRunner(db)
         assert.strictEqual(closed.flow.status, "completed")
         assert.deepStrictEqual(closed.flow.output, { attempt: 1, pid: first.pid })
         assert.strictEqual(sideEffects(side).length, 2, "nothing ran again")
@@ -74,12 +57,8 @@ describe("embedded engine: graceful drain on SIGTERM", () => {
     () =>
       Effect.gen(function* () {
         const { db, side } = files()
-        const first = yield* spawnNode(workerPath, ["embedded", db, "start", "f", "long", side], env)
-        yield* first.waitFor("RUNNING", 60_000)
-        const code = yield* sigterm(first)
-        assert.strictEqual(code, 0, first.stderr())
-        const second = yield* spawnNode(workerPath, ["embedded", db, "await", "f"], env)
-        const closed: Closed = JSON.parse(yield* second.waitFor("CLOSED", 60_000))
+        const first = yield* drainEmbedded(db, side, "long")
+        const { second, closed } = yield* nextRunner(db)
         assert.strictEqual(closed.flow.status, "completed")
         assert.deepStrictEqual(closed.flow.output, { attempt: 2, pid: second.pid })
         const call = closed.steps.find((s) => s.stepType === "Call")!
@@ -104,12 +83,8 @@ describe("embedded engine: graceful drain on SIGTERM", () => {
     () =>
       Effect.gen(function* () {
         const { db, side } = files()
-        const first = yield* spawnNode(workerPath, ["embedded", db, "start", "f", "once", side], env)
-        yield* first.waitFor("RUNNING", 60_000)
-        const code = yield* sigterm(first)
-        assert.strictEqual(code, 0, first.stderr())
-        const second = yield* spawnNode(workerPath, ["embedded", db, "await", "f"], env)
-        const closed: Closed = JSON.parse(yield* second.waitFor("CLOSED", 60_000))
+        yield* drainEmbedded(db, side, "once")
+        const { closed } = yield* nextRunner(db)
         assert.deepStrictEqual(closed.flow.output, { recovered: "WorkerShutdown", progress: "not_completed" })
         const runs = sideEffects(side).filter((l) => l.startsWith("run "))
         assert.strictEqual(runs.length, 1, "the single-attempt call did not run again")
@@ -122,21 +97,19 @@ describe("cluster engine: graceful drain on SIGTERM", () => {
   const runners = (url: string, side: string, mode: string) =>
     Effect.gen(function* () {
       const ports = [yield* Effect.promise(freePort), yield* Effect.promise(freePort)]
-      const a = yield* spawnNode(workerPath, ["cluster", url, String(ports[0]), "serve"], env)
-      const b = yield* spawnNode(workerPath, ["cluster", url, String(ports[1]), "serve"], env)
+      const a = yield* worker.spawn(["cluster", url, String(ports[0]), "serve"])
+      const b = yield* worker.spawn(["cluster", url, String(ports[1]), "serve"])
       yield* a.waitFor("READY", 60_000)
       yield* b.waitFor("READY", 60_000)
-      const starter = yield* spawnNode(
-        workerPath,
+      const starter = yield* worker.startUntil(
         ["cluster", url, String(yield* Effect.promise(freePort)), "start", "f", mode, side],
-        env
+        "STARTED"
       )
-      yield* starter.waitFor("STARTED", 60_000)
       const running = yield* Effect.raceAll([a, b, starter].map((c) => Effect.as(c.waitFor("RUNNING", 60_000), c)))
       return running
     })
 
-  const closedFlow = (url: string) =>
+  const describeClosed = (url: string) =>
     Inspect.describeFlow("f").pipe(
       Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: (d) => d.status !== "running" }),
       Effect.timeout("90 seconds"),
@@ -152,7 +125,7 @@ describe("cluster engine: graceful drain on SIGTERM", () => {
         const running = yield* runners(url, side, "short")
         const code = yield* sigterm(running)
         assert.strictEqual(code, 0, running.stderr())
-        const flow = yield* closedFlow(url)
+        const flow = yield* describeClosed(url)
         assert.strictEqual(flow.status, "completed")
         assert.deepStrictEqual(flow.output, { attempt: 1, pid: running.pid })
         const lines = sideEffects(side)
@@ -174,7 +147,7 @@ describe("cluster engine: graceful drain on SIGTERM", () => {
         const running = yield* runners(url, side, "long")
         const code = yield* sigterm(running)
         assert.strictEqual(code, 0, running.stderr())
-        const flow = yield* closedFlow(url)
+        const flow = yield* describeClosed(url)
         assert.strictEqual(flow.status, "completed")
         const output = flow.output as { attempt: number; pid: number }
         assert.strictEqual(output.attempt, 2)

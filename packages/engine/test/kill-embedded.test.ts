@@ -1,30 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { sideEffects } from "./fixtures/kill-flow.ts"
-import { spawnWorker } from "./support/child.ts"
+import { closedFlow, killAt, scratchFiles, spawnWorker } from "./support/child.ts"
 
-const dir = mkdtempSync(join(tmpdir(), "das-kill-"))
-afterAll(() => rmSync(dir, { recursive: true, force: true }))
-let n = 0
-const files = () => {
-  n++
-  return { db: join(dir, `kill-${n}.db`), side: join(dir, `side-${n}.log`) }
-}
-
-interface Closed {
-  readonly flow: { readonly status: string; readonly output: any }
-  readonly steps: ReadonlyArray<{
-    readonly stepType: string
-    readonly attempts: ReadonlyArray<{
-      readonly attempt: number
-      readonly outcome: string | null
-      readonly errorType: string | null
-    }>
-  }>
-}
+const files = scratchFiles("kill")
 
 describe("embedded engine: SIGKILL of the worker process", () => {
   it.live(
@@ -33,10 +12,9 @@ describe("embedded engine: SIGKILL of the worker process", () => {
       Effect.gen(function* () {
         const { db, side } = files()
         const first = yield* spawnWorker("embedded", db, "start", "f", "heartbeat", side)
-        yield* first.waitFor("RUNNING")
-        yield* first.kill()
+        yield* killAt(first, "RUNNING")
         const second = yield* spawnWorker("embedded", db, "await", "f")
-        const closed: Closed = JSON.parse(yield* second.waitFor("CLOSED"))
+        const closed = yield* closedFlow(second)
         assert.deepStrictEqual(closed.flow.output, { recovered: "WorkerLost", progress: "not_completed" })
         assert.deepStrictEqual(
           closed.steps.map((s) => s.stepType),
@@ -56,10 +34,9 @@ describe("embedded engine: SIGKILL of the worker process", () => {
     Effect.gen(function* () {
       const { db, side } = files()
       const first = yield* spawnWorker("embedded", db, "start", "f", "silent", side)
-      yield* first.waitFor("RUNNING")
-      yield* first.kill()
+      yield* killAt(first, "RUNNING")
       const second = yield* spawnWorker("embedded", db, "await", "f")
-      const closed: Closed = JSON.parse(yield* second.waitFor("CLOSED"))
+      const closed = yield* closedFlow(second)
       assert.strictEqual(closed.flow.status, "completed")
       assert.deepStrictEqual(closed.flow.output, { attempt: 1, channel: [] })
       const runs = sideEffects(side)
@@ -80,11 +57,10 @@ describe("embedded engine: SIGKILL of the worker process", () => {
     Effect.gen(function* () {
       const { db, side } = files()
       const first = yield* spawnWorker("embedded", db, "start", "f", "wait", side)
-      yield* first.waitFor("STARTED")
-      yield* first.kill()
+      yield* killAt(first, "STARTED")
       assert.deepStrictEqual(sideEffects(side), [])
       const second = yield* spawnWorker("embedded", db, "publish", "f", "hello")
-      const closed: Closed = JSON.parse(yield* second.waitFor("CLOSED"))
+      const closed = yield* closedFlow(second)
       assert.deepStrictEqual(closed.flow.output, { attempt: 1, channel: ["hello"] })
       assert.strictEqual(sideEffects(side).length, 1)
     })

@@ -3,33 +3,24 @@
 // holds its slot until the test creates a release file. The parent invokes an RPC on every Flow through the
 // runner's HTTP API while that call provably still runs, and checks that a single-attempt write ran at most
 // once per Flow (the child records every handler run in a file before it prints anything).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { writeFileSync } from "node:fs"
+import { assert } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import { type Child, fileLines, spawnNode } from "../src/testing/ChildProcess.ts"
+import { fileLines } from "../src/testing/ChildProcess.ts"
 import { releaseFile, type Status } from "./fixtures/slots-flow.ts"
+import {
+  type EngineArgs,
+  fixtureWorker,
+  httpGet as get,
+  onBothEngines,
+  scratchFiles,
+  sigterm
+} from "./support/child.ts"
 import { freePort } from "./support/ports.ts"
-import { withTestDatabase } from "./support/postgres.ts"
 
-const workerPath = fileURLToPath(new URL("./fixtures/slots-worker.ts", import.meta.url))
-const dir = mkdtempSync(join(tmpdir(), "das-slots-"))
-afterAll(() => rmSync(dir, { recursive: true, force: true }))
-let n = 0
-const files = () => {
-  n++
-  return { db: join(dir, `slots-${n}.db`), side: join(dir, `side-${n}.log`) }
-}
-const env = { MAX_CONCURRENT_TASKS: "2", DISPATCH_WAIT_MS: "2000" }
-
-const get = (port: number, path: string) =>
-  Effect.promise(async () => {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`)
-    return { status: response.status, body: await response.text() }
-  })
+const worker = fixtureWorker("slots-worker.ts", { MAX_CONCURRENT_TASKS: "2", DISPATCH_WAIT_MS: "2000" })
+const files = scratchFiles("slots")
 
 interface Closed {
   readonly flow: { readonly status: string; readonly output: { readonly wrote?: boolean; readonly lost?: string } }
@@ -43,13 +34,12 @@ const ids = ["flow-0", "flow-1", "flow-2", "flow-3", "flow-4"]
 const runs = (side: string, kind: string, id: string) => fileLines(side).filter((l) => l.startsWith(`${kind} ${id} `))
 
 /** The scenario, given how to start the runner process (args before `<api port> <health port> ...`). */
-const scenario = <E, R>(target: Effect.Effect<ReadonlyArray<string>, E, R>, side: string) =>
+const scenario = (target: EngineArgs, side: string) =>
   Effect.gen(function* () {
     const api = yield* Effect.promise(freePort)
     const health = yield* Effect.promise(freePort)
     const args = [...(yield* target), String(api), String(health), side, String(ids.length)]
-    const child: Child = yield* spawnNode(workerPath, args, env)
-    yield* child.waitFor("STARTED", 60_000)
+    const child = yield* worker.startUntil(args, "STARTED")
     // a model call holds the only Step slot (it waits for the release file, which does not exist yet)
     yield* child.waitFor("MODEL", 60_000)
 
@@ -117,34 +107,13 @@ const scenario = <E, R>(target: Effect.Effect<ReadonlyArray<string>, E, R>, side
     })
     assert.isAtLeast(noSlot, 4, "waiting model calls lost attempts to the dispatch wait and ran again")
 
-    process.kill(child.pid, "SIGTERM")
-    assert.strictEqual(yield* Effect.promise(() => child.exited), 0, child.stderr())
+    assert.strictEqual(yield* sigterm(child), 0, child.stderr())
   })
 
-describe("embedded engine: task slots and the RPC reserve in a runner process", () => {
-  it.live(
-    "2 slots, 5 Flows calling a slow model: RPCs answer while it runs; a single-attempt write runs at most once",
-    () => {
-      const { db, side } = files()
-      return scenario(Effect.succeed(["embedded", db]), side)
-    },
-    240_000
-  )
-})
-
-describe("cluster engine: task slots and the RPC reserve in a runner process", () => {
-  it.live(
-    "2 slots, 5 Flows calling a slow model: RPCs answer while it runs; a single-attempt write runs at most once",
-    () => {
-      const { side } = files()
-      return scenario(
-        Effect.gen(function* () {
-          const url = yield* withTestDatabase
-          return ["cluster", url, String(yield* Effect.promise(freePort))]
-        }),
-        side
-      )
-    },
-    240_000
-  )
-})
+onBothEngines(
+  "task slots and the RPC reserve in a runner process",
+  "2 slots, 5 Flows calling a slow model: RPCs answer while it runs; a single-attempt write runs at most once",
+  240_000,
+  files,
+  scenario
+)

@@ -7,13 +7,12 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { Inspect } from "@durable-agent/engine"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
 import { Wire } from "../src/index.ts"
-import { fileLines, spawnSessionWorker } from "./support/child.ts"
+import { fileLines, killAt, spawnSessionWorker, type WorkerResult, workerResult } from "./support/child.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-session-kill-steer-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -26,32 +25,21 @@ const files = (database: Database) =>
     return { db, side: join(dir, `side-${n}.log`) }
   })
 
-interface Result {
-  readonly snapshot: Wire.AgentSnapshot
-  readonly steps: ReadonlyArray<Inspect.StepExecution>
-  readonly events: ReadonlyArray<{
-    readonly type: string
-    readonly stepExecutionId: string
-    readonly attempt: number
-    readonly payload: Record<string, unknown>
-  }>
-}
-
 /** The events a reader keeps (the highest attempt of each Step execution, one outcome per key). */
-const settled = (result: Result) => Wire.settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
+const settled = (result: WorkerResult) => Wire.settleEvents(result.events.map((e) => ({ ...e, turnId: null })))
 
-const finished = (result: Result) =>
+const finished = (result: WorkerResult) =>
   settled(result)
     .filter((e) => e.type === "tool_call_finished")
     .map((e) => [e.payload.toolCallId, e.payload.status])
 
-const count = (result: Result, type: string) => settled(result).filter((e) => e.type === type).length
+const count = (result: WorkerResult, type: string) => settled(result).filter((e) => e.type === type).length
 
 /** A final check on every test's session: a new message gets an answer from a third worker. */
 const answersNext = (db: string, side: string, sessionId: string, turns: number) =>
   Effect.gen(function* () {
     const third = yield* spawnSessionWorker({ db, side }, "chat", sessionId, "anyone there?", String(turns))
-    const result: Result = JSON.parse(yield* third.waitFor("RESULT"))
+    const result = yield* workerResult(third)
     assert.deepStrictEqual(
       result.snapshot.messages.slice(-2).map((m) => [m.role, m.text]),
       [
@@ -76,12 +64,11 @@ const killSuite = (engineName: string, database: Database) =>
             "call charge",
             "new direction"
           )
-          yield* first.waitFor("CONTROLLED")
-          yield* first.kill()
+          yield* killAt(first, "CONTROLLED")
           assert.deepStrictEqual(fileLines(side), ["charge", "control steer=true cancel=true"])
 
           const second = yield* spawnSessionWorker({ db, side }, "await", "kr", "2")
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(
             fileLines(side).filter((l) => l === "charge"),
             ["charge"],
@@ -117,11 +104,10 @@ const killSuite = (engineName: string, database: Database) =>
             "kf",
             "call send_email read_file"
           )
-          yield* first.waitFor("IN_STEP FinishTurnCancellation")
-          yield* first.kill()
+          yield* killAt(first, "IN_STEP FinishTurnCancellation")
 
           const second = yield* spawnSessionWorker({ db, side }, "await", "kf", "1")
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(fileLines(side), ["read_file"], "the waiting write never ran")
           assert.deepStrictEqual(finished(result).sort(), [
             ["read_file-1", "succeeded"],
@@ -152,11 +138,10 @@ const killSuite = (engineName: string, database: Database) =>
             "call send_email",
             "hello there"
           )
-          yield* first.waitFor("IN_STEP ApplyTurnControl")
-          yield* first.kill()
+          yield* killAt(first, "IN_STEP ApplyTurnControl")
 
           const second = yield* spawnSessionWorker({ db, side }, "await", "ka", "2")
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(fileLines(side), [], "the abandoned write never ran")
           assert.deepStrictEqual(finished(result), [["send_email-1", "rejected"]])
           assert.strictEqual(count(result, "turn_steered"), 1)

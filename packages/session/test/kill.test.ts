@@ -6,14 +6,14 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { Inspect } from "@durable-agent/engine"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
 import { Wire } from "../src/index.ts"
 import { flow } from "./fixtures/session-worker.ts"
-import { fileLines, spawnSessionWorker } from "./support/child.ts"
+import { fileLines, killAt, spawnSessionWorker, type WorkerResult, workerResult } from "./support/child.ts"
+import { APPROVED_WRITE_TURN_STEPS } from "./support.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-session-kill-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -28,19 +28,6 @@ const filesOn = (database: Database) =>
     return { db, side: join(dir, `side-${n}.log`), models: join(dir, `models-${n}.log`) }
   })
 
-/** What the fixture's `await` prints. */
-interface Result {
-  readonly snapshot: Wire.AgentSnapshot
-  readonly steps: ReadonlyArray<Inspect.StepExecution>
-  readonly history: ReadonlyArray<Inspect.HistoryEvent>
-  readonly events: ReadonlyArray<{
-    readonly type: string
-    readonly stepExecutionId: string
-    readonly attempt: number
-    readonly payload: Record<string, unknown>
-  }>
-}
-
 /** One line of the fixture's model log. */
 interface ModelCall {
   readonly pid: number
@@ -51,13 +38,13 @@ interface ModelCall {
 
 const modelCalls = (file: string): Array<ModelCall> => fileLines(file).map((l) => JSON.parse(l) as ModelCall)
 
-const attemptsOf = (result: Result, stepExecutionId: string) =>
+const attemptsOf = (result: WorkerResult, stepExecutionId: string) =>
   result.steps
     .find((s) => s.stepExecutionId === stepExecutionId)!
     .attempts.map((a) => [a.attempt, a.outcome, a.errorType] as const)
 
 /** How many times each Step execution's attempts were started (AttemptStarted history events). */
-const attemptStarts = (result: Result) => {
+const attemptStarts = (result: WorkerResult) => {
   const counts: Record<string, number> = {}
   for (const e of result.history) {
     if (e.kind === "AttemptStarted") counts[e.stepExecutionId!] = (counts[e.stepExecutionId!] ?? 0) + 1
@@ -65,15 +52,37 @@ const attemptStarts = (result: Result) => {
   return counts
 }
 
-const toolFinished = (result: Result) =>
+const toolFinished = (result: WorkerResult) =>
   result.events
     .filter((e) => e.type === "tool_call_finished")
     .map((e) => [e.payload.toolCallId, e.payload.status, e.stepExecutionId])
 
-const lastText = (result: Result) => result.snapshot.messages[result.snapshot.messages.length - 1]!.text
-
 /** A tool that sleeps this long after its effect: longer than any test, so only the kill ends it. */
 const HANG = "600000"
+
+/**
+ * Starts session `sessionId` with "call charge" and kills the worker while the write's Step hangs after the write
+ * (the worker records the write before it prints the marker, and the side file shows it); returns the killed worker.
+ */
+const killAfterCharge = (
+  { db, side, models }: { readonly db: string; readonly side: string; readonly models: string },
+  sessionId: string,
+  env: Readonly<Record<string, string>> = {}
+) =>
+  Effect.gen(function* () {
+    const first = yield* spawnSessionWorker(
+      { db, side, env: { SLOW_TOOL_MS: HANG, MODEL_LOG: models, ...env } },
+      "start",
+      sessionId,
+      "call charge"
+    )
+    yield* first.waitFor("TOOL_STARTED charge")
+    assert.include(fileLines(side), "charge", "recorded before the marker")
+    yield* first.kill()
+    return first
+  })
+
+const lastText = (result: WorkerResult) => result.snapshot.messages[result.snapshot.messages.length - 1]!.text
 
 const killSuite = (engineName: string, database: Database) =>
   describe(`${engineName}: SIGKILL of the session worker`, () => {
@@ -84,19 +93,11 @@ const killSuite = (engineName: string, database: Database) =>
       () =>
         Effect.gen(function* () {
           const { db, side, models } = yield* files()
-          const first = yield* spawnSessionWorker(
-            { db, side, env: { SLOW_TOOL_MS: HANG, MODEL_LOG: models } },
-            "start",
-            "k5",
-            "call charge"
-          )
-          yield* first.waitFor("TOOL_STARTED charge")
-          assert.include(fileLines(side), "charge", "recorded before the marker")
-          yield* first.kill()
+          const first = yield* killAfterCharge({ db, side, models }, "k5")
           assert.deepStrictEqual(fileLines(side), ["charge"], "the write took effect before the kill")
 
           const second = yield* spawnSessionWorker({ db, side, env: { MODEL_LOG: models } }, "await", "k5", "1")
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(
             result.steps.map((s) => s.stepType),
             [
@@ -143,13 +144,12 @@ const killSuite = (engineName: string, database: Database) =>
             "k6",
             "call read_file"
           )
-          yield* first.waitFor("MODEL_STARTED 2")
-          yield* first.kill()
+          yield* killAt(first, "MODEL_STARTED 2")
           assert.deepStrictEqual(fileLines(side), ["read_file"])
           assert.strictEqual(modelCalls(models).length, 2)
 
           const second = yield* spawnSessionWorker({ db, side, env: { MODEL_LOG: models } }, "await", "k6", "1")
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(
             result.steps.map((s) => s.stepType),
             ["StartAgentSession", "RunModel", "CallTool", "ResumeTurn", "RunModel", "AwaitUserMessage"]
@@ -209,7 +209,7 @@ const killSuite = (engineName: string, database: Database) =>
             "k6b",
             "1"
           )
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(
             result.steps.map((s) => s.stepType),
             ["StartAgentSession", "RunModel", "CallTool", "ResumeTurn", "RunModel", "AwaitUserMessage"]
@@ -258,10 +258,9 @@ const killSuite = (engineName: string, database: Database) =>
             "k6d",
             "call read_file"
           )
-          yield* first.waitFor("MODEL_STARTED 2")
-          yield* first.kill()
+          yield* killAt(first, "MODEL_STARTED 2")
           const second = yield* spawnSessionWorker({ db, side, env: { MODEL_LOG: models } }, "await", "k6d", "1")
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           // the streamed text was output: the lost attempt failed, and attempt 2 answered
           assert.deepStrictEqual(attemptsOf(result, "RunModel-2"), [
             [1, "failure", "WorkerLost"],
@@ -281,15 +280,7 @@ const killSuite = (engineName: string, database: Database) =>
     it.live("#9 a session with an ASYNC Step durability default never reruns a single-attempt write", () =>
       Effect.gen(function* () {
         const { db, side, models } = yield* files()
-        const first = yield* spawnSessionWorker(
-          { db, side, env: { SLOW_TOOL_MS: HANG, MODEL_LOG: models, STEP_DURABILITY: "async" } },
-          "start",
-          "k9",
-          "call charge"
-        )
-        yield* first.waitFor("TOOL_STARTED charge")
-        assert.include(fileLines(side), "charge", "recorded before the marker")
-        yield* first.kill()
+        yield* killAfterCharge({ db, side, models }, "k9", { STEP_DURABILITY: "async" })
         assert.deepStrictEqual(fileLines(side), ["charge"])
 
         // the restarted worker finishes turn 1 and runs a second turn that calls the write again
@@ -300,7 +291,7 @@ const killSuite = (engineName: string, database: Database) =>
           "call charge",
           "2"
         )
-        const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+        const result = yield* workerResult(second)
         const started = result.history.find((e) => e.kind === "FlowStarted")!
         assert.strictEqual(started.data.stepDurability, "async", "the session was started with the ASYNC default")
         for (const step of Object.values(flow.session.steps)) {
@@ -335,21 +326,12 @@ const killSuite = (engineName: string, database: Database) =>
       () =>
         Effect.gen(function* () {
           const { db, side, models } = yield* files()
-          const first = yield* spawnSessionWorker(
-            { db, side, env: { SLOW_TOOL_MS: HANG, MODEL_LOG: models } },
-            "start",
-            "k-rec",
-            "call charge"
-          )
-          yield* first.waitFor("TOOL_STARTED charge")
-          assert.include(fileLines(side), "charge", "recorded before the marker")
-          yield* first.kill()
+          yield* killAfterCharge({ db, side, models }, "k-rec")
           // the second worker runs RecordToolOutcomeUnknown, which writes tool_call_finished, then hangs in execute
           const second = yield* spawnSessionWorker({ db, side, env: { HANG_AFTER_RECORD: "1" } }, "serve")
-          yield* second.waitFor("RECORDED")
-          yield* second.kill()
+          yield* killAt(second, "RECORDED")
           const third = yield* spawnSessionWorker({ db, side, env: { MODEL_LOG: models } }, "await", "k-rec", "1")
-          const result: Result = JSON.parse(yield* third.waitFor("RESULT"))
+          const result = yield* workerResult(third)
           const finished = result.events
             .filter((e) => e.type === "tool_call_finished")
             .map((e) => [e.payload.toolCallId, e.payload.status, e.stepExecutionId, e.attempt])
@@ -403,19 +385,10 @@ const killSuite = (engineName: string, database: Database) =>
             "send_email-1",
             "1"
           )
-          const result: Result = JSON.parse(yield* second.waitFor("RESULT"))
+          const result = yield* workerResult(second)
           assert.deepStrictEqual(
             result.steps.map((s) => s.stepType),
-            [
-              "StartAgentSession",
-              "RunModel",
-              "AwaitToolApproval",
-              "CallTool",
-              "ResumeTurn",
-              "CallSingleAttemptTool",
-              "RunModel",
-              "AwaitUserMessage"
-            ]
+            APPROVED_WRITE_TURN_STEPS
           )
           for (const step of result.steps) {
             assert.isAtMost(step.attempts.length, 1, `${step.stepExecutionId} ran at most once`)

@@ -71,10 +71,7 @@ export interface Setup {
 }
 
 /** Runs `body` with a worker and an AgentSessionClient on a fresh engine. */
-export const withSession = <A, E>(
-  setup: Setup,
-  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-) => {
+export const withSession = <A, E>(setup: Setup, body: SessionBody<A, E>) => {
   const sideEffects = new Map<string, number>()
   const requests: Array<ModelClient.ModelRequest> = []
   const flow = AgentSessionFlow.make({
@@ -107,6 +104,18 @@ export const withSession = <A, E>(
     Effect.scoped
   ) as Effect.Effect<A, unknown>
 }
+
+/** A test body: it runs with an AgentSessionClient and the engine's Client. */
+export type SessionBody<A, E> = (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
+
+/**
+ * {@link withSession} bound to one engine: what a suite registers its tests with. `defaults` stand under each
+ * test's setup (a test's `flow` options are merged over the default `flow`).
+ */
+export const sessionOn =
+  (engine: EngineFactory, defaults: Omit<Setup, "engine" | "script"> = {}) =>
+  <A, E>(setup: Omit<Setup, "engine">, body: SessionBody<A, E>) =>
+    withSession({ ...defaults, ...setup, flow: { ...defaults.flow, ...setup.flow }, engine }, body)
 
 /** Counts one side effect of a tool. */
 export const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
@@ -152,6 +161,24 @@ export const slowReadTool = (kit: Kit) =>
       })
   })
 
+/** The suites' three counting tools: `get_weather`, `slow_read` and `send_email`. */
+export const countingTools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(kit)]
+
+/**
+ * The Steps of a turn whose model calls a read and a write that needs approval, the write approved: the read runs
+ * while the approval waits, then the write, then the model answers.
+ */
+export const APPROVED_WRITE_TURN_STEPS = [
+  "StartAgentSession",
+  "RunModel",
+  "AwaitToolApproval",
+  "CallTool",
+  "ResumeTurn",
+  "CallSingleAttemptTool",
+  "RunModel",
+  "AwaitUserMessage"
+]
+
 /** Polls `effect` until `predicate` holds (20 s at most). */
 export const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>
   effect.pipe(
@@ -167,6 +194,27 @@ export const awaitSnapshot = (sessionId: string, predicate: (s: Wire.AgentSnapsh
   Effect.flatMap(AgentSessionClient.AgentSessionClient, (client) =>
     eventually(client.getSnapshot(sessionId), predicate, what)
   )
+
+/** Polls a number the test keeps (a count of the kit, the model requests so far) until it is `n`. */
+export const awaitCount = (read: () => number, n: number, what: string) =>
+  eventually(Effect.sync(read), (value) => value === n, what)
+
+/**
+ * Starts session `sessionId` (with `initialMessage` when given) and returns the client and the snapshot once
+ * `predicate` holds.
+ */
+export const startAndAwait = (
+  sessionId: string,
+  initialMessage: string | undefined,
+  predicate: (s: Wire.AgentSnapshot) => boolean,
+  what: string
+) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    yield* client.startSession(sessionId, initialMessage === undefined ? undefined : { initialMessage })
+    const snapshot = yield* awaitSnapshot(sessionId, predicate, what)
+    return { client, snapshot }
+  })
 
 /** The snapshot once `turns` turns ended and no turn is active. */
 export const awaitTurns = (sessionId: string, turns: number) =>

@@ -2,23 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Wire from "../src/wire/index.ts"
-
-/** Decodes snake_case JSON, encodes the result back, and checks that it equals the input. */
-const roundTrip = <T, E>(schema: Schema.Codec<T, E>, json: E) =>
-  Effect.gen(function* () {
-    const decoded = yield* Schema.decodeUnknownEffect(schema)(json)
-    const encoded = yield* Schema.encodeEffect(schema)(decoded)
-    assert.deepStrictEqual(encoded, json)
-    return decoded
-  })
-
-/** Checks that decoding fails with a SchemaError whose message includes `text`. */
-const decodeFails = <T, E>(schema: Schema.Codec<T, E>, json: unknown, text: string) =>
-  Effect.gen(function* () {
-    const error = yield* Effect.flip(Schema.decodeUnknownEffect(schema)(json))
-    assert.isTrue(Schema.isSchemaError(error))
-    assert.include(error.message, text)
-  })
+import { decodeFails, roundTrip } from "./support/wire.ts"
 
 /** An event as `AgentEvents` stores it; `payload` is compact JSON text with keys in the spec's order. */
 const event = <const T extends string>(type: T, payload: string) => ({

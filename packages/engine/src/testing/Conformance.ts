@@ -96,6 +96,21 @@ const waitClosed = (flowId: string) =>
     Effect.timeoutOrElse({ duration: "30 seconds", orElse: () => Effect.die(new Error(`${flowId} did not close`)) })
   )
 
+/** Starts `flowId` and waits until it closed. */
+const startAndClose = <I>(flow: FlowDef<I, any>, flowId: string, input: I) =>
+  Effect.gen(function* () {
+    const client = yield* Client
+    yield* client.startFlow(flow, flowId, input)
+    return yield* waitClosed(flowId)
+  })
+
+/** The tag of the error `effect` fails with (it must fail). */
+const tag = <X, E extends { readonly _tag: string }>(effect: Effect.Effect<X, E>) =>
+  Effect.map(Effect.flip(effect), (e) => e._tag)
+
+/** The `execute` of a Step that ends its branch. */
+const deadEnd = () => Effect.succeed(StepDecision.deadEnd())
+
 /** Registers the conformance tests for an engine. */
 export const conformance = (name: string, engine: EngineFactory, options: ConformanceOptions = {}) => {
   const maxValueBytes = options.maxValueBytes ?? 16 * 1024 * 1024
@@ -134,8 +149,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            yield* client.startFlow(F, "commit-1", "in")
-            const done = yield* waitClosed("commit-1")
+            const done = yield* startAndClose(F, "commit-1", "in")
             assert.strictEqual(done.status, "completed")
             assert.deepStrictEqual(done.output, { a: 7, got: ["hello"], i: "in-next" })
             assert.deepStrictEqual(yield* client.getAttribute("commit-1", A), Option.some(7))
@@ -160,7 +174,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
                 })
               )
           })
-          const Never = Step({ type: "Never", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
+          const Never = Step({ type: "Never", input: Str, execute: deadEnd })
           const Big = Step({
             type: "Big",
             input: Str,
@@ -178,8 +192,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
             [F],
             Effect.gen(function* () {
               const client = yield* Client
-              yield* client.startFlow(F, "rollback-1", "in")
-              const done = yield* waitClosed("rollback-1")
+              const done = yield* startAndClose(F, "rollback-1", "in")
               assert.deepStrictEqual(done.output, { error: "ValueTooLarge", a: null, queued: 0 })
               const steps = yield* client.stepExecutions("rollback-1")
               assert.deepStrictEqual(
@@ -194,7 +207,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
 
       it.live("an RPC that fails commits nothing", () => {
         const A = Attribute("a", Num)
-        const Idle = Step({ type: "Idle", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
+        const Idle = Step({ type: "Idle", input: Str, execute: deadEnd })
         const Bad = FlowRpc({
           name: "bad",
           input: Num,
@@ -515,8 +528,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            yield* client.startFlow(F, "backoff", "x")
-            const done = yield* waitClosed("backoff")
+            const done = yield* startAndClose(F, "backoff", "x")
             assert.strictEqual(done.status, "failed")
             assert.include(done.reason ?? "", "boom 3")
             assert.strictEqual(calls, 3)
@@ -615,8 +627,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            yield* client.startFlow(F, "route-1", { n: 41 })
-            const done = yield* waitClosed("route-1")
+            const done = yield* startAndClose(F, "route-1", { n: 41 })
             assert.deepStrictEqual(done.output, {
               input: { n: 41 },
               recovery: {
@@ -776,9 +787,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         return run(
           [F],
           Effect.gen(function* () {
-            const client = yield* Client
-            yield* client.startFlow(F, "cp-1", "x")
-            const done = yield* waitClosed("cp-1")
+            const done = yield* startAndClose(F, "cp-1", "x")
             assert.deepStrictEqual(done.output, { page: 3 })
           })
         )
@@ -853,7 +862,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         "RPCs read queued messages with IDs and delete one by ID; a vanished ID is ChannelMessageNotFound",
         () => {
           const Q = ChannelMap("q", Str)
-          const Idle = Step({ type: "Idle", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
+          const Idle = Step({ type: "Idle", input: Str, execute: deadEnd })
           const List = FlowRpc({
             name: "list",
             input: Str,
@@ -916,7 +925,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         () => {
           const Go = Channel("go", Str)
           const events: Array<string> = []
-          const Route = Step({ type: "Route", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
+          const Route = Step({ type: "Route", input: Str, execute: deadEnd })
           const Long = Step({
             type: "Long",
             input: Str,
@@ -933,7 +942,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
             type: "Waiting",
             input: Str,
             waitFor: () => Wait.anyOf(Timer.seconds(3600)),
-            execute: () => Effect.succeed(StepDecision.deadEnd())
+            execute: deadEnd
           })
           const Canceller = Step({
             type: "Canceller",
@@ -1023,7 +1032,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           type: "Fractional",
           input: Num,
           waitFor: () => Wait.anyOf(Timer.byDuration("1500 millis")),
-          execute: () => Effect.succeed(StepDecision.deadEnd())
+          execute: deadEnd
         })
         const Pick = Step({
           type: "Pick",
@@ -1035,8 +1044,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            yield* client.startFlow(F, "timer-1", 1)
-            const one = yield* waitClosed("timer-1")
+            const one = yield* startAndClose(F, "timer-1", 1)
             assert.strictEqual(one.output, true)
             const h = yield* client.history("timer-1")
             const scheduled = h.find((e) => e.kind === "StepScheduled" && e.stepExecutionId === "Timed-1")!
@@ -1051,8 +1059,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
             const two = yield* waitClosed("timer-2")
             assert.strictEqual(two.output, true)
             // a timer that is not whole seconds fails the Flow with a clear reason
-            yield* client.startFlow(F, "timer-3", -1)
-            const three = yield* waitClosed("timer-3")
+            const three = yield* startAndClose(F, "timer-3", -1)
             assert.strictEqual(three.status, "failed")
             assert.include(three.reason ?? "", "whole")
           })
@@ -1081,8 +1088,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
             [F],
             Effect.gen(function* () {
               const client = yield* Client
-              yield* client.startFlow(F, "stream-small", 3)
-              assert.strictEqual((yield* waitClosed("stream-small")).status, "completed")
+              assert.strictEqual((yield* startAndClose(F, "stream-small", 3)).status, "completed")
               const all = Array.from(yield* Stream.runCollect(client.readStream("stream-small", Events)))
               assert.deepStrictEqual(
                 all.map((m) => m.value.slice(0, 7)),
@@ -1100,8 +1106,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               )
               assert.strictEqual(bad._tag, "InvalidResumeToken")
               // 40 messages of ~1.5 KiB against 16 KiB: the oldest are trimmed, the Step still completes
-              yield* client.startFlow(F, "stream-big", 40)
-              assert.strictEqual((yield* waitClosed("stream-big")).status, "completed")
+              assert.strictEqual((yield* startAndClose(F, "stream-big", 40)).status, "completed")
               const kept = Array.from(yield* Stream.runCollect(client.readStream("stream-big", Events)))
               assert.isBelow(kept.length, 40)
               assert.isAbove(kept.length, 0)
@@ -1196,7 +1201,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           type: "Wait1",
           input: Str,
           waitFor: () => Wait.anyOf(Go.forOne()),
-          execute: () => Effect.succeed(StepDecision.deadEnd())
+          execute: deadEnd
         })
         const F = Flow({ type: "Stop", start: Wait1, channels: [Go] })
         return run(
@@ -1227,8 +1232,8 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
       it.live("registration rejects invalid definitions with DefinitionError", () => {
         const A = Attribute("a", Num)
         const Other = Attribute("a-undeclared", Num)
-        const S = Step({ type: "S", input: Str, execute: () => Effect.succeed(StepDecision.deadEnd()) })
-        const NumStep = Step({ type: "N", input: Num, execute: () => Effect.succeed(StepDecision.deadEnd()) })
+        const S = Step({ type: "S", input: Str, execute: deadEnd })
+        const NumStep = Step({ type: "N", input: Num, execute: deadEnd })
         const cases: ReadonlyArray<[string, FlowDef<any, never>]> = [
           ["duplicate attribute", Flow({ type: "D1", start: S, attributes: [A, Attribute("a", Str)] })],
           [
@@ -1288,15 +1293,13 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           type: "Bad",
           input: Str,
           waitFor: () => Wait.anyOf(Ch.forRange(3, 1)),
-          execute: () => Effect.succeed(StepDecision.deadEnd())
+          execute: deadEnd
         })
         const F = Flow({ type: "BadBound", start: Bad, channels: [Ch] })
         return run(
           [F],
           Effect.gen(function* () {
-            const client = yield* Client
-            yield* client.startFlow(F, "badbound", "x")
-            const done = yield* waitClosed("badbound")
+            const done = yield* startAndClose(F, "badbound", "x")
             assert.strictEqual(done.status, "failed")
             assert.include(done.reason ?? "", "invalid channel bound")
           })
@@ -1314,7 +1317,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           type: "Sibling",
           input: Num,
           waitFor: () => Wait.anyOf(Gate.forOne()),
-          execute: () => Effect.succeed(StepDecision.deadEnd())
+          execute: deadEnd
         })
         const Fork = Step({
           type: "Fork",
@@ -1343,9 +1346,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         return run(
           [F],
           Effect.gen(function* () {
-            const client = yield* Client
-            yield* client.startFlow(F, "nomove-1", "x")
-            const done = yield* waitClosed("nomove-1")
+            const done = yield* startAndClose(F, "nomove-1", "x")
             assert.strictEqual(done.status, "failed")
             assert.include(done.reason ?? "", "requires a movement")
           })
@@ -1377,8 +1378,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            yield* client.startFlow(F, "null-1", "x")
-            const done = yield* waitClosed("null-1")
+            const done = yield* startAndClose(F, "null-1", "x")
             assert.strictEqual(done.output, true)
             assert.isTrue(Option.isNone(yield* client.getAttribute("null-1", Maybe)))
           })
@@ -1402,16 +1402,13 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
             [F],
             Effect.gen(function* () {
               const client = yield* Client
-              const tag = <X, E extends { readonly _tag: string }>(e: Effect.Effect<X, E>) =>
-                Effect.map(Effect.flip(e), (x) => x._tag)
               assert.strictEqual(yield* tag(client.getAttribute("nobody", A)), "FlowNotFound")
               assert.strictEqual(yield* tag(client.publish("nobody", Ch, "m")), "FlowNotFound")
               assert.strictEqual(yield* tag(client.invokeRpc(F, Ping, "nobody", "x")), "FlowNotFound")
               assert.strictEqual(yield* tag(client.skipTimer("nobody", "S-1", 0)), "FlowNotFound")
               assert.strictEqual(yield* tag(client.stopFlow("nobody", { mode: "cancel" })), "FlowNotFound")
               assert.strictEqual(yield* tag(client.describeFlow("nobody")), "FlowNotFound")
-              yield* client.startFlow(F, "closed-1", "x")
-              yield* waitClosed("closed-1")
+              yield* startAndClose(F, "closed-1", "x")
               assert.strictEqual(yield* tag(client.publish("closed-1", Ch, "m")), "FlowNotActive")
               assert.strictEqual(yield* tag(client.invokeRpc(F, Ping, "closed-1", "x")), "FlowNotActive")
               assert.isTrue(Option.isNone(yield* client.getAttribute("closed-1", A)))
@@ -1433,7 +1430,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           type: "S",
           input: Str,
           waitFor: () => Wait.anyOf(Gate.forOne()),
-          execute: () => Effect.succeed(StepDecision.deadEnd())
+          execute: deadEnd
         })
         const F = Flow({ type: "RpcClass", start: S, channels: [Gate], rpcs: [Fail] })
         return run(
@@ -1478,19 +1475,15 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
         return run(
           [F, G, H],
           Effect.gen(function* () {
-            const client = yield* Client
-            yield* client.startFlow(F, "outputs-1", "x")
-            const done = yield* waitClosed("outputs-1")
+            const done = yield* startAndClose(F, "outputs-1", "x")
             assert.strictEqual(done.status, "completed")
             assert.deepStrictEqual([...done.outputs].sort(), [10, 20, 30])
             assert.strictEqual(done.output, done.outputs[0])
             assert.strictEqual(done.errorType, null)
-            yield* client.startFlow(G, "errtype-1", "x")
-            const failed = yield* waitClosed("errtype-1")
+            const failed = yield* startAndClose(G, "errtype-1", "x")
             assert.strictEqual(failed.status, "failed")
             assert.strictEqual(failed.errorType, "Boom")
-            yield* client.startFlow(H, "forced-1", "x")
-            const forced = yield* waitClosed("forced-1")
+            const forced = yield* startAndClose(H, "forced-1", "x")
             assert.strictEqual(forced.errorType, "ForceFail")
             assert.strictEqual(forced.reason, "given up")
           })
@@ -1541,7 +1534,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           type: "Forever",
           input: Str,
           waitFor: () => Wait.anyOf(Gate.forOne()),
-          execute: () => Effect.succeed(StepDecision.deadEnd())
+          execute: deadEnd
         })
         const Busy = Step({
           type: "Busy",
@@ -1728,8 +1721,6 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            const tag = <X, E extends { readonly _tag: string }>(e: Effect.Effect<X, E>) =>
-              Effect.map(Effect.flip(e), (x) => x._tag)
             const first = yield* client.startFlow(F, "reuse-1", "one")
             // a running Flow's ID is never reused
             assert.strictEqual(
@@ -1793,8 +1784,7 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            yield* client.startFlow(F, "par-1", "x")
-            const done = yield* waitClosed("par-1")
+            const done = yield* startAndClose(F, "par-1", "x")
             assert.strictEqual(done.status, "completed")
             assert.strictEqual(maxRunning, 3)
             const steps = yield* client.stepExecutions("par-1")

@@ -1,19 +1,19 @@
-import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { AgentSessionClient, Wire } from "../../src/index.ts"
+import { Wire } from "../../src/index.ts"
 import {
+  APPROVED_WRITE_TURN_STEPS,
   allEvents,
   awaitSnapshot,
   awaitTurns,
   type EngineFactory,
   type Kit,
-  type Setup,
   sendEmailTool,
+  sessionOn,
+  startAndAwait,
   stepShape,
   toolResults,
-  weatherTool,
-  withSession as withSessionOn
+  weatherTool
 } from "../support.ts"
 
 const tools = (kit: Kit) => [weatherTool(kit), sendEmailTool(kit)]
@@ -30,19 +30,15 @@ const writeAndRead = [
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const approvalSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine }, body)
+  const withSession = sessionOn(engine)
 
   describe("approvals", () => {
     it.live("a write that needs approval waits in parallel with a READ tool, runs once after approval", () =>
       withSession({ script: writeAndRead, tools }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-ok", { initialMessage: "email ann" })
-          const waiting = yield* awaitSnapshot(
+          const { client, snapshot: waiting } = yield* startAndAwait(
             "s-ok",
+            "email ann",
             (s) => s.toolCalls.some((c) => c.toolCallId === "r1" && c.status === "succeeded"),
             "the read call"
           )
@@ -69,16 +65,7 @@ export const approvalSuite = (engine: EngineFactory) => {
           assert.strictEqual(kit.count("send_email"), 1)
           assert.deepStrictEqual(toolResults(kit.requests[1]!), { w1: "sent to ann", r1: "sunny" })
           const shape = yield* stepShape("s-ok")
-          assert.deepStrictEqual(shape, [
-            "StartAgentSession",
-            "RunModel",
-            "AwaitToolApproval",
-            "CallTool",
-            "ResumeTurn",
-            "CallSingleAttemptTool",
-            "RunModel",
-            "AwaitUserMessage"
-          ])
+          assert.deepStrictEqual(shape, APPROVED_WRITE_TURN_STEPS)
           const events = yield* allEvents("s-ok")
           const raised = events.find((e) => e.event.type === "interrupt_raised")!.event
           assert.strictEqual(raised.stepExecutionId, "RunModel-1")
@@ -122,9 +109,12 @@ export const approvalSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-rej", { initialMessage: "email ann" })
-            yield* awaitSnapshot("s-rej", (s) => s.pendingInterrupts.length === 1, "the approval")
+            const { client } = yield* startAndAwait(
+              "s-rej",
+              "email ann",
+              (s) => s.pendingInterrupts.length === 1,
+              "the approval"
+            )
             assert.isTrue(
               yield* client.resolveInterrupt("s-rej", {
                 interruptId: "w1",
@@ -165,9 +155,12 @@ export const approvalSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-dl", { initialMessage: "email ann" })
-            const waiting = yield* awaitSnapshot("s-dl", (s) => s.pendingInterrupts.length === 1, "the approval")
+            const { client, snapshot: waiting } = yield* startAndAwait(
+              "s-dl",
+              "email ann",
+              (s) => s.pendingInterrupts.length === 1,
+              "the approval"
+            )
             const interrupt = waiting.pendingInterrupts[0]!
             assert.isNotNull(interrupt.deadline)
             assert.strictEqual(Date.parse(interrupt.deadline!) - Date.parse(interrupt.createdAt), 1000)
@@ -196,9 +189,7 @@ export const approvalSuite = (engine: EngineFactory) => {
     it.live("resolve_interrupt for an unknown interrupt returns false", () =>
       withSession({ script: [] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-none")
-          yield* awaitSnapshot("s-none", (s) => s.state !== null, "the session start")
+          const { client } = yield* startAndAwait("s-none", undefined, (s) => s.state !== null, "the session start")
           assert.isFalse(yield* client.resolveInterrupt("s-none", { interruptId: "nope", approved: true }))
           assert.isFalse(yield* client.resolveInterrupt("s-none", { interruptId: "nope", approved: false }))
         })

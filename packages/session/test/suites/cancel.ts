@@ -1,32 +1,24 @@
-import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { AgentSessionClient, type ModelClient, Wire } from "../../src/index.ts"
 import {
   allEvents,
+  awaitCount,
   awaitSnapshot,
   awaitTurns,
   bump,
+  countingTools,
   type EngineFactory,
   eventually,
-  type Kit,
   lastUserText,
-  type Setup,
-  sendEmailTool,
-  slowReadTool,
-  stepExecutions,
-  weatherTool,
-  withSession as withSessionOn
+  sessionOn,
+  startAndAwait,
+  stepExecutions
 } from "../support.ts"
-
-const tools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(kit)]
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const cancelSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine }, body)
+  const withSession = sessionOn(engine)
 
   describe("cancel_turn", () => {
     it.live("cancels a running model call through its abort signal; the session stays open", () =>
@@ -34,11 +26,7 @@ export const cancelSuite = (engine: EngineFactory) => {
         Effect.gen(function* () {
           const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-model", { initialMessage: "think hard" })
-          yield* eventually(
-            Effect.sync(() => kit.requests.length),
-            (n) => n === 1,
-            "the model call"
-          )
+          yield* awaitCount(() => kit.requests.length, 1, "the model call")
           const signal = kit.requests[0]!.cancellationSignal
           assert.isDefined(signal)
           assert.isFalse(signal!.aborted)
@@ -95,14 +83,13 @@ export const cancelSuite = (engine: EngineFactory) => {
             },
             { text: "Next turn." }
           ],
-          tools
+          tools: countingTools
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-wait", { initialMessage: "email ann" })
-            yield* awaitSnapshot(
+            const { client } = yield* startAndAwait(
               "s-wait",
+              "email ann",
               (s) => s.pendingInterrupts.length === 1 && s.toolCalls.some((c) => c.status === "succeeded"),
               "the approval and the read"
             )
@@ -160,16 +147,15 @@ export const cancelSuite = (engine: EngineFactory) => {
 
     it.live("never cancels a started tool call: it runs to its end, then the turn ends cancelled", () =>
       withSession(
-        { script: [{ toolCalls: [{ id: "s1", name: "slow_read", arguments: {} }] }, { text: "unused" }], tools },
+        {
+          script: [{ toolCalls: [{ id: "s1", name: "slow_read", arguments: {} }] }, { text: "unused" }],
+          tools: countingTools
+        },
         (kit) =>
           Effect.gen(function* () {
             const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-tool", { initialMessage: "read slowly" })
-            yield* eventually(
-              Effect.sync(() => kit.count("slow_read:started")),
-              (n) => n === 1,
-              "the tool start"
-            )
+            yield* awaitCount(() => kit.count("slow_read:started"), 1, "the tool start")
             assert.isTrue(yield* client.cancelTurn("s-tool"))
             assert.isTrue(yield* client.cancelTurn("s-tool"), "true and no change when already cancelled")
             assert.strictEqual((yield* client.getSnapshot("s-tool")).state?.activeTurnId, "turn-1")
@@ -227,13 +213,11 @@ export const cancelSuite = (engine: EngineFactory) => {
               ? { text: "Sent." }
               : { toolCalls: [{ id: "w1", name: "send_email", arguments: { to: lastUserText(request)!.slice(6) } }] }
           }),
-          tools
+          tools: countingTools
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-race")
-            yield* awaitSnapshot("s-race", (s) => s.state !== null, "the session start")
+            const { client } = yield* startAndAwait("s-race", undefined, (s) => s.state !== null, "the session start")
             for (const [i, to] of ["a", "b", "c"].entries()) {
               const before = kit.count("send_email")
               assert.isTrue(yield* client.sendUserMessage("s-race", `email ${to}`))

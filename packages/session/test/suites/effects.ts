@@ -1,20 +1,18 @@
-import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { AgentSessionClient, Errors, ToolSource, Wire } from "../../src/index.ts"
 import {
   allEvents,
-  awaitSnapshot,
   awaitTurns,
   bump,
   type EngineFactory,
   type Kit,
   lastUserText,
-  type Setup,
+  sessionOn,
+  startAndAwait,
   stepExecutions,
   stepShape,
-  toolResults,
-  withSession as withSessionOn
+  toolResults
 } from "../support.ts"
 
 /** A tool that counts its runs and records its idempotency keys; it fails its first `failures` runs. */
@@ -46,10 +44,7 @@ const oneCall = (id: string, name: string) => [{ toolCalls: [{ id, name, argumen
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const effectsSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine }, body)
+  const withSession = sessionOn(engine)
 
   describe("effects and policies", () => {
     it.live("each effect class picks its Step and default approval; a ToolPolicy overrides the tool's metadata", () =>
@@ -76,10 +71,9 @@ export const effectsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-fx", { initialMessage: "go" })
-            const waiting = yield* awaitSnapshot(
+            const { client, snapshot: waiting } = yield* startAndAwait(
               "s-fx",
+              "go",
               (s) => s.toolCalls.filter((c) => c.status === "succeeded").length === 3,
               "three calls"
             )

@@ -9,10 +9,9 @@ import {
   bump,
   type EngineFactory,
   type Kit,
-  type Setup,
+  sessionOn,
   stepShape,
-  toolResults,
-  withSession as withSessionOn
+  toolResults
 } from "../support.ts"
 
 const reader = (kit: Kit) =>
@@ -29,10 +28,7 @@ const reader = (kit: Kit) =>
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const inputSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine }, body)
+  const withSession = sessionOn(engine)
 
   describe("bad tool calls from the model", () => {
     for (const [what, ids] of [

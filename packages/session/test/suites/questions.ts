@@ -10,11 +10,11 @@ import {
   bump,
   type EngineFactory,
   type Kit,
-  type Setup,
+  sessionOn,
+  startAndAwait,
   stepExecutions,
   stepShape,
-  toolResults,
-  withSession as withSessionOn
+  toolResults
 } from "../support.ts"
 
 const tools = (kit: Kit) => [
@@ -59,18 +59,9 @@ const policies = {
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const questionsSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) =>
-    withSessionOn(
-      {
-        ...setup,
-        flow: { builtInTools: ["ask_user", "durable_wait", "write_todos"], toolPolicies: policies, ...setup.flow },
-        engine
-      },
-      body
-    )
+  const withSession = sessionOn(engine, {
+    flow: { builtInTools: ["ask_user", "durable_wait", "write_todos"], toolPolicies: policies }
+  })
 
   describe("questions", () => {
     it.live("ask_user answered: a choice, once; the model sees the answer", () =>
@@ -84,9 +75,12 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-ask", { initialMessage: "plan a trip" })
-            const waiting = yield* awaitSnapshot("s-ask", (s) => s.pendingInterrupts.length === 1, "the question")
+            const { client, snapshot: waiting } = yield* startAndAwait(
+              "s-ask",
+              "plan a trip",
+              (s) => s.pendingInterrupts.length === 1,
+              "the question"
+            )
             assert.deepStrictEqual(
               kit.requests[0]!.tools.map((t) => t.name).filter((n) => n === "ask_user" || n === "durable_wait"),
               ["ask_user", "durable_wait"]
@@ -148,9 +142,12 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-dec", { initialMessage: "go" })
-            yield* awaitSnapshot("s-dec", (s) => s.pendingInterrupts.length === 1, "the question")
+            const { client } = yield* startAndAwait(
+              "s-dec",
+              "go",
+              (s) => s.pendingInterrupts.length === 1,
+              "the question"
+            )
             assert.isTrue(yield* client.resolveInterrupt("s-dec", { interruptId: "q1", approved: false }))
             yield* awaitTurns("s-dec", 1)
             assert.deepStrictEqual(toolResults(kit.requests[1]!), { q1: Wire.QUESTION_DECLINED_MESSAGE })
@@ -230,10 +227,9 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-mix", { initialMessage: "charge" })
-            yield* awaitSnapshot(
+            const { client } = yield* startAndAwait(
               "s-mix",
+              "charge",
               (s) => s.pendingInterrupts.length === 1 && s.toolCalls.some((c) => c.status === "succeeded"),
               "the question and the write"
             )
@@ -253,9 +249,12 @@ export const questionsSuite = (engine: EngineFactory) => {
         { script: [{ toolCalls: [{ id: "d1", name: "deploy", arguments: {} }] }, { text: "Deployed." }], tools },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-tq", { initialMessage: "deploy" })
-            const waiting = yield* awaitSnapshot("s-tq", (s) => s.pendingInterrupts.length === 1, "the tool's question")
+            const { client, snapshot: waiting } = yield* startAndAwait(
+              "s-tq",
+              "deploy",
+              (s) => s.pendingInterrupts.length === 1,
+              "the tool's question"
+            )
             const interrupt = waiting.pendingInterrupts[0]!
             assert.deepStrictEqual(
               [interrupt.interruptId, interrupt.kind, interrupt.toolCallId, interrupt.question, interrupt.choices],
@@ -291,9 +290,12 @@ export const questionsSuite = (engine: EngineFactory) => {
     it.live("resolve_interrupt and answer_question serialize: exactly one wins, the others return false", () =>
       withSession({ script: [ask("q1", { question: "Pick" }), { text: "done" }], tools }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-lock", { initialMessage: "go" })
-          yield* awaitSnapshot("s-lock", (s) => s.pendingInterrupts.length === 1, "the question")
+          const { client } = yield* startAndAwait(
+            "s-lock",
+            "go",
+            (s) => s.pendingInterrupts.length === 1,
+            "the question"
+          )
           const results = yield* Effect.all(
             [
               client.answerQuestion("s-lock", { interruptId: "q1", answer: "a" }),
@@ -328,9 +330,12 @@ export const questionsSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-race", { initialMessage: "hi" })
-            yield* awaitSnapshot("s-race", (s) => s.pendingInterrupts.length === 1, "the question")
+            const { client } = yield* startAndAwait(
+              "s-race",
+              "hi",
+              (s) => s.pendingInterrupts.length === 1,
+              "the question"
+            )
             assert.isTrue(yield* client.answerQuestion("s-race", { interruptId: "q1", answer: "Ann" }))
             assert.isTrue(yield* client.steerUserMessage("s-race", { text: "new topic" }))
             const done = yield* awaitSnapshot(

@@ -12,11 +12,9 @@ import {
   bump,
   type EngineFactory,
   FLOW_TYPE,
-  type Kit,
-  type Setup,
+  sessionOn,
   stepExecutions,
-  toolResults,
-  withSession as withSessionOn
+  toolResults
 } from "../support.ts"
 
 const LIMIT = 64 * 1024
@@ -45,10 +43,7 @@ const stillAnswers = (sessionId: string, turns: number, answer: string) =>
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const sizesSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine, maxValueBytes: LIMIT }, body)
+  const withSession = sessionOn(engine, { maxValueBytes: LIMIT })
 
   describe(`values around maxValueBytes (${LIMIT} bytes)`, () => {
     it.live("a user message that fits the queue but not a stored message fails its turn, not the session", () =>
@@ -224,10 +219,8 @@ export const sizesSuite = (engine: EngineFactory) => {
 
     describe("the run budget (maxFlowStateBytes)", () => {
       it.live("a model call whose commit would grow the session past the run budget ends the session", () =>
-        withSessionOn(
+        withSession(
           {
-            engine,
-            maxValueBytes: LIMIT,
             maxFlowStateBytes: 20 * 1024,
             // Stepwise keeps a tool-calling response's text in its run state: 25 KB does not fit a 20 KB budget
             script: [{ text: "b".repeat(25 * 1024), toolCalls: [{ id: "c1", name: "noop", arguments: {} }] }],

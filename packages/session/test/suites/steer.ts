@@ -1,33 +1,25 @@
-import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { AgentSessionClient, Wire } from "../../src/index.ts"
 import {
   allEvents,
+  awaitCount,
   awaitSnapshot,
   awaitTurns,
   bump,
+  countingTools,
   type EngineFactory,
-  eventually,
   type Kit,
-  type Setup,
-  sendEmailTool,
-  slowReadTool,
-  weatherTool,
-  withSession as withSessionOn
+  sessionOn,
+  startAndAwait
 } from "../support.ts"
-
-const tools = (kit: Kit) => [weatherTool(kit), slowReadTool(kit), sendEmailTool(kit)]
 
 const userTexts = (request: Kit["requests"][number]) =>
   request.messages.flatMap((m) => (m.role === "user" ? [m.text] : []))
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const steerSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine }, body)
+  const withSession = sessionOn(engine)
 
   describe("steering", () => {
     it.live("a steer during a model call applies at the next boundary: the requested tool never runs", () =>
@@ -37,17 +29,13 @@ export const steerSuite = (engine: EngineFactory) => {
             { toolCalls: [{ id: "r1", name: "get_weather", arguments: {} }], delay: "3 seconds" },
             { text: "Steered answer." }
           ],
-          tools
+          tools: countingTools
         },
         (kit) =>
           Effect.gen(function* () {
             const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("s-model", { initialMessage: "weather?" })
-            yield* eventually(
-              Effect.sync(() => kit.requests.length),
-              (n) => n === 1,
-              "the model call"
-            )
+            yield* awaitCount(() => kit.requests.length, 1, "the model call")
             assert.isTrue(yield* client.steerUserMessage("s-model", { text: "no, the news" }))
             const during = yield* client.getSnapshot("s-model")
             assert.deepStrictEqual(
@@ -95,18 +83,17 @@ export const steerSuite = (engine: EngineFactory) => {
             },
             { text: "Answer to the steer." }
           ],
-          tools
+          tools: countingTools
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-wait", { initialMessage: "email ann" })
-            yield* awaitSnapshot("s-wait", (s) => s.pendingInterrupts.length === 1, "the approval")
-            yield* eventually(
-              Effect.sync(() => kit.count("slow_read:started")),
-              (n) => n === 1,
-              "the slow tool"
+            const { client } = yield* startAndAwait(
+              "s-wait",
+              "email ann",
+              (s) => s.pendingInterrupts.length === 1,
+              "the approval"
             )
+            yield* awaitCount(() => kit.count("slow_read:started"), 1, "the slow tool")
             assert.isTrue(yield* client.steerUserMessage("s-wait", { text: "forget the email" }))
             const abandoned = yield* awaitSnapshot(
               "s-wait",
@@ -153,11 +140,7 @@ export const steerSuite = (engine: EngineFactory) => {
         Effect.gen(function* () {
           const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-ids", { initialMessage: "one" })
-          yield* eventually(
-            Effect.sync(() => kit.requests.length),
-            (n) => n === 1,
-            "the model call"
-          )
+          yield* awaitCount(() => kit.requests.length, 1, "the model call")
           assert.isTrue(yield* client.sendUserMessage("s-ids", "two"))
           assert.isTrue(yield* client.sendUserMessage("s-ids", "three"))
           const queued = (yield* client.getSnapshot("s-ids")).queuedMessages
@@ -209,9 +192,7 @@ export const steerSuite = (engine: EngineFactory) => {
     it.live("without an active turn a steer is queued like a message", () =>
       withSession({ script: [{ text: "Hello." }] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-idle")
-          yield* awaitSnapshot("s-idle", (s) => s.state !== null, "the session start")
+          const { client } = yield* startAndAwait("s-idle", undefined, (s) => s.state !== null, "the session start")
           assert.isTrue(yield* client.steerUserMessage("s-idle", { text: "hi" }))
           const done = yield* awaitTurns("s-idle", 1)
           assert.deepStrictEqual(

@@ -1,4 +1,3 @@
-import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -6,18 +5,16 @@ import * as Stream from "effect/Stream"
 import { AgentSessionClient, ToolSource } from "../../src/index.ts"
 import {
   allEvents,
-  awaitSnapshot,
   awaitTurns,
   bump,
   type EngineFactory,
   eventTypes,
-  type Kit,
   lastUserText,
-  type Setup,
+  sessionOn,
+  startAndAwait,
   stepExecutions,
   stepShape,
-  toolResults,
-  withSession as withSessionOn
+  toolResults
 } from "../support.ts"
 
 const weather = (kit: Parameters<typeof bump>[0]) =>
@@ -34,10 +31,7 @@ const weather = (kit: Parameters<typeof bump>[0]) =>
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
 export const turnSuite = (engine: EngineFactory) => {
-  const withSession = <A, E>(
-    setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
-  ) => withSessionOn({ ...setup, engine }, body)
+  const withSession = sessionOn(engine)
 
   describe("the turn loop", () => {
     it.live("a turn with two model calls and a read tool is RunModel -> CallTool -> ResumeTurn -> RunModel", () =>
@@ -233,9 +227,12 @@ export const turnSuite = (engine: EngineFactory) => {
     it.live("a message sent during a turn is queued and handled after the turn", () =>
       withSession({ script: [{ text: "First answer.", delay: "600 millis" }, { text: "Second answer." }] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-q", { initialMessage: "one" })
-          yield* awaitSnapshot("s-q", (s) => s.state?.status === "running_model", "the model call")
+          const { client } = yield* startAndAwait(
+            "s-q",
+            "one",
+            (s) => s.state?.status === "running_model",
+            "the model call"
+          )
           assert.isTrue(yield* client.sendUserMessage("s-q", "two"))
           const during = yield* client.getSnapshot("s-q")
           assert.strictEqual(during.queuedMessageCount, 1)
@@ -272,9 +269,12 @@ export const turnSuite = (engine: EngineFactory) => {
     it.live("get_agent_snapshot and list_agent_messages return the conversation after a turn", () =>
       withSession({ script: [{ text: "a1" }, { text: "a2" }] }, () =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-snap")
-          const idle = yield* awaitSnapshot("s-snap", (s) => s.state !== null, "the session start")
+          const { client, snapshot: idle } = yield* startAndAwait(
+            "s-snap",
+            undefined,
+            (s) => s.state !== null,
+            "the session start"
+          )
           assert.deepStrictEqual(idle.state, {
             status: "waiting_for_user_message",
             turnCount: 0,
