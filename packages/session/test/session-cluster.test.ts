@@ -2,11 +2,13 @@
 
 import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
+import { continuationSuite } from "./suites/continuation.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
+import { taskQuestionsSuite } from "./suites/task-questions.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { clusterEngine } from "./support.ts"
 
@@ -18,3 +20,5 @@ sizesSuite(clusterEngine)
 cancelSuite(clusterEngine)
 steerSuite(clusterEngine)
 questionsSuite(clusterEngine)
+continuationSuite(clusterEngine)
+taskQuestionsSuite(clusterEngine)

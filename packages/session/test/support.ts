@@ -17,6 +17,7 @@ import {
   Stepwise,
   type Tool,
   ToolSource,
+  type ToolSourceShape,
   tool
 } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
@@ -74,6 +75,8 @@ export const defaultEngine: EngineFactory =
 export interface Setup {
   readonly script: ReadonlyArray<ScriptedStep>
   readonly tools?: (kit: Kit) => ReadonlyArray<Tool>
+  /** A whole tool source instead of `tools` (a source whose tools start tasks that the session polls). */
+  readonly toolSource?: ((kit: Kit) => ToolSourceShape) | undefined
   readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions>
   readonly agent?: Partial<Stepwise.AgentDefinition>
   readonly maxValueBytes?: number
@@ -110,7 +113,9 @@ export const withSession = <A, E>(
     Layer.provide(
       Layer.mergeAll(
         ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
-        ToolSource.layer(setup.tools?.(kit) ?? [])
+        setup.toolSource === undefined
+          ? ToolSource.layer(setup.tools?.(kit) ?? [])
+          : Layer.succeed(ToolSource, setup.toolSource(kit))
       )
     )
   )
