@@ -29,7 +29,11 @@ const QUESTION = "Which region?"
  * A source whose `deploy` tool starts a task. The task's first poll asks the user (continuation `req-1`); a poll
  * with `pendingAnswer` takes the resolution and stays pending; the next poll finishes with what it took.
  */
-const taskSource = (kit: Kit, polls: Array<ToolTaskRequest>): ToolSourceShape => {
+const taskSource = (
+  kit: Kit,
+  polls: Array<ToolTaskRequest>,
+  effect: "read" | "non_idempotent_write" = "read"
+): ToolSourceShape => {
   let taken: string | undefined
   return {
     tools: [
@@ -37,11 +41,18 @@ const taskSource = (kit: Kit, polls: Array<ToolTaskRequest>): ToolSourceShape =>
         name: "deploy",
         description: "Deploy in a remote task.",
         parameters: { type: "object", properties: {} },
+        effect
+      },
+      {
+        name: "get_weather",
+        description: "Read the weather.",
+        parameters: { type: "object", properties: {} },
         effect: "read"
       }
     ],
-    call: () =>
+    call: (request) =>
       Effect.sync(() => {
+        if (request.toolName === "get_weather") return { output: "sunny" }
         bump(kit, "deploy:started")
         return toolTaskStarted("task-1", 1)
       }),
@@ -143,6 +154,44 @@ export const taskQuestionsSuite = (engine: EngineFactory) => {
         )
       })
     }
+
+    it.live("a started task's question whose interrupt ID another call uses records the call by effect", () => {
+      const polls: Array<ToolTaskRequest> = []
+      return withSession(
+        {
+          script: [
+            {
+              toolCalls: [
+                { id: "t1", name: "deploy", arguments: {} },
+                { id: "t1-input-1", name: "get_weather", arguments: {} }
+              ]
+            },
+            { text: "Done." }
+          ],
+          toolSource: (kit) => taskSource(kit, polls, "non_idempotent_write")
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient
+            yield* client.startSession("s-task-collide", { initialMessage: "deploy it" })
+            yield* awaitSnapshot(
+              "s-task-collide",
+              (s) => s.pendingInterrupts.some((i) => i.interruptId === "t1"),
+              "the approval"
+            )
+            assert.isTrue(yield* client.resolveInterrupt("s-task-collide", { interruptId: "t1", approved: true }))
+            yield* awaitTurns("s-task-collide", 1)
+            assert.strictEqual(kit.count("deploy:started"), 1)
+            assert.strictEqual(polls.length, 1)
+            const finished = (yield* allEvents("s-task-collide"))
+              .filter((e) => e.event.type === "tool_call_finished")
+              .map((e) => e.event.payload)
+            // the task may have taken effect: a single-attempt write's call is outcome_unknown, not failed
+            assert.deepInclude(finished, { toolCallId: "t1", toolName: "deploy", status: "outcome_unknown" })
+            assert.strictEqual(toolResults(kit.requests[1]!)["t1-input-1"], "sunny")
+          })
+      )
+    })
 
     it.live("a steer never abandons a started task's question: it is answered, then the steered turn starts", () => {
       const polls: Array<ToolTaskRequest> = []
