@@ -374,7 +374,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
       if (decision === "end") {
         return AgentTurnOutcome.turnCompleted({ newMessages: turnItems.map(toFrameworkMessage), usage: ZERO_USAGE })
       }
-      if (decision === undefined) continuations = 0
+      if (decision == null) continuations = 0
       else if (continuations >= Wire.MAX_CONSECUTIVE_CONTINUATIONS) {
         return AgentTurnOutcome.turnCompleted({
           newMessages: turnItems.map(toFrameworkMessage),
@@ -417,7 +417,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     const items = [...turnItems, ...responseItems]
     if (response.toolCalls.length === 0) {
       const decision = yield* decide(turn, { after: "answer", answer: response.text }, continuations)
-      if (decision === undefined || decision === "end") {
+      if (decision == null || decision === "end") {
         return AgentTurnOutcome.turnCompleted({
           newMessages: items.map(toFrameworkMessage),
           usage,
