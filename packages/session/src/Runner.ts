@@ -307,12 +307,13 @@ export const isToolInputRequested = (outcome: ToolExecutionResult): outcome is T
 export type DeferredToolOutcome = ToolExecutionResult | ToolTaskStarted | ToolInputRequested
 
 /**
- * What one task poll returns: the task's result, or a pending task.
+ * What one task poll returns: the task's result, a pending task, or a question the task asks the user (see
+ * {@link isToolInputRequested}); the session hands the resolution to the next poll as `pendingAnswer`.
  *
  * @category models
  * @since 0.1.0
  */
-export type ToolTaskPollOutcome = ToolExecutionResult | ToolTaskPending
+export type ToolTaskPollOutcome = ToolExecutionResult | ToolTaskPending | ToolInputRequested
 
 /**
  * Whether an outcome is a started task.
@@ -346,6 +347,14 @@ export interface ToolTaskPoll {
   readonly toolCall: AgentToolCall
   readonly idempotencyKey: string
   readonly attempt: number
+  /** The user's answers to the questions this call asked so far. */
+  readonly inputAnswers: ReadonlyArray<QuestionAnswer>
+  /**
+   * The resolution of the task's last question (answered, declined or deadline passed) while it has not reached
+   * the task: deliver it to the request that `toolCall.inputContinuation` names, idempotently, or return the
+   * question again when a retried attempt cannot tell whether an earlier one delivered it. `null` otherwise.
+   */
+  readonly pendingAnswer: QuestionAnswer | null
 }
 
 /**

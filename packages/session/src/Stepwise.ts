@@ -63,6 +63,58 @@ export interface AgentDefinition {
    * thinking, refuse a forced tool.
    */
   readonly planningToolChoice?: "auto" | "required" | undefined
+  /**
+   * Whether the turn goes on (`decide_turn_continuation`). After an answer, a {@link TurnContinuation} stores
+   * the answer and its message as user text and makes another model call in the same turn; anything else ends
+   * the turn. After tool calls (once their results are in, before the next model call), a continuation's
+   * message follows the tool results in that model call, and `"end"` ends the turn with the tool results as
+   * its last messages, without a model call. At most {@link Wire.MAX_CONSECUTIVE_CONTINUATIONS} continuations
+   * in a row; one more fails the turn with {@link Wire.TOO_MANY_CONTINUATIONS_ERROR}.
+   */
+  readonly decideTurnContinuation?:
+    | ((context: TurnContinuationContext) => TurnContinuationDecision | Effect.Effect<TurnContinuationDecision>)
+    | undefined
+}
+
+/**
+ * A continuation: another model call in the same turn, with `message` as the user text that the model reads
+ * next.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnContinuation {
+  readonly message: string
+}
+
+/**
+ * What `decideTurnContinuation` returns: a continuation, `"end"` (after tool calls: end the turn without
+ * another model call), or `undefined` for the default (after an answer the turn ends; after tool calls the
+ * model is called with their results).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type TurnContinuationDecision = TurnContinuation | "end" | undefined
+
+/**
+ * What `decideTurnContinuation` sees.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnContinuationContext {
+  readonly flowId: string
+  readonly turnId: string
+  readonly sessionSettings: Wire.SessionSettings
+  /** `answer` after a model call that called no tool; `tool_calls` once a response's tool calls are final. */
+  readonly after: "answer" | "tool_calls"
+  /** The answer's text after an answer (`null` when it has none); `null` after tool calls. */
+  readonly answer: string | null
+  /** The turn's tool call records, all final. */
+  readonly toolCalls: ReadonlyArray<Wire.AgentToolCall>
+  /** How many continuations in a row led here. */
+  readonly consecutiveContinuations: number
 }
 
 /**
@@ -116,6 +168,8 @@ interface RunState {
   /** The turn's items; tool calls without `arguments` and results without `output` (the records hold them). */
   readonly items: ReadonlyArray<StepwiseItem | RunStateReference>
   readonly pending: ReadonlyArray<string>
+  /** Continuations in a row; present only after a continuation. */
+  readonly consecutive_continuations?: number
 }
 
 /** A tool call or result in the run state, by reference to its record. */
@@ -281,6 +335,33 @@ export const toModelMessages = (items: ReadonlyArray<StepwiseItem>): Array<Model
   return out
 }
 
+/**
+ * The turn's items that the session has not stored: the run state's items with their arguments and outputs
+ * read back from the records, then a result for each pending call (the unknown outcome while its record is
+ * not final), so every stored tool call has its result.
+ */
+const unstoredItems = (turn: AgentTurnContext, runState: RunState | undefined): Array<StepwiseItem> => {
+  const items: Array<StepwiseItem> = (runState?.items ?? []).map((item) => fromRunStateItem(item, turn.toolCalls))
+  for (const id of runState?.pending ?? []) {
+    const record = turn.toolCalls.find((r) => r.toolCallId === id)
+    items.push({
+      type: "tool_result",
+      tool_call_id: id,
+      tool_name: record?.toolName ?? "",
+      output: toolResultText(record)
+    })
+  }
+  return items
+}
+
+const ZERO_USAGE: Wire.AgentUsage = {
+  modelCalls: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedInputTokens: 0,
+  reasoningTokens: 0
+}
+
 const parseRunState = (text: string | null): RunState | undefined => {
   if (text === null) return undefined
   const parsed = parseToolArguments(text)
@@ -304,19 +385,42 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
   const frameworkEffects = new Map(source.tools.map((t) => [t.name, t.effect]))
   const references = new Map(source.tools.map((t) => [t.name, t.toolSourceReference]))
 
+  const decide = (turn: AgentTurnContext, fields: Pick<TurnContinuationContext, "after" | "answer">, count: number) => {
+    if (agent.decideTurnContinuation === undefined) return Effect.succeed<TurnContinuationDecision>(undefined)
+    const decision = agent.decideTurnContinuation({
+      flowId: turn.flowId,
+      turnId: turn.turnId,
+      sessionSettings: turn.sessionSettings,
+      toolCalls: turn.toolCalls,
+      consecutiveContinuations: count,
+      ...fields
+    })
+    return Effect.isEffect(decision) ? decision : Effect.succeed(decision)
+  }
+
   const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
     const history = turn.messages.map(fromStoredMessage)
     const runState = parseRunState(turn.frameworkRunState)
-    const turnItems: Array<StepwiseItem> = (runState?.items ?? []).map((item) => fromRunStateItem(item, turn.toolCalls))
-    for (const id of runState?.pending ?? []) {
-      const record = turn.toolCalls.find((r) => r.toolCallId === id)
-      turnItems.push({
-        type: "tool_result",
-        tool_call_id: id,
-        tool_name: record?.toolName ?? "",
-        output: toolResultText(record)
-      })
+    const turnItems = unstoredItems(turn, runState)
+    let continuations = runState?.consecutive_continuations ?? 0
+    if ((runState?.pending.length ?? 0) > 0) {
+      // The response's tool calls are final: the hook may end the turn here or add a message after the results.
+      const decision = yield* decide(turn, { after: "tool_calls", answer: null }, continuations)
+      if (decision === "end") {
+        return AgentTurnOutcome.turnCompleted({ newMessages: turnItems.map(toFrameworkMessage), usage: ZERO_USAGE })
+      }
+      if (decision == null) continuations = 0
+      else if (continuations >= Wire.MAX_CONSECUTIVE_CONTINUATIONS) {
+        return AgentTurnOutcome.turnCompleted({
+          newMessages: turnItems.map(toFrameworkMessage),
+          usage: ZERO_USAGE,
+          turnError: Wire.TOO_MANY_CONTINUATIONS_ERROR
+        })
+      } else {
+        continuations += 1
+        turnItems.push({ type: "user", text: decision.message })
+      }
     }
     const model = agent.resolveModel?.(turn.sessionSettings) ?? defaultModel
     const instructions =
@@ -356,8 +460,31 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     ]
     const items = [...turnItems, ...responseItems]
     if (response.toolCalls.length === 0) {
-      return AgentTurnOutcome.turnCompleted({
-        newMessages: items.map(toFrameworkMessage),
+      const decision = yield* decide(turn, { after: "answer", answer: response.text }, continuations)
+      if (decision == null || decision === "end") {
+        return AgentTurnOutcome.turnCompleted({
+          newMessages: items.map(toFrameworkMessage),
+          usage,
+          modelCallMetadata: response.metadata
+        })
+      }
+      if (continuations >= Wire.MAX_CONSECUTIVE_CONTINUATIONS) {
+        return AgentTurnOutcome.turnCompleted({
+          newMessages: items.map(toFrameworkMessage),
+          usage,
+          turnError: Wire.TOO_MANY_CONTINUATIONS_ERROR,
+          modelCallMetadata: response.metadata
+        })
+      }
+      // The answer and the continuation's message are stored now, so the next request ends with a user message.
+      return AgentTurnOutcome.turnContinued({
+        frameworkRunState: JSON.stringify({
+          version: 1,
+          items: [],
+          pending: [],
+          consecutive_continuations: continuations + 1
+        } satisfies RunState),
+        newMessages: [...items, { type: "user" as const, text: decision.message }].map(toFrameworkMessage),
         usage,
         modelCallMetadata: response.metadata
       })
@@ -366,7 +493,8 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
       frameworkRunState: JSON.stringify({
         version: 1,
         items: items.map(toRunStateItem),
-        pending: response.toolCalls.map((c) => c.toolCallId)
+        pending: response.toolCalls.map((c) => c.toolCallId),
+        ...(continuations > 0 ? { consecutive_continuations: continuations } : {})
       } satisfies RunState),
       toolCalls: response.toolCalls.map((c) => ({
         toolCallId: c.toolCallId,
@@ -409,7 +537,9 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     continuation: call.toolCall.inputContinuation,
     toolSourceReference: call.toolCall.toolSourceReference,
     idempotencyKey: call.idempotencyKey,
-    attempt: call.attempt
+    attempt: call.attempt,
+    inputAnswers: "inputAnswers" in call ? call.inputAnswers : call.toolCall.inputAnswers,
+    pendingAnswer: "pendingAnswer" in call ? call.pendingAnswer : null
   })
   const poll = source.pollToolTask
   const cancel = source.cancelToolTask
@@ -420,6 +550,9 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     buildUserMessage: (text) => toFrameworkMessage({ type: "user", text }),
     runModelStep,
     executeDeferredToolCall,
+    // A steered, cancelled or failed turn keeps its exact transcript: the unstored items, every result included.
+    buildUnfinishedTurnMessages: (turn: AgentTurnContext) =>
+      Effect.sync(() => unstoredItems(turn, parseRunState(turn.frameworkRunState)).map(toFrameworkMessage)),
     ...(poll === undefined ? {} : { pollToolTask: (call: ToolTaskPoll) => poll(taskRequest(call)) }),
     ...(cancel === undefined ? {} : { cancelToolTask: (call: ToolTaskCancellation) => cancel(taskRequest(call)) })
   } satisfies AgentFrameworkRunnerShape as AgentFrameworkRunnerShape

@@ -85,6 +85,13 @@ export interface ToolTaskRequest {
   readonly toolSourceReference: string | null
   readonly idempotencyKey: string
   readonly attempt: number
+  /** The user's answers to the questions this call asked so far. */
+  readonly inputAnswers?: ReadonlyArray<QuestionAnswer> | undefined
+  /**
+   * For a poll: the resolution of the task's last question while it has not reached the task (see
+   * `ToolTaskPoll.pendingAnswer`); `null` or absent otherwise and for a cancellation.
+   */
+  readonly pendingAnswer?: QuestionAnswer | null | undefined
 }
 
 /**

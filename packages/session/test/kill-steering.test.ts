@@ -84,7 +84,13 @@ const killSuite = (engineName: string, database: Database) =>
             [["turn-2", "user", "new direction"]],
             "the steered message started the next turn, once"
           )
-          assert.strictEqual(messages.filter((m) => m[2]?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER)).length, 1)
+          // the cancelled turn keeps its transcript (Stepwise builds it): the call's result, once
+          const results = result.snapshot.messages.filter((m) => m.role === "tool" && m.toolCallId === "charge-1")
+          assert.deepStrictEqual(
+            results.map((m) => [m.turnId, m.toolOutput]),
+            [["turn-1", Wire.OUTCOME_UNKNOWN_TEXT]]
+          )
+          assert.isFalse(messages.some((m) => m[2]?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER) === true))
           assert.deepStrictEqual(messages.at(-1), ["turn-2", "assistant", "ok"])
           assert.deepStrictEqual(result.snapshot.toolCalls, [])
           assert.deepStrictEqual(result.snapshot.pendingInterrupts, [])
@@ -114,10 +120,15 @@ const killSuite = (engineName: string, database: Database) =>
             ["send_email-1", "rejected"]
           ])
           assert.strictEqual(count(result, "turn_cancelled"), 1)
-          const notes = result.snapshot.messages.filter((m) => m.text?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER))
-          assert.strictEqual(notes.length, 1)
-          assert.include(notes[0]!.text!, `- send_email {} -> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`)
-          assert.include(notes[0]!.text!, "- read_file {} -> succeeded: read_file ran")
+          // the cancelled turn keeps its transcript (Stepwise builds it): one result per call
+          const results = result.snapshot.messages.filter((m) => m.role === "tool")
+          assert.deepStrictEqual(results.map((m) => [m.toolCallId, m.toolOutput]).sort(), [
+            ["read_file-1", "read_file ran"],
+            ["send_email-1", Wire.TURN_CANCELLED_REJECTION_MESSAGE]
+          ])
+          assert.isFalse(
+            result.snapshot.messages.some((m) => m.text?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER) === true)
+          )
           const finish = result.steps.filter((s) => s.stepType === "FinishTurnCancellation")
           assert.strictEqual(finish.length, 1)
           assert.strictEqual(finish[0]!.status, "completed")
@@ -155,7 +166,12 @@ const killSuite = (engineName: string, database: Database) =>
             1,
             "no steered message lost or doubled"
           )
-          assert.strictEqual(messages.filter((m) => m[2]?.startsWith(Wire.TURN_STEERED_NOTE_HEADER)).length, 1)
+          // the steered turn keeps its transcript (Stepwise builds it): the abandoned call's result, once
+          assert.deepStrictEqual(
+            result.snapshot.messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, m.toolOutput]),
+            [["send_email-1", Wire.STEERED_REJECTION_MESSAGE]]
+          )
+          assert.isFalse(messages.some((m) => m[2]?.startsWith(Wire.TURN_STEERED_NOTE_HEADER) === true))
           yield* answersNext(db, side, "ka", 3)
         }),
       120_000

@@ -3,12 +3,14 @@
 
 import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
+import { continuationSuite } from "./suites/continuation.ts"
 import { effectsSuite } from "./suites/effects.ts"
 import { inputSuite } from "./suites/input.ts"
 import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
+import { taskQuestionsSuite } from "./suites/task-questions.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { embeddedEngine } from "./support.ts"
 
@@ -21,3 +23,5 @@ cancelSuite(embeddedEngine)
 steerSuite(embeddedEngine)
 questionsSuite(embeddedEngine)
 planSuite(embeddedEngine)
+continuationSuite(embeddedEngine)
+taskQuestionsSuite(embeddedEngine)

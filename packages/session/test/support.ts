@@ -62,6 +62,8 @@ export const defaultEngine: EngineFactory =
 export interface Setup {
   readonly script: ReadonlyArray<ModelClient.ScriptedStep>
   readonly tools?: (kit: Kit) => ReadonlyArray<ToolSource.Tool>
+  /** A whole tool source instead of `tools` (a source whose tools start tasks that the session polls). */
+  readonly toolSource?: ((kit: Kit) => ToolSource.ToolSourceShape) | undefined
   readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions>
   readonly agent?: Partial<Stepwise.AgentDefinition>
   readonly maxValueBytes?: number
@@ -95,7 +97,9 @@ export const withSession = <A, E>(setup: Setup, body: SessionBody<A, E>) => {
     Layer.provide(
       Layer.mergeAll(
         ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
-        ToolSource.layer(setup.tools?.(kit) ?? [])
+        setup.toolSource === undefined
+          ? ToolSource.layer(setup.tools?.(kit) ?? [])
+          : Layer.succeed(ToolSource.ToolSource, setup.toolSource(kit))
       )
     )
   )

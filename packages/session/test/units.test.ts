@@ -3,9 +3,21 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { TestClock } from "effect/testing"
-import { AgentSessionFlow, Errors, ModelClient, Policy, Stepwise, Wire } from "../src/index.ts"
+import {
+  AgentSessionFlow,
+  Errors,
+  EventWriter,
+  Heartbeat,
+  ModelClient,
+  Policy,
+  type Runner,
+  Stepwise,
+  ToolSource,
+  Wire
+} from "../src/index.ts"
 import { withHeartbeats } from "../src/internal/session.ts"
 import { makeEnv } from "./fake.ts"
 
@@ -343,4 +355,91 @@ describe("Stepwise conversions", () => {
     const foreign = { ...stored[2]!, frameworkItem: '{"kind":"function_call"}' }
     assert.deepStrictEqual(Stepwise.fromStoredMessage(foreign), items[2])
   })
+})
+
+describe("Stepwise continuations", () => {
+  const runState = (outcome: Runner.AgentTurnOutcome) =>
+    outcome._tag === "TurnCompleted" ? undefined : (JSON.parse(outcome.frameworkRunState) as Record<string, unknown>)
+
+  it.effect("the run state carries consecutive_continuations only after a continuation", () =>
+    Effect.gen(function* () {
+      const requests: Array<ModelClient.ModelRequest> = []
+      const seen: Array<number> = []
+      const runner = yield* Stepwise.make({
+        name: "unit",
+        instructions: "",
+        decideTurnContinuation: (context) => {
+          seen.push(context.consecutiveContinuations)
+          return context.after === "tool_calls" && context.consecutiveContinuations === 0
+            ? { message: "go on" }
+            : undefined
+        }
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ModelClient.layerScripted(
+              [
+                { toolCalls: [{ id: "r1", name: "w", arguments: {} }] },
+                { toolCalls: [{ id: "r2", name: "w", arguments: {} }] },
+                { text: "done" }
+              ],
+              { onRequest: (request) => void requests.push(request) }
+            ),
+            ToolSource.layerEmpty
+          )
+        )
+      )
+      const user = { ...Stepwise.toFrameworkMessage({ type: "user", text: "hi" }), sequence: 1, turnId: "turn-1" }
+      const turn = (
+        frameworkRunState: string | null,
+        toolCalls: ReadonlyArray<Wire.AgentToolCall>
+      ): Runner.AgentTurnContext => ({
+        flowId: "f",
+        turnId: "turn-1",
+        stepExecutionId: "RunModel-1",
+        attempt: 1,
+        messages: [{ ...user, createdAt: "2026-01-01T00:00:00.000Z" }],
+        frameworkRunState,
+        toolCalls,
+        sessionSettings: {},
+        interactionMode: "chat",
+        toolPolicies: {},
+        defaultToolEffect: "read",
+        resolveToolPolicy: () => ({ effect: "read", requiresApproval: false })
+      })
+      const run = (context: Runner.AgentTurnContext) =>
+        runner.runModelStep(context).pipe(Effect.provide(Layer.merge(EventWriter.layerNoop, Heartbeat.layerNoop)))
+      const done = (id: string, output: string) =>
+        record({ toolCallId: id, toolName: "w", status: "succeeded", output, deferralOrder: id === "r1" ? 0 : 1 })
+
+      const first = yield* run(turn(null, []))
+      assert.notProperty(runState(first), "consecutive_continuations")
+      const second = yield* run(turn((first as Runner.ToolCallsRequested).frameworkRunState, [done("r1", "one")]))
+      assert.strictEqual(runState(second)?.consecutive_continuations, 1)
+      assert.deepStrictEqual(
+        requests[1]!.messages.slice(-2).map((m) => (m.role === "tool" ? m.output : m.role === "user" ? m.text : "")),
+        ["one", "go on"]
+      )
+      // a steered turn here keeps every item, each stored call with its result
+      const unfinished = yield* runner.buildUnfinishedTurnMessages!(
+        turn((second as Runner.ToolCallsRequested).frameworkRunState, [done("r1", "one"), done("r2", "two")])
+      )
+      assert.deepStrictEqual(
+        unfinished.map((m) => [m.role, m.toolCallId, m.text ?? m.toolOutput]),
+        [
+          ["assistant", "r1", null],
+          ["tool", "r1", "one"],
+          ["user", null, "go on"],
+          ["assistant", "r2", null],
+          ["tool", "r2", "two"]
+        ]
+      )
+      const third = yield* run(
+        turn((second as Runner.ToolCallsRequested).frameworkRunState, [done("r1", "one"), done("r2", "two")])
+      )
+      assert.strictEqual(third._tag, "TurnCompleted")
+      assert.strictEqual(third.newMessages?.length, 6)
+      assert.deepStrictEqual(seen, [0, 1, 0], "a decision without a continuation resets the count")
+    })
+  )
 })

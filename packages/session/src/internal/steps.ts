@@ -34,6 +34,7 @@ import {
   isToolTaskStarted,
   type ToolExecutionResult,
   type ToolInputRequested,
+  type ToolTaskPending,
   type ToolTaskStarted
 } from "../Runner.ts"
 import * as Wire from "../wire/index.ts"
@@ -476,7 +477,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
           state,
           turnId,
           control,
-          undefined,
+          yield* unfinishedMessages(ctx, runner, state, turnId),
           ctx.channelSize(P.SteeredUserMessages)
         )
         return StepDecision.goTo(ApplyTurnControl, null)
@@ -1011,15 +1012,22 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
       const outcome = yield* settle(
         ctx,
         record,
-        isToolTaskPending,
+        (o): o is ToolTaskPending | ToolInputRequested => isToolTaskPending(o) || isToolInputRequested(o),
         runner.pollToolTask({
           flowId: ctx.flowId,
           turnId: record.turnId,
           toolCall: record,
           idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
-          attempt: ctx.attempt
+          attempt: ctx.attempt,
+          inputAnswers: record.inputAnswers,
+          // The resolution of the task's last question until a poll's commit says it reached the task.
+          pendingAnswer: record.taskAnswerPending ? (record.inputAnswers.at(-1) ?? null) : null
         })
       )
+      // Every poll's commit clears task_answer_pending: the runner delivered the answer or asks again.
+      if ("_tag" in outcome && outcome._tag === "ToolInputRequested") {
+        return yield* recordInputRequested(ctx, { ...record, taskAnswerPending: false }, outcome)
+      }
       if ("_tag" in outcome) {
         ctx.setAt(P.AgentToolCalls, toolCallId, {
           ...record,
@@ -1029,8 +1037,53 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         })
         return StepDecision.goTo(PollToolTask, toolCallId)
       }
-      return yield* finishCall(ctx, events, record, outcome)
+      return yield* finishCall(ctx, events, { ...record, taskAnswerPending: false }, outcome)
     })
+
+  // -------------------------------------------------------------------------------------------------------
+  // Interrupt deadlines (AwaitToolApproval, AwaitQuestionAnswer)
+  // -------------------------------------------------------------------------------------------------------
+
+  /** Whether an interrupt's deadline has passed; a Timer may fire before it (Timers take whole seconds). */
+  const deadlinePassed = (interrupt: Wire.AgentInterrupt, nowMs: number): boolean =>
+    interrupt.deadline != null && nowMs >= Date.parse(interrupt.deadline)
+
+  /** An interrupt whose deadline passed: removes it from PendingInterrupts and writes its interrupt_resolved. */
+  const expireInterrupt = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    events: Emitter,
+    interrupt: Wire.AgentInterrupt,
+    kind: Wire.AgentInterrupt["kind"],
+    message: string
+  ) {
+    const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+    ctx.set(
+      P.PendingInterrupts,
+      pending.filter((i) => i !== interrupt)
+    )
+    yield* events.interruptResolved({
+      interruptId: interrupt.interruptId,
+      approved: false,
+      rejectionMessage: message,
+      kind,
+      answered: false,
+      cancellationReason: null
+    })
+  })
+
+  /** An interrupt whose deadline passed ends its call: the interrupt goes and the call records `rejected`. */
+  const rejectAtDeadline = Effect.fnUntraced(function* (
+    ctx: ExecuteContext,
+    events: Emitter,
+    record: Wire.AgentToolCall,
+    interrupt: Wire.AgentInterrupt,
+    kind: Wire.AgentInterrupt["kind"],
+    message: string
+  ) {
+    yield* expireInterrupt(ctx, events, interrupt, kind, message)
+    yield* finalizeRecord(ctx, events, record, { status: "rejected", rejectionMessage: message })
+    return StepDecision.deadEnd()
+  })
 
   // -------------------------------------------------------------------------------------------------------
   // AwaitToolApproval
@@ -1120,26 +1173,17 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         const interrupt = pending.find((i) => i.interruptId === toolCallId && i.kind === "tool_approval")
         const nowMs = yield* Clock.currentTimeMillis
         // resolve_interrupt already removed it (its resolution is queued), or the Timer fired early: wait again.
-        if (interrupt?.deadline == null || nowMs < Date.parse(interrupt.deadline)) {
+        if (interrupt === undefined || !deadlinePassed(interrupt, nowMs)) {
           return StepDecision.goTo(AwaitToolApproval, toolCallId)
         }
-        ctx.set(
-          P.PendingInterrupts,
-          pending.filter((i) => i !== interrupt)
+        return yield* rejectAtDeadline(
+          ctx,
+          events,
+          record,
+          interrupt,
+          "tool_approval",
+          Wire.APPROVAL_DEADLINE_PASSED_MESSAGE
         )
-        yield* events.interruptResolved({
-          interruptId: toolCallId,
-          approved: false,
-          rejectionMessage: Wire.APPROVAL_DEADLINE_PASSED_MESSAGE,
-          kind: "tool_approval",
-          answered: false,
-          cancellationReason: null
-        })
-        yield* finalizeRecord(ctx, events, record, {
-          status: "rejected",
-          rejectionMessage: Wire.APPROVAL_DEADLINE_PASSED_MESSAGE
-        })
-        return StepDecision.deadEnd()
       }
       // A cancellation wake: only the flags decide, and an answer that committed first wins.
       return yield* cancellationWake(ctx, events, record, AwaitToolApproval)
@@ -1159,6 +1203,23 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
     isAskUser(record)
       ? record.toolCallId
       : Wire.toolQuestionInterruptId(record.toolCallId, record.inputAnswers.length + 1)
+
+  /**
+   * A started task's question was resolved: the resolution joins `input_answers`, `task_answer_pending` marks it
+   * for the next poll, and the record waits for the task again, which PollToolTask polls at once.
+   */
+  const resumeTask = (ctx: ExecuteContext, record: Wire.AgentToolCall, resolution: Wire.QuestionAnswer) => {
+    ctx.setAt(P.AgentToolCalls, record.toolCallId, {
+      ...record,
+      status: "waiting_for_task",
+      inputQuestion: null,
+      inputChoices: [],
+      inputAllowsFreeText: true,
+      inputAnswers: [...record.inputAnswers, resolution],
+      taskAnswerPending: true
+    })
+    return StepDecision.goTo(PollToolTask, record.toolCallId)
+  }
 
   const AwaitQuestionAnswer: StepDef<string, never, Id> = Step({
     type: "AwaitQuestionAnswer",
@@ -1186,7 +1247,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
       const record = found.value
       const events = emitter(ctx, config, record.turnId)
       const interruptId = questionInterruptId(record)
-      let pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+      const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
       const interrupt = pending.find((i) => i.interruptId === interruptId)
       const resolution = ctx.channelResults(P.InterruptResolutions, interruptId)[0]
       const question = record.inputQuestion ?? ""
@@ -1209,6 +1270,15 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
             })
           })
           return StepDecision.deadEnd()
+        }
+        if (record.taskId !== null) {
+          // A started task's question never ends the call: the next poll hands the resolution to the task.
+          return resumeTask(ctx, record, {
+            interruptId,
+            question,
+            answer: answered ? resolution.answer! : (resolution.rejectionMessage ?? Wire.QUESTION_DECLINED_MESSAGE),
+            resolution: answered ? "answered" : "declined"
+          })
         }
         if (answered) {
           // The tool runs again with the answer.
@@ -1239,7 +1309,12 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
           }
           // A tool's question not raised yet. A steered or cancelled turn asks nothing.
           const control = turnControl(ctx, record.turnId)
-          if (control !== null) {
+          // A started task's question is asked even in a steered turn (steering never abandons a started task);
+          // a cancelled turn hands the task to FinishTurnCancellation.
+          if (control === "turn_cancelled" && record.taskId !== null) {
+            return StepDecision.goTo(FinishTurnCancellation, record.turnId)
+          }
+          if (control !== null && record.taskId === null) {
             yield* finalizeRecord(ctx, events, record, {
               status: "rejected",
               rejectionMessage: cancellationRejection(control),
@@ -1251,8 +1326,9 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
             pending.some((i) => i.interruptId === interruptId && i.toolCallId !== toolCallId) ||
             Option.isSome(ctx.getAt(P.AgentToolCalls, interruptId))
           if (inUse) {
+            // A started task may have taken effect: such a call is recorded by effect.
             yield* finalizeRecord(ctx, events, record, {
-              status: "failed",
+              status: record.taskId === null ? "failed" : exhaustedStatus(record),
               error: Wire.interruptIdInUseError(interruptId)
             })
             return StepDecision.deadEnd()
@@ -1266,24 +1342,27 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
           return StepDecision.goTo(AwaitQuestionAnswer, toolCallId)
         }
         const nowMs = yield* Clock.currentTimeMillis
-        if (interrupt.deadline === null || nowMs < Date.parse(interrupt.deadline)) {
+        if (!deadlinePassed(interrupt, nowMs)) {
           return StepDecision.goTo(AwaitQuestionAnswer, toolCallId)
         }
-        pending = pending.filter((i) => i !== interrupt)
-        ctx.set(P.PendingInterrupts, pending)
-        yield* events.interruptResolved({
-          interruptId,
-          approved: false,
-          rejectionMessage: Wire.QUESTION_DEADLINE_PASSED_MESSAGE,
-          kind: "question",
-          answered: false,
-          cancellationReason: null
-        })
-        yield* finalizeRecord(ctx, events, record, {
-          status: "rejected",
-          rejectionMessage: Wire.QUESTION_DEADLINE_PASSED_MESSAGE
-        })
-        return StepDecision.deadEnd()
+        if (record.taskId !== null) {
+          // A started task's question never ends the call: the task learns that the deadline passed.
+          yield* expireInterrupt(ctx, events, interrupt, "question", Wire.QUESTION_DEADLINE_PASSED_MESSAGE)
+          return resumeTask(ctx, record, {
+            interruptId,
+            question,
+            answer: Wire.QUESTION_DEADLINE_PASSED_MESSAGE,
+            resolution: "deadline_passed"
+          })
+        }
+        return yield* rejectAtDeadline(
+          ctx,
+          events,
+          record,
+          interrupt,
+          "question",
+          Wire.QUESTION_DEADLINE_PASSED_MESSAGE
+        )
       }
       return yield* cancellationWake(ctx, events, record, AwaitQuestionAnswer)
     })

@@ -369,3 +369,21 @@ export const omittedMessagesNote = (count: number): string =>
   count === 1
     ? "[Dex] 1 earlier message did not fit in this request and is left out."
     : `[Dex] ${count} earlier messages did not fit in this request and are left out.`
+
+/**
+ * How many continuations in a row the built-in loop allows before it ends the turn as failed
+ * ("AgentFrameworkRunner", `TurnContinued`).
+ *
+ * @category texts
+ * @since 0.1.0
+ */
+export const MAX_CONSECUTIVE_CONTINUATIONS = 8
+
+/**
+ * The `turn_error` of a Stepwise turn whose `decideTurnContinuation` asked for a continuation after
+ * {@link MAX_CONSECUTIVE_CONTINUATIONS} continuations in a row. The spec gives no text; this one is ours.
+ *
+ * @category texts
+ * @since 0.1.0
+ */
+export const TOO_MANY_CONTINUATIONS_ERROR = `the agent continued the turn more than ${MAX_CONSECUTIVE_CONTINUATIONS} times in a row`

@@ -99,17 +99,18 @@ export const cancelSuite = (engine: EngineFactory) => {
             assert.deepStrictEqual(done.pendingInterrupts, [])
             assert.deepStrictEqual(done.toolCalls, [])
             assert.isFalse(yield* client.resolveInterrupt("s-wait", { interruptId: "w1", approved: true }))
-            const note = done.messages.at(-1)!
-            assert.strictEqual(note.role, "user")
-            assert.strictEqual(
-              note.text,
+            // Stepwise keeps the turn's exact transcript instead of the cancelled note: a result for every call
+            assert.deepStrictEqual(
+              done.messages.map((m) => [m.role, m.toolCallId, m.text ?? m.toolOutput]),
               [
-                Wire.TURN_CANCELLED_NOTE_HEADER,
-                `- send_email {"to":"ann"} -> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`,
-                "- get_weather {} -> succeeded: sunny",
-                "Do not repeat these tool calls unless the user asks again."
-              ].join("\n")
+                ["user", null, "email ann"],
+                ["assistant", "w1", null],
+                ["assistant", "r1", null],
+                ["tool", "w1", Wire.TURN_CANCELLED_REJECTION_MESSAGE],
+                ["tool", "r1", "sunny"]
+              ]
             )
+            assert.isFalse(done.messages.some((m) => m.text?.startsWith(Wire.TURN_CANCELLED_NOTE_HEADER) === true))
             const events = yield* allEvents("s-wait")
             const resolved = events.find((e) => e.event.type === "interrupt_resolved")!.event
             assert.deepStrictEqual(resolved.payload, {
@@ -133,14 +134,19 @@ export const cancelSuite = (engine: EngineFactory) => {
             )
             assert.deepStrictEqual(
               events.find((e) => e.event.type === "turn_cancelled")!.event.payload,
-              { messageCount: 1 },
-              "the note is the message the cancelled turn appended"
+              { messageCount: 4 },
+              "the two calls and their results are the messages the cancelled turn appended"
             )
             assert.strictEqual(kit.requests.length, 1, "no model call after the cancel")
             assert.isTrue(yield* client.sendUserMessage("s-wait", "and now?"))
             yield* awaitTurns("s-wait", 2)
-            const seen = kit.requests[1]!.messages.filter((m) => m.role === "user").map((m) => m.text)
-            assert.deepStrictEqual(seen.slice(-2), [note.text, "and now?"])
+            const seen = kit.requests[1]!.messages.map((m) => (m.role === "tool" ? m.output : m.role))
+            assert.deepStrictEqual(seen.slice(-4), [
+              "assistant",
+              Wire.TURN_CANCELLED_REJECTION_MESSAGE,
+              "sunny",
+              "user"
+            ])
           })
       )
     )
@@ -163,7 +169,10 @@ export const cancelSuite = (engine: EngineFactory) => {
             const done = yield* awaitTurns("s-tool", 1)
             assert.strictEqual(kit.count("slow_read"), 1, "the started call finished")
             assert.strictEqual(kit.requests.length, 1, "no model call after the cancel")
-            assert.include(done.messages.at(-1)!.text!, "- slow_read {} -> succeeded: slow result")
+            assert.deepStrictEqual(
+              [done.messages.at(-1)!.role, done.messages.at(-1)!.toolOutput],
+              ["tool", "slow result"]
+            )
             const steps = yield* stepExecutions("s-tool")
             assert.strictEqual(steps.find((s) => s.stepType === "CallTool")!.status, "completed")
             const types = (yield* allEvents("s-tool")).map((e) => e.event.type)
@@ -233,16 +242,16 @@ export const cancelSuite = (engine: EngineFactory) => {
               assert.strictEqual(finished.length, 1, "the record became final once")
               const status = (finished[0]!.event.payload as { status: string }).status
               const started = turnEvents.some((e) => e.event.type === "tool_call_started")
-              const note = done.messages.at(-1)!.text!
+              const last = done.messages.at(-1)!
+              const lastText = last.role === "tool" ? last.toolOutput : last.text
               if (ran === 1) {
                 assert.strictEqual(status, "succeeded")
                 assert.isTrue(started)
-                if (accepted) assert.include(note, `-> succeeded: sent to ${to}`)
-                else assert.strictEqual(note, "Sent.")
+                assert.strictEqual(lastText, accepted ? `sent to ${to}` : "Sent.")
               } else {
                 assert.strictEqual(status, "rejected")
                 assert.isFalse(started, "cancelled before tool_call_started")
-                assert.include(note, `-> rejected: ${Wire.TURN_CANCELLED_REJECTION_MESSAGE}`)
+                assert.strictEqual(lastText, Wire.TURN_CANCELLED_REJECTION_MESSAGE)
               }
               if (accepted) {
                 assert.isTrue(turnEvents.some((e) => e.event.type === "turn_cancelled"))

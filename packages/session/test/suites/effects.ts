@@ -273,6 +273,15 @@ export const effectsSuite = (engine: EngineFactory) => {
               "RecordTurnFailure",
               "AwaitUserMessage"
             ])
+            // Stepwise's unfinished messages (the call and its result) come first, then the note
+            assert.deepStrictEqual(
+              failed.messages.slice(0, -1).map((m) => [m.role, m.toolCallId, m.text ?? m.toolOutput]),
+              [
+                ["user", null, "update 7"],
+                ["assistant", "w1", null],
+                ["tool", "w1", "upserter ok"]
+              ]
+            )
             const note = failed.messages[failed.messages.length - 1]!
             assert.strictEqual(note.role, "user")
             assert.strictEqual(

@@ -45,26 +45,21 @@ export const steerSuite = (engine: EngineFactory) => {
             const done = yield* awaitTurns("s-model", 2)
             assert.strictEqual(kit.count("get_weather"), 0, "the call was abandoned before it started")
             assert.strictEqual(done.steeredMessages.length, 0)
+            // Stepwise keeps the steered turn's exact transcript instead of the steered note
             assert.deepStrictEqual(
-              done.messages.map((m) => [m.turnId, m.role, m.text]),
+              done.messages.map((m) => [m.turnId, m.role, m.text ?? m.toolOutput]),
               [
                 ["turn-1", "user", "weather?"],
-                [
-                  "turn-1",
-                  "user",
-                  [
-                    Wire.TURN_STEERED_NOTE_HEADER,
-                    `- get_weather {} -> rejected: ${Wire.STEERED_REJECTION_MESSAGE}`,
-                    Wire.TURN_NOTE_FOOTER
-                  ].join("\n")
-                ],
+                ["turn-1", "assistant", null],
+                ["turn-1", "tool", Wire.STEERED_REJECTION_MESSAGE],
                 ["turn-2", "user", "no, the news"],
                 ["turn-2", "assistant", "Steered answer."]
               ]
             )
+            assert.isFalse(done.messages.some((m) => m.text?.startsWith(Wire.TURN_STEERED_NOTE_HEADER) === true))
             const events = yield* allEvents("s-model")
             const steered = events.find((e) => e.event.type === "turn_steered")!.event
-            assert.deepStrictEqual(steered.payload, { steeredMessageCount: 1, messageCount: 1 })
+            assert.deepStrictEqual(steered.payload, { steeredMessageCount: 1, messageCount: 2 })
             assert.isFalse(events.some((e) => e.event.type === "tool_call_started"))
             assert.deepStrictEqual(userTexts(kit.requests[1]!).slice(-1), ["no, the news"])
           })
@@ -110,9 +105,10 @@ export const steerSuite = (engine: EngineFactory) => {
             const done = yield* awaitTurns("s-wait", 2)
             assert.strictEqual(kit.count("send_email"), 0)
             assert.strictEqual(kit.count("slow_read"), 1, "the started call ran to its end")
-            const note = done.messages.find((m) => m.text?.startsWith(Wire.TURN_STEERED_NOTE_HEADER))!
-            assert.include(note.text!, `- send_email {"to":"ann"} -> rejected: ${Wire.STEERED_REJECTION_MESSAGE}`)
-            assert.include(note.text!, "- slow_read {} -> succeeded: slow result")
+            const results = Object.fromEntries(
+              done.messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.toolOutput] as const] : []))
+            )
+            assert.deepStrictEqual(results, { w1: Wire.STEERED_REJECTION_MESSAGE, s1: "slow result" })
             assert.deepStrictEqual(
               done.messages.slice(-2).map((m) => [m.turnId, m.text]),
               [
