@@ -6,7 +6,8 @@
  * 1. Within one `step_execution_id`, only the highest `attempt` counts: an attempt that wrote an event has
  *    produced output, so a crash fails it and the retry runs under a higher number, superseding its events.
  * 2. Of the events that state an outcome, the last one counts: `tool_call_finished` per `tool_call_id`, and
- *    `turn_completed` / `turn_failed` per turn. A failure route Step writes after the attempt it replaces.
+ *    the turn ends (`turn_completed`, `turn_failed`, `turn_steered`, `turn_cancelled`) per turn. A failure route
+ *    or a cancellation Step writes after the attempt it replaces.
  *
  * @since 0.1.0
  */
