@@ -13,6 +13,10 @@ export default defineConfig({
       }
     })),
     passWithNoTests: true,
+    // Most test files wait on child processes, Postgres and timers rather than the CPU: two files at a time
+    // (vitest's default on 2 cores is one) halves the suite's wall time, and every test must hold on a
+    // machine this busy anyway.
+    maxWorkers: 2,
     // the JSON report lets .ci/run print a plain "N passed, N failed" line
     reporters: ["default", ["json", { outputFile: ".vitest/report.json" }]]
   }
