@@ -1,16 +1,27 @@
-import type { Client } from "@durable-agent/engine"
+import { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AgentSessionClient, AgentSessionFlow, Errors, type ModelClient, Runner, Stepwise } from "../../src/index.ts"
+import * as Option from "effect/Option"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  Errors,
+  type ModelClient,
+  Persistence,
+  Runner,
+  Stepwise
+} from "../../src/index.ts"
 import {
   allEvents,
+  awaitCount,
   awaitSnapshot,
   awaitTurns,
   type EngineFactory,
   eventually,
   FLOW_TYPE,
   type Kit,
+  makeGate,
   type Setup,
   sendEmailTool,
   toolResults,
@@ -115,8 +126,8 @@ export const planSuite = (engine: EngineFactory) => {
 
             // Approval: a wrong revision is refused, the right one is accepted once.
             assert.isFalse(yield* client.executePlan("s-plan", 2))
+            // (that a revision is accepted once is the next test's)
             assert.isTrue(yield* client.executePlan("s-plan", 1))
-            assert.isFalse(yield* client.executePlan("s-plan", 1), "a revision is accepted once")
             const done = yield* awaitTurns("s-plan", 2)
             assert.strictEqual(done.state?.interactionMode, "executing")
             assert.strictEqual(kit.count("get_weather"), 1, "an executing turn runs tools")
@@ -172,6 +183,89 @@ export const planSuite = (engine: EngineFactory) => {
             ])
           })
       )
+    )
+
+    // A second approval of one revision is refused until AwaitUserMessage consumed the first. The runner has one
+    // Step slot (and the RPC reserve), which another session's held model call takes, so AwaitUserMessage cannot
+    // consume the first approval while the test asks again. The approval's own commit wakes AwaitUserMessage,
+    // whose Execute then holds the PendingPlanExecution lock while it waits for the slot: through RPCs a second
+    // request meets that lock (RpcLockConflict, which AgentSessionClient retries for up to 5 seconds) before it
+    // could read PendingPlanExecution. The request that PendingPlanExecution holds refuses a second approval on
+    // its own only when AwaitUserMessage is not holding the lock, a state no sequence of RPCs keeps open, so the
+    // last part writes the Attribute with the engine client, as an approval that AwaitUserMessage has not taken.
+    it.live(
+      "execute_plan accepts a revision once: a second approval is refused until AwaitUserMessage consumes it",
+      () => {
+        const otherCall = makeGate()
+        return withSession(
+          {
+            script: [
+              { toolCalls: [{ id: "p1", name: "write_todos", arguments: todos(["Book the train", "pending"]) }] },
+              { text: "Here is the plan." },
+              { text: "The other session's answer." },
+              { text: "Executed." },
+              { text: "Executed again." }
+            ],
+            holds: { 2: otherCall },
+            maxConcurrentTasks: 2,
+            tools
+          },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              const engine = yield* Client.Client
+              const rpcFlow = AgentSessionClient.clientFlow(FLOW_TYPE)
+              const pendingApproval = engine.getAttribute("s-once", Persistence.PendingPlanExecution)
+              yield* client.startSession("s-once")
+              yield* awaitSnapshot("s-once", (s) => s.state !== null, "the session start")
+              assert.isTrue(yield* client.sendUserMessage("s-once", { text: "plan a trip", planMode: true }))
+              const drafted = yield* awaitTurns("s-once", 1)
+              assert.strictEqual(drafted.plan?.status, "draft")
+              // the other session's model call holds the only Step slot until the test opens its gate
+              yield* client.startSession("s-other", { initialMessage: "hold the slot" })
+              yield* awaitCount(() => kit.requests.length, 3, "the other session's model call")
+
+              assert.isTrue(yield* client.executePlan("s-once", 1))
+              assert.deepStrictEqual(yield* pendingApproval, Option.some({ revision: 1 }))
+              const second = yield* Effect.flip(
+                engine.invokeRpc(rpcFlow, rpcFlow.rpcs_.execute_plan, "s-once", { revision: 1 })
+              )
+              assert.strictEqual(second._tag, "RpcLockConflict", "AwaitUserMessage holds the approval's lock")
+              const waiting = yield* client.getSnapshot("s-once")
+              assert.strictEqual(waiting.state?.status, "waiting_for_user_message")
+              assert.isNull(waiting.state?.activeTurnId ?? null, "the approval is not consumed yet")
+
+              yield* otherCall.open
+              const done = yield* awaitTurns("s-once", 2)
+              yield* awaitTurns("s-other", 1)
+              assert.strictEqual(done.state?.interactionMode, "executing")
+              assert.strictEqual(done.messages.at(-1)?.text, "Executed.")
+              assert.isTrue(Option.isNone(yield* pendingApproval), "AwaitUserMessage consumed the approval")
+              const started = (yield* allEvents("s-once")).filter((e) => e.event.type === "plan_execution_started")
+              assert.deepStrictEqual(
+                started.map((e) => [e.event.turnId, e.event.payload]),
+                [["turn-2", { revision: 1 }]]
+              )
+
+              // The rule itself: the session waits for a user message, the plan is active at revision 1, nothing is
+              // queued, steered or pending, and only an unconsumed approval of revision 1 refuses the request.
+              yield* engine.setAttribute("s-once", Persistence.PendingPlanExecution, { revision: 1 })
+              assert.isFalse(yield* client.executePlan("s-once", 1), "an approval of this revision is pending")
+              const refused = yield* client.getSnapshot("s-once")
+              assert.strictEqual(refused.state?.status, "waiting_for_user_message")
+              assert.isNull(refused.state?.activeTurnId ?? null)
+              assert.deepStrictEqual([refused.plan?.revision, refused.plan?.status], [1, "active"])
+              assert.strictEqual(refused.queuedMessageCount, 0)
+              assert.lengthOf(refused.steeredMessages, 0)
+              assert.lengthOf(refused.pendingInterrupts, 0)
+              yield* engine.setAttribute("s-once", Persistence.PendingPlanExecution, null)
+              assert.isTrue(yield* client.executePlan("s-once", 1), "once consumed, the active plan may run again")
+              const again = yield* awaitTurns("s-once", 3)
+              assert.strictEqual(again.state?.interactionMode, "executing")
+              assert.strictEqual(again.messages.at(-1)?.text, "Executed again.")
+            })
+        )
+      }
     )
 
     it.live("execute_plan is false while a message is queued; a queued plan_mode message steered by ID plans", () =>
