@@ -2,6 +2,7 @@
 // fresh Postgres database and runner with `engine: clusterEngine` or SESSION_TEST_ENGINE=cluster), a scripted
 // model whose requests are recorded, tools that count their side effects, and polling helpers.
 import { Client, type Engine, type Inspect } from "@durable-agent/engine"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
@@ -59,8 +60,47 @@ export const clusterEngine: EngineFactory = (options) =>
 export const defaultEngine: EngineFactory =
   process.env.SESSION_TEST_ENGINE === "cluster" ? clusterEngine : embeddedEngine
 
+/** A gate a test opens once: a model call it holds (see {@link Setup.holds}) answers only after {@link Gate.open}. */
+export interface Gate {
+  /** Waits until the gate is open (interruptibly, so cancel_turn and a closing worker end the wait). */
+  readonly wait: Effect.Effect<void>
+  /** Opens the gate; every held call goes on. */
+  readonly open: Effect.Effect<void>
+}
+
+/** A closed {@link Gate}. */
+export const makeGate = (): Gate => {
+  const deferred = Deferred.makeUnsafe<void>()
+  return { wait: Deferred.await(deferred), open: Effect.asVoid(Deferred.succeed(deferred, undefined)) }
+}
+
+/**
+ * `model` with some of its calls held: call `n` (zero-based, in the order they are made) is passed to `onRequest`
+ * at once, then waits for `holds[n]` before `model` answers it. A test orders its RPCs against a model call this
+ * way instead of by a delay.
+ */
+export const holdModel = (
+  model: ModelClient.ModelClientShape,
+  holds: { readonly [modelCall: number]: Gate } = {},
+  onRequest?: (request: ModelClient.ModelRequest) => void
+): ModelClient.ModelClientShape => {
+  let calls = 0
+  return ModelClient.make((request) =>
+    Effect.suspend(() => {
+      const gate = holds[calls++]
+      onRequest?.(request)
+      return gate === undefined ? model.generate(request) : Effect.andThen(gate.wait, model.generate(request))
+    })
+  )
+}
+
 export interface Setup {
   readonly script: ReadonlyArray<ModelClient.ScriptedStep>
+  /**
+   * Model calls held until a gate opens, by zero-based call index (across the worker's sessions): the call is in
+   * `kit.requests` while it waits.
+   */
+  readonly holds?: { readonly [modelCall: number]: Gate } | undefined
   readonly tools?: (kit: Kit) => ReadonlyArray<ToolSource.Tool>
   /** A whole tool source instead of `tools` (a source whose tools start tasks that the session polls). */
   readonly toolSource?: ((kit: Kit) => ToolSource.ToolSourceShape) | undefined
@@ -68,6 +108,8 @@ export interface Setup {
   readonly agent?: Partial<Stepwise.AgentDefinition>
   readonly maxValueBytes?: number
   readonly maxFlowStateBytes?: number
+  /** Task slots of the runner (see {@link EngineOptions.maxConcurrentTasks}). */
+  readonly maxConcurrentTasks?: number
   /** The engine; {@link defaultEngine} when omitted. */
   readonly engine?: EngineFactory | undefined
 }
@@ -90,13 +132,16 @@ export const withSession = <A, E>(setup: Setup, body: SessionBody<A, E>) => {
   }
   const engine = (setup.engine ?? defaultEngine)({
     maxValueBytes: setup.maxValueBytes,
-    maxFlowStateBytes: setup.maxFlowStateBytes
+    maxFlowStateBytes: setup.maxFlowStateBytes,
+    maxConcurrentTasks: setup.maxConcurrentTasks
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(Stepwise.layer({ name: "test-agent", instructions: "You are a test agent.", ...setup.agent })),
     Layer.provide(
       Layer.mergeAll(
-        ModelClient.layerScripted(setup.script, { onRequest: (request) => void requests.push(request) }),
+        ModelClient.layer(
+          holdModel(ModelClient.scripted(setup.script), setup.holds, (request) => void requests.push(request)).generate
+        ),
         setup.toolSource === undefined
           ? ToolSource.layer(setup.tools?.(kit) ?? [])
           : Layer.succeed(ToolSource.ToolSource, setup.toolSource(kit))

@@ -270,7 +270,8 @@ export const recordUsage = (ctx: TxView, events: Emitter, usage: Wire.AgentUsage
 
 /**
  * Makes a record final: writes it, publishes its one `ToolCallCompleted`, and writes `tool_call_finished`.
- * Every final status is set only here.
+ * Every final status is set only here, and a final record never has `taskAnswerPending` set: no poll will
+ * deliver the answer (a poll that failed with a tool error, an exhausted or cancelled task).
  */
 export const finalizeRecord = (
   ctx: TxView,
@@ -284,7 +285,7 @@ export const finalizeRecord = (
     readonly cancellationReason?: Wire.CancellationReason | null
   }
 ) => {
-  ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, ...patch })
+  ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, ...patch, taskAnswerPending: false })
   ctx.publish(P.ToolCallResults, { toolCallId: record.toolCallId })
   return events.toolCallFinished({ toolCallId: record.toolCallId, toolName: record.toolName, status: patch.status })
 }

@@ -8,7 +8,9 @@ import {
   awaitTurns,
   bump,
   type EngineFactory,
+  holdModel,
   type Kit,
+  makeGate,
   sessionOn,
   stepShape,
   toolResults
@@ -165,7 +167,9 @@ export const inputSuite = (engine: EngineFactory) => {
     )
 
     it.live("settings pick the model at turn start; update_session_settings applies to the next turn only", () => {
-      const modelB = ModelClient.scripted([{ text: "from b", delay: "500 millis" }, { text: "from b again" }])
+      // model b's first call answers only after the update during the turn
+      const firstCallB = makeGate()
+      const modelB = holdModel(ModelClient.scripted([{ text: "from b" }, { text: "from b again" }]), { 0: firstCallB })
       const seen: Array<unknown> = []
       return withSession(
         {
@@ -185,6 +189,7 @@ export const inputSuite = (engine: EngineFactory) => {
             yield* awaitSnapshot("s-set", (s) => s.state?.status === "running_model", "the first model call")
             // an update during the turn: the running turn keeps its settings
             assert.isTrue(yield* client.updateSessionSettings("s-set", {}))
+            yield* firstCallB.open
             const first = yield* awaitTurns("s-set", 1)
             assert.strictEqual(first.messages[1]!.text, "from b")
             assert.strictEqual(first.sessionSettings, null, "{} cleared the settings")

@@ -10,6 +10,7 @@ import {
   countingTools,
   type EngineFactory,
   type Kit,
+  makeGate,
   sessionOn,
   startAndAwait
 } from "../support.ts"
@@ -22,13 +23,13 @@ export const steerSuite = (engine: EngineFactory) => {
   const withSession = sessionOn(engine)
 
   describe("steering", () => {
-    it.live("a steer during a model call applies at the next boundary: the requested tool never runs", () =>
-      withSession(
+    it.live("a steer during a model call applies at the next boundary: the requested tool never runs", () => {
+      // the model call answers only after the steer committed
+      const firstCall = makeGate()
+      return withSession(
         {
-          script: [
-            { toolCalls: [{ id: "r1", name: "get_weather", arguments: {} }], delay: "3 seconds" },
-            { text: "Steered answer." }
-          ],
+          script: [{ toolCalls: [{ id: "r1", name: "get_weather", arguments: {} }] }, { text: "Steered answer." }],
+          holds: { 0: firstCall },
           tools: countingTools
         },
         (kit) =>
@@ -42,6 +43,7 @@ export const steerSuite = (engine: EngineFactory) => {
               during.steeredMessages.map((m) => m.message.text),
               ["no, the news"]
             )
+            yield* firstCall.open
             const done = yield* awaitTurns("s-model", 2)
             assert.strictEqual(kit.count("get_weather"), 0, "the call was abandoned before it started")
             assert.strictEqual(done.steeredMessages.length, 0)
@@ -64,7 +66,7 @@ export const steerSuite = (engine: EngineFactory) => {
             assert.deepStrictEqual(userTexts(kit.requests[1]!).slice(-1), ["no, the news"])
           })
       )
-    )
+    })
 
     it.live("a steer while an approval waits abandons it, never the started call, and starts the next turn", () =>
       withSession(
@@ -131,8 +133,10 @@ export const steerSuite = (engine: EngineFactory) => {
       )
     )
 
-    it.live("queued messages show their IDs, steer by ID keeps order, delete_queued_message removes one", () =>
-      withSession({ script: [{ text: "First.", delay: "3 seconds" }, { text: "Second." }] }, (kit) =>
+    it.live("queued messages show their IDs, steer by ID keeps order, delete_queued_message removes one", () => {
+      // the model call answers only after the test's requests
+      const firstCall = makeGate()
+      return withSession({ script: [{ text: "First." }, { text: "Second." }], holds: { 0: firstCall } }, (kit) =>
         Effect.gen(function* () {
           const client = yield* AgentSessionClient.AgentSessionClient
           yield* client.startSession("s-ids", { initialMessage: "one" })
@@ -162,6 +166,7 @@ export const steerSuite = (engine: EngineFactory) => {
           assert.isTrue(during.steeredMessages.every((m) => m.messageId.length > 0))
           assert.isTrue(yield* client.deleteQueuedMessage("s-ids", queued[0]!.messageId))
           assert.isFalse(yield* client.deleteQueuedMessage("s-ids", queued[0]!.messageId), "already deleted")
+          yield* firstCall.open
           const done = yield* awaitTurns("s-ids", 2)
           // a final answer committed during the steer: turn 1 completes, and the steered messages start turn 2
           assert.deepStrictEqual(
@@ -183,7 +188,7 @@ export const steerSuite = (engine: EngineFactory) => {
           )
         })
       )
-    )
+    })
 
     it.live("without an active turn a steer is queued like a message", () =>
       withSession({ script: [{ text: "Hello." }] }, () =>

@@ -1,7 +1,7 @@
 import type { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { AgentSessionClient, Runner, type ToolSource, Wire } from "../../src/index.ts"
+import { AgentSessionClient, Errors, Runner, type ToolSource, Wire } from "../../src/index.ts"
 import {
   allEvents,
   awaitSnapshot,
@@ -13,6 +13,32 @@ import {
   toolResults,
   withSession as withSessionOn
 } from "../support.ts"
+
+/**
+ * A source whose `deploy` tool starts a task that asks a question and whose poll with the answer fails with a
+ * tool error, and whose `slow_read` runs until the test bumps "release" (it keeps the turn, and so the records,
+ * open).
+ */
+const failingTaskSource = (kit: Kit, polls: Array<ToolSource.ToolTaskRequest>): ToolSource.ToolSourceShape => ({
+  tools: [
+    { name: "deploy", description: "Deploy in a remote task.", parameters: { type: "object", properties: {} } },
+    { name: "slow_read", description: "A slow read.", parameters: { type: "object", properties: {} } }
+  ].map((t) => ({ ...t, effect: "read" as const })),
+  call: (request) =>
+    request.toolName === "slow_read"
+      ? Effect.gen(function* () {
+          while (kit.count("release") === 0) yield* Effect.sleep("20 millis")
+          return { output: "slow result" }
+        })
+      : Effect.succeed(Runner.toolTaskStarted("task-1", 1)),
+  pollToolTask: (request) =>
+    Effect.suspend(() => {
+      polls.push(request)
+      return request.pendingAnswer == null
+        ? Effect.succeed(Runner.toolInputRequested({ question: QUESTION, continuation: "req-1" }))
+        : Effect.fail(new Errors.ToolExecutionError({ message: "the region is closed" }))
+    })
+})
 
 const QUESTION = "Which region?"
 
@@ -180,6 +206,53 @@ export const taskQuestionsSuite = (engine: EngineFactory) => {
             // the task may have taken effect: a single-attempt write's call is outcome_unknown, not failed
             assert.deepInclude(finished, { toolCallId: "t1", toolName: "deploy", status: "outcome_unknown" })
             assert.strictEqual(toolResults(kit.requests[1]!)["t1-input-1"], "sunny")
+          })
+      )
+    })
+
+    it.live("a poll with the answer that fails with a tool error records failed and clears task_answer_pending", () => {
+      const polls: Array<ToolSource.ToolTaskRequest> = []
+      return withSession(
+        {
+          script: [
+            {
+              toolCalls: [
+                { id: "t1", name: "deploy", arguments: {} },
+                { id: "r1", name: "slow_read", arguments: {} }
+              ]
+            },
+            { text: "The deploy failed." }
+          ],
+          toolSource: (kit) => failingTaskSource(kit, polls)
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("s-task-fail", { initialMessage: "deploy it" })
+            yield* awaitSnapshot(
+              "s-task-fail",
+              (s) => s.pendingInterrupts.some((i) => i.interruptId === "t1-input-1"),
+              "the task's question"
+            )
+            assert.isTrue(yield* client.answerQuestion("s-task-fail", { interruptId: "t1-input-1", answer: "eu" }))
+            // slow_read keeps the turn open, so the final record is still there to read
+            const failed = yield* awaitSnapshot(
+              "s-task-fail",
+              (s) => s.toolCalls.some((c) => c.toolCallId === "t1" && c.status === "failed"),
+              "the failed poll"
+            )
+            const record = failed.toolCalls.find((c) => c.toolCallId === "t1")!
+            assert.strictEqual(record.error, "the region is closed")
+            assert.isFalse(record.taskAnswerPending, "a final record never waits to deliver an answer")
+            assert.strictEqual(polls.length, 2)
+            assert.strictEqual(polls[1]!.pendingAnswer?.answer, "eu")
+            bump(kit, "release")
+            yield* awaitTurns("s-task-fail", 1)
+            assert.strictEqual(toolResults(kit.requests[1]!).r1, "slow result")
+            const finished = (yield* allEvents("s-task-fail"))
+              .filter((e) => e.event.type === "tool_call_finished")
+              .map((e) => e.event.payload)
+            assert.deepInclude(finished, { toolCallId: "t1", toolName: "deploy", status: "failed" })
           })
       )
     })

@@ -5,11 +5,13 @@ import * as Stream from "effect/Stream"
 import { AgentSessionClient, ToolSource } from "../../src/index.ts"
 import {
   allEvents,
+  awaitCount,
   awaitTurns,
   bump,
   type EngineFactory,
   eventTypes,
   lastUserText,
+  makeGate,
   sessionOn,
   startAndAwait,
   stepExecutions,
@@ -224,47 +226,53 @@ export const turnSuite = (engine: EngineFactory) => {
       )
     })
 
-    it.live("a message sent during a turn is queued and handled after the turn", () =>
-      withSession({ script: [{ text: "First answer.", delay: "600 millis" }, { text: "Second answer." }] }, (kit) =>
-        Effect.gen(function* () {
-          const { client } = yield* startAndAwait(
-            "s-q",
-            "one",
-            (s) => s.state?.status === "running_model",
-            "the model call"
-          )
-          assert.isTrue(yield* client.sendUserMessage("s-q", "two"))
-          const during = yield* client.getSnapshot("s-q")
-          assert.strictEqual(during.queuedMessageCount, 1)
-          assert.deepStrictEqual(
-            during.queuedMessages.map((m) => m.message.text),
-            ["two"]
-          )
-          const done = yield* awaitTurns("s-q", 2)
-          assert.deepStrictEqual(
-            done.messages.map((m) => [m.turnId, m.role, m.text]),
-            [
-              ["turn-1", "user", "one"],
-              ["turn-1", "assistant", "First answer."],
-              ["turn-2", "user", "two"],
-              ["turn-2", "assistant", "Second answer."]
-            ]
-          )
-          assert.strictEqual(done.queuedMessageCount, 0)
-          assert.strictEqual(lastUserText(kit.requests[1]!), "two")
-          assert.deepStrictEqual(yield* eventTypes("s-q"), [
-            "turn_started",
-            "text_delta",
-            "usage_recorded",
-            "turn_completed",
-            "turn_started",
-            "text_delta",
-            "usage_recorded",
-            "turn_completed"
-          ])
-        })
+    it.live("a message sent during a turn is queued and handled after the turn", () => {
+      // the first model call answers only once the test has sent and seen the queued message
+      const firstCall = makeGate()
+      return withSession(
+        { script: [{ text: "First answer." }, { text: "Second answer." }], holds: { 0: firstCall } },
+        (kit) =>
+          Effect.gen(function* () {
+            const { client } = yield* startAndAwait(
+              "s-q",
+              "one",
+              (s) => s.state?.status === "running_model",
+              "the model call"
+            )
+            yield* awaitCount(() => kit.requests.length, 1, "the model call")
+            assert.isTrue(yield* client.sendUserMessage("s-q", "two"))
+            const during = yield* client.getSnapshot("s-q")
+            assert.strictEqual(during.queuedMessageCount, 1)
+            assert.deepStrictEqual(
+              during.queuedMessages.map((m) => m.message.text),
+              ["two"]
+            )
+            yield* firstCall.open
+            const done = yield* awaitTurns("s-q", 2)
+            assert.deepStrictEqual(
+              done.messages.map((m) => [m.turnId, m.role, m.text]),
+              [
+                ["turn-1", "user", "one"],
+                ["turn-1", "assistant", "First answer."],
+                ["turn-2", "user", "two"],
+                ["turn-2", "assistant", "Second answer."]
+              ]
+            )
+            assert.strictEqual(done.queuedMessageCount, 0)
+            assert.strictEqual(lastUserText(kit.requests[1]!), "two")
+            assert.deepStrictEqual(yield* eventTypes("s-q"), [
+              "turn_started",
+              "text_delta",
+              "usage_recorded",
+              "turn_completed",
+              "turn_started",
+              "text_delta",
+              "usage_recorded",
+              "turn_completed"
+            ])
+          })
       )
-    )
+    })
 
     it.live("get_agent_snapshot and list_agent_messages return the conversation after a turn", () =>
       withSession({ script: [{ text: "a1" }, { text: "a2" }] }, () =>
