@@ -101,6 +101,27 @@ export const planPart = (
   }
 })
 
+/** The `data-question` part of a stored `ask_user` call, from its arguments. */
+const askUserPart = (toolCallId: string, input: unknown) => {
+  const args = (typeof input === "object" && input !== null ? input : {}) as {
+    readonly question?: unknown
+    readonly choices?: unknown
+    readonly allows_free_text?: unknown
+  }
+  const data: QuestionData = {
+    interruptId: toolCallId,
+    toolCallId,
+    toolName: "ask_user",
+    question: typeof args.question === "string" ? args.question : "",
+    choices: Array.isArray(args.choices) ? args.choices.filter((c): c is string => typeof c === "string") : [],
+    allowsFreeText: args.allows_free_text !== false,
+    deadline: null,
+    status: "pending",
+    answer: null
+  }
+  return { type: "data-question" as const, id: toolCallId, data }
+}
+
 const parse = (text: string | null): unknown => {
   if (text === null) return null
   try {
@@ -137,7 +158,8 @@ export const pendingQuestions = (snapshot: {
 
 /**
  * The stored messages of a snapshot as `UIMessage`s: one user message per user text, one assistant message
- * per turn (ID: the turn ID) with its text and dynamic tool parts. With the snapshot's `plan`, the last
+ * per turn (ID: the turn ID) with its text and dynamic tool parts. An `ask_user` call also gets its
+ * `data-question` part (`answered` with the answer, or `closed`); with the snapshot's `plan`, the last
  * assistant message gets the `data-plan` part.
  *
  * @category constructors
@@ -171,13 +193,15 @@ export const fromSnapshot = (snapshot: {
         stepOpen = true
       }
       if (m.toolCallId !== null) {
+        const input = parse(m.toolArguments)
         parts.push({
           type: "dynamic-tool",
           toolName: m.toolName ?? "tool",
           toolCallId: m.toolCallId,
           state: "input-available",
-          input: parse(m.toolArguments)
+          input
         })
+        if (m.toolName === "ask_user") parts.push(askUserPart(m.toolCallId, input))
       } else if (m.text !== null && m.text.length > 0) {
         parts.push({ type: "text", text: m.text, state: "done" })
       }
@@ -193,6 +217,20 @@ export const fromSnapshot = (snapshot: {
           state: "output-available",
           input: part.input,
           output: parse(m.toolOutput)
+        }
+        const question = parts.findIndex((p) => p.type === "data-question" && p.id === m.toolCallId)
+        if (question >= 0) {
+          const asked = parts[question] as { readonly data: QuestionData }
+          const output = parse(m.toolOutput) as { readonly status?: unknown; readonly answer?: unknown } | null
+          const answer =
+            typeof output === "object" && output?.status === "answered" && typeof output.answer === "string"
+              ? output.answer
+              : null
+          parts[question] = {
+            type: "data-question",
+            id: m.toolCallId,
+            data: { ...asked.data, status: answer === null ? "closed" : "answered", answer }
+          }
         }
       }
     }

@@ -83,7 +83,9 @@ describe("questions", () => {
         status: "pending",
         answer: null
       })
-      const tool = message.parts.find((p) => p.type === "dynamic-tool" && p.toolCallId === "q1")
+      const tools = message.parts.filter((p) => p.type === "dynamic-tool")
+      assert.strictEqual(tools.length, 1)
+      const tool = tools[0]
       assert.strictEqual(tool?.type === "dynamic-tool" ? tool.state : undefined, "input-available")
       // the snapshot's pending questions are the same part
       assert.deepStrictEqual(
@@ -124,6 +126,9 @@ describe("questions", () => {
       assert.strictEqual(text?.type === "text" ? text.text : undefined, "Paris it is.")
       const ended = yield* SessionTesting.awaitTurn("ann-1", { turn: 1 })
       assert.strictEqual(ended.messages.at(-1)?.text, "Paris it is.")
+      // the snapshot's conversation shows the answered question the same way
+      const seeded = UiMessages.fromSnapshot(ended).at(-1)!
+      assert.deepStrictEqual(questionOf(seeded, "q1")?.data, questionOf(done, "q1")?.data)
 
       // a replay of the ended turn rebuilds the answered question
       const replay = yield* promise(async () =>
