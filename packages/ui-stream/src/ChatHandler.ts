@@ -343,6 +343,13 @@ export const makeHandler = (options: ChatHandlerOptions) => {
             `interrupt ${JSON.stringify(answer.approvalId)} is not pending in the active turn of this session`
           )
         }
+        if (pending !== undefined && pending.kind !== "tool_approval") {
+          return yield* fail(
+            400,
+            "not_an_approval",
+            `interrupt ${JSON.stringify(answer.approvalId)} is a question: answer it with POST ${base}/${sessionId}/answer`
+          )
+        }
         if (pending !== undefined) toResolve.push(answer)
       }
       for (const answer of toResolve) {

@@ -323,6 +323,31 @@ describe("questions", () => {
           "not pending"
         ],
         [
+          "an approval response for a question",
+          post("dee", {
+            id: "dee-1",
+            messages: [
+              {
+                id: "turn-1",
+                role: "assistant",
+                parts: [
+                  {
+                    type: "dynamic-tool",
+                    toolName: "ask_user",
+                    toolCallId: "q1",
+                    state: "approval-responded",
+                    input: {},
+                    approval: { id: "q1", approved: true }
+                  }
+                ]
+              }
+            ]
+          }),
+          400,
+          "not_an_approval",
+          "is a question"
+        ],
+        [
           "another user's session",
           answerRequest("mal", "dee-1", { interruptId: "q1", answer: "Paris" }),
           403,
