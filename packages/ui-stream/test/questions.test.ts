@@ -8,7 +8,8 @@ import * as Effect from "effect/Effect"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServer from "effect/http/HttpServer"
 import * as Layer from "effect/Layer"
-import { ChatHandler, HttpChat, type UiMessageStream, UiMessages } from "../src/index.ts"
+import * as Stream from "effect/Stream"
+import { ChatHandler, HttpChat, UiMessageStream, UiMessages } from "../src/index.ts"
 import { authorize, base, chunksOf, fold, get, layer, post, readSse, userMessage } from "./support.ts"
 
 const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
@@ -444,6 +445,72 @@ describe("plan", () => {
             { text: "All done." }
           ],
           builtInTools: ["write_todos"]
+        })
+      )
+    )
+  )
+})
+
+const todos = (status: "pending" | "completed") => ({
+  toolCalls: [
+    {
+      id: `todos-${status}`,
+      name: "write_todos",
+      arguments: { todos: [{ content: "book", status }] }
+    }
+  ]
+})
+
+describe("plan mode", () => {
+  it.live("an executing turn: plan_execution_started and write_todos show the committed plan", () =>
+    Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      yield* sessions.startSession("hal-1")
+      yield* SessionTesting.awaitSnapshot("hal-1", (s) => s.state !== null)
+      assert.isTrue(yield* sessions.sendUserMessage("hal-1", { text: "plan a trip", planMode: true }))
+      const planned = yield* SessionTesting.awaitTurn("hal-1", { turn: 1 })
+      assert.strictEqual(planned.plan?.status, "draft")
+      // the planning turn's message shows the draft
+      const planning = yield* UiMessageStream.turnStream({
+        sessionId: "hal-1",
+        turnId: "turn-1",
+        from: { _tag: "TurnStart", after: null }
+      }).pipe(Stream.runCollect)
+      const draft = yield* promise(() => fold(planning.map((p) => p.chunk)))
+      assert.deepStrictEqual(planOf(draft)[0]?.data, {
+        revision: 1,
+        status: "draft",
+        tasks: [{ content: "book", status: "pending" }]
+      })
+      assert.isTrue(yield* sessions.executePlan("hal-1", 1))
+      const executed = yield* SessionTesting.awaitTurn("hal-1", { turn: 2 })
+      assert.strictEqual(executed.plan?.status, "completed")
+      const events = yield* sessions.events("hal-1", { from: "oldest", follow: false }).pipe(Stream.runCollect)
+      assert.isTrue(events.some((e) => e.event.type === "plan_execution_started" && e.event.turnId === "turn-2"))
+      const executing = yield* UiMessageStream.turnStream({
+        sessionId: "hal-1",
+        turnId: "turn-2",
+        from: { _tag: "TurnStart", after: null }
+      }).pipe(Stream.runCollect)
+      const revisions = executing.flatMap((p) =>
+        p.chunk.type === "data-plan" ? [(p.chunk.data as UiMessages.PlanData).revision] : []
+      )
+      assert.isAtLeast(revisions.length, 1)
+      assert.deepStrictEqual(
+        revisions,
+        [...new Set(revisions)].sort((x, y) => x - y)
+      )
+      const message = yield* promise(() => fold(executing.map((p) => p.chunk)))
+      assert.deepStrictEqual(
+        planOf(message).map((p) => p.data),
+        [{ revision: executed.plan!.revision, status: "completed", tasks: [{ content: "book", status: "completed" }] }]
+      )
+    }).pipe(
+      Effect.provide(
+        layer({
+          model: [todos("pending"), { text: "Here is the plan." }, todos("completed"), { text: "Booked." }],
+          builtInTools: ["write_todos"],
+          planModeEnabled: true
         })
       )
     )

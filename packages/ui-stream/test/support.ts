@@ -69,13 +69,15 @@ export const layer = (options: {
   readonly model: ReadonlyArray<ModelClient.ScriptedStep> | Layer.Layer<ModelClient.ModelClient>
   readonly eventsCapacityBytes?: number
   readonly builtInTools?: ReadonlyArray<Wire.BuiltInToolName>
+  readonly planModeEnabled?: boolean
 }): Layer.Layer<AgentSessionClient.AgentSessionClient | Client.Client, unknown> =>
   SessionTesting.layer({
     model: options.model,
     tools,
     flow: {
       ...(options.eventsCapacityBytes === undefined ? {} : { eventsCapacityBytes: options.eventsCapacityBytes }),
-      ...(options.builtInTools === undefined ? {} : { builtInTools: options.builtInTools })
+      ...(options.builtInTools === undefined ? {} : { builtInTools: options.builtInTools }),
+      ...(options.planModeEnabled === undefined ? {} : { planModeEnabled: options.planModeEnabled })
     }
   })
 
