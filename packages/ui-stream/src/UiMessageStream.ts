@@ -511,9 +511,11 @@ export const turnStream = (
             settleTool(m.toolCallId, { _tag: "output", output: parseOutput(m.toolOutput) }, out)
           }
         }
+        // questions still shown as pending: their end from the committed state (the resolution event was lost)
         for (const [interruptId, stage] of Object.entries(state.questions)) {
+          if (stage !== 1) continue
           const data = asked.get(interruptId) ?? recoverQuestion(snapshot, interruptId)
-          if (stage !== 1 || data === undefined) continue
+          if (data === undefined) continue
           const answer = findAnswer(snapshot, interruptId, data.toolCallId)
           sendQuestion({ ...data, status: answer === null ? "closed" : "answered", answer }, out)
         }
