@@ -40,7 +40,8 @@ const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoning
 
 /**
  * The demonstration model. A message with "save" asks to save a note (needs approval) while reading the notes; a
- * message with "notes" reads them; anything else gets a long answer, streamed a word every `wordDelay`.
+ * message with "ask" asks the user a question (`ask_user`); "plan" writes a plan (`write_todos`); a message with
+ * "notes" reads them; anything else gets a long answer, streamed a word every `wordDelay`.
  */
 export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
   Layer.succeed(ModelClient.ModelClient, {
@@ -84,6 +85,38 @@ export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
           return reply(text, [
             { toolCallId: `${id}-w`, toolName: "save_note", arguments: JSON.stringify({ text: said }) },
             { toolCallId: `${id}-r`, toolName: "read_notes", arguments: "{}" }
+          ])
+        }
+        if (/\bask\b/i.test(said)) {
+          const text = "One question first."
+          yield* stream(text)
+          return reply(text, [
+            {
+              toolCallId: `${id}-q`,
+              toolName: "ask_user",
+              arguments: JSON.stringify({
+                question: "Which colour should the note be?",
+                choices: ["red", "blue"],
+                allows_free_text: false
+              })
+            }
+          ])
+        }
+        if (/\bplan\b/i.test(said)) {
+          const text = "Here is the plan."
+          yield* stream(text)
+          return reply(text, [
+            {
+              toolCallId: `${id}-p`,
+              toolName: "write_todos",
+              arguments: JSON.stringify({
+                todos: [
+                  { content: "Read the notes", status: "completed" },
+                  { content: "Write a summary", status: "in_progress" },
+                  { content: "Save it", status: "pending" }
+                ]
+              })
+            }
           ])
         }
         if (/notes/i.test(said)) {

@@ -92,7 +92,11 @@ const routes = Layer.mergeAll(
 const services = () => {
   mkdirSync(dirname(database), { recursive: true })
   const engine = Engine.layerEmbedded({ filename: database, pollInterval: "50 millis" })
-  const flow = AgentSessionFlow.make({ flowType: FLOW_TYPE, retryInitialInterval: "200 millis" })
+  const flow = AgentSessionFlow.make({
+    flowType: FLOW_TYPE,
+    retryInitialInterval: "200 millis",
+    builtInTools: ["ask_user", "write_todos"]
+  })
   const runner = Stepwise.layer({
     name: "web-agent",
     instructions: "You are the web chat's demonstration agent."

@@ -123,7 +123,7 @@ afterAll(async () => {
 })
 
 describe("web chat in Chromium", () => {
-  it("streams, survives a reload, approves a write, stops a turn, and recovers from a killed server", async () => {
+  it("streams, survives a reload, approves a write, stops a turn, recovers from a killed server, answers a question and shows a plan", async () => {
     expect(existsSync(CHROMIUM)).toBe(true)
     const page = await browser!.newPage()
     const consoleLog: Array<string> = []
@@ -204,5 +204,34 @@ describe("web chat in Chromium", () => {
     expect(last.snapshot.state.active_turn_id).toBeNull()
     expect(last.snapshot.messages.at(-1)?.text).toContain("one more long answer")
     await shot(page, "5-recovered")
+
+    // 6. a question (ask_user): its choices show, a click answers it, and the turn goes on with the answer
+    await send(page, "ask me something")
+    const question = page.getByTestId("question").last()
+    await question.waitFor({ timeout: 60_000 })
+    expect(await question.getAttribute("data-status")).toBe("pending")
+    expect(await question.getByTestId("choice").allTextContents()).toEqual(["red", "blue"])
+    const asked = page.locator('[data-testid="message-assistant"]').last().locator('[data-tool="ask_user"]')
+    expect(await asked.count()).toBe(1)
+    await shot(page, "6-question")
+    await question.getByTestId("choice").filter({ hasText: "blue" }).click()
+    await expect
+      .poll(async () => (await lastAnswer(page).allTextContents()).join(""), { timeout: 60_000 })
+      .toContain("ask_user →")
+    await expect.poll(() => question.getAttribute("data-status"), { timeout: 30_000 }).toBe("answered")
+    expect(await question.getByTestId("question-state").textContent()).toBe("answered: blue")
+    expect(await asked.count()).toBe(1)
+    expect(await asked.getAttribute("data-state")).toBe("output-available")
+    await expect.poll(async () => (await snapshot(page)).snapshot.state.active_turn_id, { timeout: 30_000 }).toBeNull()
+    await shot(page, "6-answered")
+
+    // 7. a plan (write_todos): the plan part shows its tasks
+    await send(page, "make a plan")
+    const plan = page.getByTestId("plan").last()
+    await plan.waitFor({ timeout: 60_000 })
+    expect(await plan.getAttribute("data-revision")).toBe("1")
+    expect(await plan.locator("li").count()).toBe(3)
+    expect(await plan.locator("li").nth(1).getAttribute("data-status")).toBe("in_progress")
+    await shot(page, "7-plan")
   }, 300_000)
 })

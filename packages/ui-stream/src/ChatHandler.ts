@@ -9,6 +9,7 @@
  * | `GET {base}/{id}/stream`  | `useChat`'s resume: the active turn (204 when none), or the turn of `?token=`     |
  * | `GET {base}/{id}/events`  | plain SSE of the session's events; `id` is the engine's resume token              |
  * | `GET {base}/{id}/snapshot`| the snapshot JSON and the token to open the events from                           |
+ * | `POST {base}/{id}/answer` | answers or declines a pending question; streams the rest of the turn              |
  * | `POST {base}/{id}/stop`   | stops the active turn (a durable `cancel_turn`), unlike closing the connection    |
  *
  * Every route asks the application's `authorize` hook first, and reads or changes nothing when it says no
@@ -126,6 +127,25 @@ const ChatBody = Schema.Struct({
 })
 type ChatBody = typeof ChatBody.Type
 const decodeChatBody = Schema.decodeUnknownEffect(Schema.fromJsonString(ChatBody))
+
+/**
+ * The body of `POST {base}/{id}/answer`: `answer` answers the question, `decline: true` declines it (with an
+ * optional `reason`); `resumeToken` (the `resumeToken` of the message's last `finish`) continues the stream
+ * exactly after it, else the turn is replayed from its start.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const AnswerBody = Schema.Struct({
+  interruptId: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(500)),
+  answer: Schema.optional(Schema.String),
+  decline: Schema.optional(Schema.Boolean),
+  reason: Schema.optional(Schema.String),
+  resumeToken: Schema.optional(Schema.String)
+})
+/** @since 0.1.0 */
+export type AnswerBody = typeof AnswerBody.Type
+const decodeAnswerBody = Schema.decodeUnknownEffect(Schema.fromJsonString(AnswerBody))
 
 const encodeEvent = Schema.encodeSync(Wire.AgentEvent)
 const encodeSnapshot = Schema.encodeSync(Wire.UiAgentSnapshot)
@@ -323,6 +343,13 @@ export const makeHandler = (options: ChatHandlerOptions) => {
             `interrupt ${JSON.stringify(answer.approvalId)} is not pending in the active turn of this session`
           )
         }
+        if (pending !== undefined && pending.kind !== "tool_approval") {
+          return yield* fail(
+            400,
+            "not_an_approval",
+            `interrupt ${JSON.stringify(answer.approvalId)} is a question: answer it with POST ${base}/${sessionId}/answer`
+          )
+        }
         if (pending !== undefined) toResolve.push(answer)
       }
       for (const answer of toResolve) {
@@ -335,10 +362,17 @@ export const makeHandler = (options: ChatHandlerOptions) => {
           .pipe(Effect.mapError(rpcFailure))
       }
       const metadata = last.metadata as { readonly resumeToken?: unknown } | undefined
-      const token =
-        typeof metadata?.resumeToken === "string"
-          ? yield* ResumeToken.decode(metadata.resumeToken).pipe(Effect.option)
-          : Option.none()
+      return yield* continueTurn(
+        sessionId,
+        active,
+        typeof metadata?.resumeToken === "string" ? metadata.resumeToken : undefined
+      )
+    })
+
+  /** The rest of the active turn: exactly after the browser's token when it is usable, else from its start. */
+  const continueTurn = (sessionId: string, active: string, tokenText: string | undefined) =>
+    Effect.gen(function* () {
+      const token = tokenText === undefined ? Option.none() : yield* ResumeToken.decode(tokenText).pipe(Effect.option)
       if (Option.isSome(token) && token.value.s === sessionId && token.value.t === active) {
         const position = yield* checkPosition(sessionId, token.value.p)
         if (position === "ok") {
@@ -347,6 +381,72 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       }
       // no usable token: the turn from its start (the browser's message is replaced by the replay)
       return yield* uiStreamResponse(turn(sessionId, active, { _tag: "TurnStart", after: null }))
+    })
+
+  // POST {base}/{id}/answer
+  const answer = (request: Request, sessionId: string) =>
+    Effect.gen(function* () {
+      yield* authorize(request, sessionId, "write")
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      const text = yield* readBody(request, maxBody)
+      const body: AnswerBody = yield* decodeAnswerBody(text).pipe(
+        Effect.mapError(
+          (e) =>
+            new ChatRequestError({ status: 400, code: "bad_request", message: `invalid answer request: ${e.message}` })
+        )
+      )
+      const decline = body.decline === true
+      if (decline === (body.answer !== undefined)) {
+        return yield* fail(400, "bad_answer", "give either an answer or decline: true")
+      }
+      if (body.answer !== undefined && body.answer.trim().length === 0) {
+        return yield* fail(400, "bad_answer", "the answer is blank")
+      }
+      if ((body.answer ?? body.reason ?? "").length > maxChars) {
+        return yield* fail(413, "message_too_large", `the answer is longer than ${maxChars} characters`)
+      }
+      const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
+      const active = snapshot.state?.activeTurnId ?? null
+      const pending = snapshot.pendingInterrupts.find((i) => i.interruptId === body.interruptId)
+      const record = snapshot.toolCalls.find((r) => r.toolCallId === pending?.toolCallId)
+      if (pending === undefined || active === null || record === undefined || record.turnId !== active) {
+        return yield* fail(
+          409,
+          "interrupt_not_pending",
+          `question ${JSON.stringify(body.interruptId)} is not pending in the active turn of this session`
+        )
+      }
+      if (pending.kind !== "question") {
+        return yield* fail(
+          400,
+          "not_a_question",
+          `interrupt ${JSON.stringify(body.interruptId)} is a tool approval: answer it with the approval response`
+        )
+      }
+      if (body.answer !== undefined && !pending.allowsFreeText && !pending.choices.includes(body.answer)) {
+        return yield* fail(
+          400,
+          "bad_answer",
+          `the answer must be one of the choices: ${pending.choices.map((c) => JSON.stringify(c)).join(", ")}`
+        )
+      }
+      const accepted = yield* (
+        body.answer !== undefined
+          ? sessions.answerQuestion(sessionId, { interruptId: body.interruptId, answer: body.answer })
+          : sessions.resolveInterrupt(sessionId, {
+              interruptId: body.interruptId,
+              approved: false,
+              rejectionMessage: body.reason ?? null
+            })
+      ).pipe(Effect.mapError(rpcFailure))
+      if (!accepted) {
+        return yield* fail(
+          409,
+          "interrupt_not_pending",
+          `question ${JSON.stringify(body.interruptId)} is no longer pending (answered, declined or past its deadline)`
+        )
+      }
+      return yield* continueTurn(sessionId, active, body.resumeToken)
     })
 
   // GET {base}/{id}/stream
@@ -450,6 +550,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       else if (action === "events" && request.method === "GET") handled = events(request, sessionId, url)
       else if (action === "snapshot" && request.method === "GET") handled = snapshot(request, sessionId)
       else if (action === "stop" && request.method === "POST") handled = stop(request, sessionId)
+      else if (action === "answer" && request.method === "POST") handled = answer(request, sessionId)
       else handled = fail(404, "not_found", "no such route")
     } else handled = fail(404, "not_found", "no such route")
     return handled.pipe(

@@ -40,7 +40,11 @@ export const OpenParts = Schema.Struct({
   /** Tool call ID → stage (1 input, 2 approval requested, 3 settled). */
   tools: Schema.Record(Schema.String, Schema.Int),
   /** Whether any content part of the turn was sent (text, reasoning or tool). */
-  content: Schema.Boolean
+  content: Schema.Boolean,
+  /** Question interrupt ID → stage (1 sent as pending, 2 sent as resolved); absent in older tokens. */
+  questions: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int)),
+  /** The plan revision the `data-plan` part shows; absent when none was sent. */
+  plan: Schema.optionalKey(Schema.Int)
 })
 /** @since 0.1.0 */
 export type OpenParts = typeof OpenParts.Type
@@ -144,5 +148,6 @@ export const emptyOpenParts = (): OpenParts => ({
   reasoning: null,
   counter: 0,
   tools: {},
-  content: false
+  content: false,
+  questions: {}
 })

@@ -8,7 +8,11 @@
  * - `tool_call_deferred` → a dynamic tool part whose input comes from the committed `AgentToolCalls` record
  *   (or the stored messages once the turn ended); `interrupt_raised` → `tool-approval-request` with the
  *   interrupt ID as `approvalId`; `tool_call_finished` → the output, error or denial of the committed record;
- * - a turn end → `finish`, once the end is committed; `tool-calls` when the turn waits only for approvals.
+ * - a question interrupt (`ask_user`, a tool's `<tool_call_id>-input-<n>`) → a `data-question` part (ID: the
+ *   interrupt ID) once it is committed as pending, updated when it is answered, declined or expired;
+ * - `plan_updated`, `plan_execution_started` → the `data-plan` part (ID `plan`) with the committed plan;
+ * - a turn end → `finish`, once the end is committed; `tool-calls` when the turn waits only for approvals and
+ *   questions.
  *
  * An event that its Step attempt never committed produces no part. When events are missing (a full or disabled
  * Stream store), the committed state fills in the tool parts and ends the stream.
@@ -24,6 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as ResumeToken from "./ResumeToken.ts"
+import * as UiMessages from "./UiMessages.ts"
 
 /**
  * The metadata of the streamed assistant message: its turn, and the token to continue after the last `finish`.
@@ -34,11 +39,19 @@ import * as ResumeToken from "./ResumeToken.ts"
 export interface TurnMessageMetadata {
   readonly turnId: string
   readonly resumeToken?: string | undefined
-  readonly turnStatus?: "completed" | "failed" | "cancelled" | "steered" | "awaiting_approval" | undefined
+  readonly turnStatus?:
+    | "completed"
+    | "failed"
+    | "cancelled"
+    | "steered"
+    | "awaiting_approval"
+    | "awaiting_answer"
+    | undefined
 }
 
 /**
- * The data parts this stream writes: `data-tool-status` while a tool Step runs.
+ * The data parts this stream writes: `data-tool-status` while a tool Step runs, `data-question` per question
+ * (ID: the interrupt ID), and `data-plan` (ID `plan`) for the session's plan.
  *
  * @category models
  * @since 0.1.0
@@ -46,6 +59,8 @@ export interface TurnMessageMetadata {
 export interface TurnDataParts {
   readonly [key: string]: unknown
   readonly "tool-status": { readonly toolCallId: string; readonly status: "running" }
+  readonly question: UiMessages.QuestionData
+  readonly plan: UiMessages.PlanData
 }
 
 /**
@@ -139,9 +154,67 @@ const parseArguments = (text: string | null): unknown => {
 /** The open parts as the stream updates them. */
 type State = { -readonly [K in keyof ResumeToken.OpenParts]: ResumeToken.OpenParts[K] } & {
   tools: Record<string, number>
+  questions: Record<string, number>
 }
 
-const clone = (o: ResumeToken.OpenParts): State => ({ ...o, tools: { ...o.tools } })
+const clone = (o: ResumeToken.OpenParts): State => ({ ...o, tools: { ...o.tools }, questions: { ...o.questions } })
+
+/** The committed answer of a question: from the tool's `input_answers`, or the output of an answered `ask_user`. */
+const findAnswer = (snapshot: Wire.AgentSnapshot, interruptId: string, toolCallId: string): string | null => {
+  const record = snapshot.toolCalls.find((r) => r.toolCallId === toolCallId)
+  const entry = record?.inputAnswers.find((a) => a.interruptId === interruptId)
+  if (entry !== undefined) return entry.resolution === "answered" ? entry.answer : null
+  if (interruptId !== toolCallId) return null
+  const message = snapshot.messages.find((m) => m.role === "tool" && m.toolCallId === toolCallId)
+  const output = parseOutput(record?.output ?? message?.toolOutput ?? null)
+  if (typeof output === "object" && output !== null) {
+    const o = output as { readonly status?: unknown; readonly answer?: unknown }
+    if (o.status === "answered" && typeof o.answer === "string") return o.answer
+  }
+  return null
+}
+
+/**
+ * What a question asked, rebuilt from the committed state when its `interrupt_raised` is not at hand: the
+ * `ask_user` arguments, or the question a tool's `input_answers` keep (its choices are gone by then).
+ */
+const recoverQuestion = (snapshot: Wire.AgentSnapshot, interruptId: string): UiMessages.QuestionData | undefined => {
+  const pending = snapshot.pendingInterrupts.find((i) => i.interruptId === interruptId)
+  if (pending !== undefined) return UiMessages.questionPart(pending)?.data
+  const base = { interruptId, deadline: null, status: "pending", answer: null } as const
+  const input = findInput(snapshot, interruptId)
+  if (input !== undefined && input.toolName === "ask_user" && typeof input.input === "object" && input.input !== null) {
+    const args = input.input as {
+      readonly question?: unknown
+      readonly choices?: unknown
+      readonly allows_free_text?: unknown
+    }
+    return {
+      ...base,
+      toolCallId: interruptId,
+      toolName: "ask_user",
+      question: typeof args.question === "string" ? args.question : "",
+      choices: Array.isArray(args.choices) ? args.choices.filter((c): c is string => typeof c === "string") : [],
+      allowsFreeText: args.allows_free_text !== false
+    }
+  }
+  const toolCallId = interruptId.replace(/-input-\d+$/, "")
+  const record = snapshot.toolCalls.find((r) => r.toolCallId === toolCallId)
+  const entry = record?.inputAnswers.find((a) => a.interruptId === interruptId)
+  if (record === undefined || entry === undefined) return undefined
+  return { ...base, toolCallId, toolName: record.toolName, question: entry.question, choices: [], allowsFreeText: true }
+}
+
+/** Whether the committed state shows a question no longer pending (answered, declined, expired, or its turn over). */
+const questionSettled = (snapshot: Wire.AgentSnapshot, interruptId: string, toolCallId: string): boolean => {
+  if (snapshot.pendingInterrupts.some((i) => i.interruptId === interruptId)) return false
+  const record = snapshot.toolCalls.find((r) => r.toolCallId === toolCallId)
+  return (
+    record === undefined ||
+    record.status !== "awaiting_answer" ||
+    record.inputAnswers.some((a) => a.interruptId === interruptId)
+  )
+}
 
 interface ToolInput {
   readonly toolName: string
@@ -242,7 +315,9 @@ export const turnStream = (
       const start: string | null = from._tag === "TurnStart" ? from.after : from.token.a
       let position: string | null = from._tag === "TurnStart" ? from.after : from.token.p
       let skip = from._tag === "TurnStart" ? 0 : from.token.k
-      const state: State = from._tag === "TurnStart" ? ResumeToken.emptyOpenParts() : clone(from.token.o)
+      const state: State = clone(from._tag === "TurnStart" ? ResumeToken.emptyOpenParts() : from.token.o)
+      /** What each question asked, from its `interrupt_raised` or the committed interrupt (for the updates). */
+      const asked = new Map<string, UiMessages.QuestionData>()
       let done = false
       let eventsLost = false
       /** Text or reasoning was sent in this stream (the browser holds some of the turn's text). */
@@ -360,6 +435,21 @@ export const turnStream = (
         state.tools[toolCallId] = 3
       }
 
+      const sendQuestion = (data: UiMessages.QuestionData, out: Array<TurnChunk>) => {
+        asked.set(data.interruptId, data)
+        out.push({ type: "data-question", id: data.interruptId, data })
+        state.questions[data.interruptId] = data.status === "pending" ? 1 : 2
+      }
+
+      /** Sends the committed plan when it is newer than the one the browser holds. */
+      const sendPlan = (plan: Wire.AgentPlan | null, out: Array<TurnChunk>) => {
+        if (plan === null || (state.plan !== undefined && state.plan >= plan.revision)) return
+        ensureStart(out)
+        const part = UiMessages.planPart(plan)
+        out.push({ type: "data-plan", id: part.id, data: part.data })
+        state.plan = plan.revision
+      }
+
       /** Ends the stream from the committed state: missing tool parts from the stored messages, then `finish`. */
       const finishFromCommitted = (
         snapshot: Wire.AgentSnapshot,
@@ -421,6 +511,14 @@ export const turnStream = (
             settleTool(m.toolCallId, { _tag: "output", output: parseOutput(m.toolOutput) }, out)
           }
         }
+        // questions still shown as pending: their end from the committed state (the resolution event was lost)
+        for (const [interruptId, stage] of Object.entries(state.questions)) {
+          if (stage !== 1) continue
+          const data = asked.get(interruptId) ?? recoverQuestion(snapshot, interruptId)
+          if (data === undefined) continue
+          const answer = findAnswer(snapshot, interruptId, data.toolCallId)
+          sendQuestion({ ...data, status: answer === null ? "closed" : "answered", answer }, out)
+        }
         closeStep(out)
         const { reason, status } = finishReasonOf(endType, snapshot)
         out.push({
@@ -475,6 +573,34 @@ export const turnStream = (
             }
             case "interrupt_raised": {
               const { toolCallId, interruptId, kind } = event.payload
+              if (kind === "question") {
+                if (state.questions[interruptId] !== undefined) return
+                if (state.step === event.stepExecutionId && event.attempt < state.attempt) return
+                const data: UiMessages.QuestionData = {
+                  interruptId,
+                  toolCallId,
+                  toolName: event.payload.toolName,
+                  question: event.payload.question ?? "",
+                  choices: event.payload.choices,
+                  allowsFreeText: event.payload.allowsFreeText,
+                  deadline: event.payload.deadline,
+                  status: "pending",
+                  answer: null
+                }
+                // shown as pending only once the pending interrupt is committed; a question settled already is
+                // shown by its interrupt_resolved
+                const committed = yield* awaitCommitted((s) => {
+                  const pending = s.pendingInterrupts.find((i) => i.interruptId === interruptId)
+                  if (pending !== undefined) return UiMessages.questionPart(pending)?.data
+                  return questionSettled(s, interruptId, toolCallId) ? null : undefined
+                }, event)
+                if (Option.isNone(committed)) return
+                asked.set(interruptId, committed.value ?? data)
+                if (committed.value === null) return
+                ensureStart(out)
+                sendQuestion(committed.value, out)
+                return
+              }
               if (kind !== "tool_approval" || state.tools[toolCallId] !== 1) return
               if (state.step === event.stepExecutionId && event.attempt < state.attempt) return
               out.push({ type: "tool-approval-request", approvalId: interruptId, toolCallId })
@@ -483,6 +609,29 @@ export const turnStream = (
             }
             case "interrupt_resolved": {
               const { interruptId, approved, rejectionMessage } = event.payload
+              if (event.payload.kind === "question") {
+                const stage = state.questions[interruptId]
+                if (stage === 2 || (stage === undefined && !asked.has(interruptId))) return
+                const committed = yield* awaitCommitted((s) => {
+                  const data = asked.get(interruptId) ?? recoverQuestion(s, interruptId)
+                  if (data === undefined) return turnEnded(s, turnId) ? null : undefined
+                  return questionSettled(s, interruptId, data.toolCallId)
+                    ? { data, answer: findAnswer(s, interruptId, data.toolCallId) }
+                    : undefined
+                }, event)
+                if (Option.isNone(committed) || committed.value === null) return
+                const { data } = committed.value
+                const status: UiMessages.QuestionStatus = event.payload.answered
+                  ? "answered"
+                  : event.payload.cancellationReason !== null
+                    ? "closed"
+                    : rejectionMessage === Wire.QUESTION_DEADLINE_PASSED_MESSAGE
+                      ? "expired"
+                      : "declined"
+                ensureStart(out)
+                sendQuestion({ ...data, status, answer: status === "answered" ? committed.value.answer : null }, out)
+                return
+              }
               if (state.tools[interruptId] !== 2) return
               const committed = yield* awaitCommitted(
                 (s) => (s.pendingInterrupts.some((i) => i.interruptId === interruptId) ? undefined : true),
@@ -524,6 +673,17 @@ export const turnStream = (
                 announceTool(toolCallId, settled.value.input, out)
               }
               settleTool(toolCallId, settled.value.outcome, out)
+              return
+            }
+            case "plan_updated":
+            case "plan_execution_started": {
+              const { revision } = event.payload
+              const plan = yield* awaitCommitted(
+                (s) => (s.plan !== null && s.plan.revision >= revision ? s.plan : undefined),
+                event
+              )
+              if (Option.isNone(plan)) return
+              sendPlan(plan.value, out)
               return
             }
             case "turn_completed":
@@ -588,7 +748,9 @@ export const turnStream = (
               closeStep(out)
               announceTool(r.toolCallId, findInput(snapshot, r.toolCallId)!, out)
             }
-            const pending = snapshot.pendingInterrupts.some((i) => i.toolCallId === r.toolCallId)
+            const pending = snapshot.pendingInterrupts.some(
+              (i) => i.toolCallId === r.toolCallId && i.kind === "tool_approval"
+            )
             if (pending && state.tools[r.toolCallId] === 1) {
               out.push({ type: "tool-approval-request", approvalId: r.toolCallId, toolCallId: r.toolCallId })
               state.tools[r.toolCallId] = 2
@@ -596,21 +758,33 @@ export const turnStream = (
             const outcome = findOutcome(snapshot, r.toolCallId)
             if (outcome !== undefined && state.tools[r.toolCallId] !== 3) settleTool(r.toolCallId, outcome, out)
           }
+          // questions the events did not show (lost events, or the raise was read before its commit)
+          for (const i of snapshot.pendingInterrupts) {
+            const part = UiMessages.questionPart(i)
+            if (part === undefined || state.questions[i.interruptId] !== undefined) continue
+            if (!records.some((r) => r.toolCallId === i.toolCallId)) continue
+            sendQuestion(part.data, out)
+          }
           const open = records.filter((r) => !Wire.isAgentToolCallFinalStatus(r.status))
-          const onlyApprovals =
-            open.length > 0 &&
-            open.every(
-              (r) =>
-                r.status === "awaiting_approval" &&
-                state.tools[r.toolCallId] === 2 &&
-                snapshot.pendingInterrupts.some((i) => i.toolCallId === r.toolCallId)
+          const approval = (r: Wire.AgentToolCall) =>
+            r.status === "awaiting_approval" &&
+            state.tools[r.toolCallId] === 2 &&
+            snapshot.pendingInterrupts.some((i) => i.toolCallId === r.toolCallId && i.kind === "tool_approval")
+          const question = (r: Wire.AgentToolCall) =>
+            r.status === "awaiting_answer" &&
+            snapshot.pendingInterrupts.some(
+              (i) => i.toolCallId === r.toolCallId && i.kind === "question" && state.questions[i.interruptId] === 1
             )
-          if (onlyApprovals) {
+          if (open.length > 0 && open.every((r) => approval(r) || question(r))) {
             closeStep(out)
             out.push({
               type: "finish",
               finishReason: "tool-calls",
-              messageMetadata: { turnId, turnStatus: "awaiting_approval", resumeToken: tokenOf(position, 0, state) }
+              messageMetadata: {
+                turnId,
+                turnStatus: open.some(approval) ? "awaiting_approval" : "awaiting_answer",
+                resumeToken: tokenOf(position, 0, state)
+              }
             })
             done = true
           }
@@ -631,6 +805,33 @@ export const turnStream = (
           )
         )
       })
+
+      if (Object.values(state.questions).some((stage) => stage === 1)) {
+        // an exact continuation with open questions: what they asked comes from their interrupt_raised, so an
+        // update replaces the browser's part with the whole question
+        const raised = yield* sessions
+          .events(sessionId, { from: start === null ? "oldest" : { after: start }, follow: false })
+          .pipe(
+            Stream.filter((e) => e.event.turnId === turnId && e.event.type === "interrupt_raised"),
+            Stream.runCollect,
+            Effect.orElseSucceed(() => [])
+          )
+        for (const { event } of raised) {
+          if (event.type !== "interrupt_raised" || state.questions[event.payload.interruptId] !== 1) continue
+          const p = event.payload
+          asked.set(p.interruptId, {
+            interruptId: p.interruptId,
+            toolCallId: p.toolCallId,
+            toolName: p.toolName,
+            question: p.question ?? "",
+            choices: p.choices,
+            allowsFreeText: p.allowsFreeText,
+            deadline: p.deadline,
+            status: "pending",
+            answer: null
+          })
+        }
+      }
 
       return Stream.paginate(undefined, () =>
         Effect.gen(function* () {

@@ -1,6 +1,7 @@
 import type { Client } from "@durable-agent/engine"
-import { type AgentSessionClient, type ModelClient, ToolSource } from "@durable-agent/session"
+import { type AgentSessionClient, type ModelClient, Runner, ToolSource } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
+import type * as Wire from "@durable-agent/session/wire"
 import { readUIMessageStream, type UIMessage, type UIMessageChunk } from "ai"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
@@ -24,6 +25,23 @@ export const tools: ReadonlyArray<ToolSource.Tool> = [
       Effect.sync(() => {
         runs.set(`send_email:${String(args.to)}`, (runs.get(`send_email:${String(args.to)}`) ?? 0) + 1)
         return `sent to ${String(args.to)}`
+      })
+  }),
+  ToolSource.tool({
+    name: "deploy",
+    description: "Deploy; asks where first.",
+    effect: "read",
+    handler: (_args, request) =>
+      Effect.sync(() => {
+        const answer = request.inputAnswers?.at(-1)
+        if (answer === undefined) {
+          return Runner.toolInputRequested({
+            question: "Which environment?",
+            choices: ["staging", "prod"],
+            allowsFreeText: false
+          })
+        }
+        return `deployed to ${answer.answer}`
       })
   })
 ]
@@ -50,11 +68,17 @@ export const authorize: ChatHandler.Authorize = ({ request, sessionId }) => {
 export const layer = (options: {
   readonly model: ReadonlyArray<ModelClient.ScriptedStep> | Layer.Layer<ModelClient.ModelClient>
   readonly eventsCapacityBytes?: number
+  readonly builtInTools?: ReadonlyArray<Wire.BuiltInToolName>
+  readonly planModeEnabled?: boolean
 }): Layer.Layer<AgentSessionClient.AgentSessionClient | Client.Client, unknown> =>
   SessionTesting.layer({
     model: options.model,
     tools,
-    ...(options.eventsCapacityBytes === undefined ? {} : { flow: { eventsCapacityBytes: options.eventsCapacityBytes } })
+    flow: {
+      ...(options.eventsCapacityBytes === undefined ? {} : { eventsCapacityBytes: options.eventsCapacityBytes }),
+      ...(options.builtInTools === undefined ? {} : { builtInTools: options.builtInTools }),
+      ...(options.planModeEnabled === undefined ? {} : { planModeEnabled: options.planModeEnabled })
+    }
   })
 
 export interface SseEvent {

@@ -15,13 +15,18 @@ import { type FormEvent, useCallback, useEffect, useState } from "react"
 
 const API = "/api/chat"
 
-/** The conversation of the session's snapshot, or none when the session does not exist yet. */
-const loadMessages = async (sessionId: string): Promise<Array<UIMessage>> => {
+/** The conversation of the session's snapshot and whether a turn runs, or none when the session does not exist yet. */
+const loadConversation = async (sessionId: string): Promise<{ messages: Array<UIMessage>; active: boolean }> => {
   const response = await fetch(`${API}/${encodeURIComponent(sessionId)}/snapshot`)
-  if (response.status === 404) return []
+  if (response.status === 404) return { messages: [], active: false }
   if (!response.ok) throw new Error(`snapshot: ${response.status}`)
-  return UiMessages.fromSnapshot(UiMessages.decodeSnapshotResponse(await response.json()).snapshot)
+  const { snapshot } = UiMessages.decodeSnapshotResponse(await response.json())
+  return { messages: UiMessages.fromSnapshot(snapshot), active: (snapshot.state?.activeTurnId ?? null) !== null }
 }
+
+/** The conversation of the session's snapshot, or none when the session does not exist yet. */
+const loadMessages = async (sessionId: string): Promise<Array<UIMessage>> =>
+  (await loadConversation(sessionId)).messages
 
 export const App = () => {
   const [boot, setBoot] = useState<{ sessionId: string; messages: Array<UIMessage> } | null>(null)
@@ -83,6 +88,33 @@ const Chat = ({ sessionId, initial }: { sessionId: string; initial: Array<UIMess
     void sendMessage({ text: input })
     setInput("")
   }
+  const [answerError, setAnswerError] = useState<string | null>(null)
+  // A question's answer goes to the answer route; the page then reloads the conversation and resumes the turn
+  // (the route streams the rest of the turn too, which this page does not need).
+  const answerQuestion = useCallback(
+    async (interruptId: string, answer: string) => {
+      setAnswerError(null)
+      const response = await fetch(`${API}/${encodeURIComponent(sessionId)}/answer`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ interruptId, answer })
+      })
+      if (!response.ok) {
+        const body = (await response.json()) as { error?: { message?: string } }
+        setAnswerError(body.error?.message ?? `answer: ${response.status}`)
+        return
+      }
+      await response.body?.cancel()
+      const loaded = await loadConversation(sessionId)
+      setMessages(loaded.messages)
+      if (!loaded.active) return
+      await resumeStream()
+      // the turn may have ended before the resume asked for it: the snapshot then holds the whole turn
+      const after = await loadConversation(sessionId)
+      if (!after.active) setMessages(after.messages)
+    },
+    [sessionId, setMessages, resumeStream]
+  )
   const stop = useCallback(() => {
     void fetch(`${API}/${encodeURIComponent(sessionId)}/stop`, { method: "POST" })
   }, [sessionId])
@@ -117,12 +149,27 @@ const Chat = ({ sessionId, initial }: { sessionId: string; initial: Array<UIMess
                   />
                 )
               }
+              if (part.type === "data-question") {
+                const data = part.data as UiMessages.QuestionData
+                return (
+                  <Question
+                    // the tool part of ask_user has the same ID: a prefix keeps the keys apart
+                    key={`question-${part.id}`}
+                    data={data}
+                    answer={(answer) => void answerQuestion(data.interruptId, answer)}
+                  />
+                )
+              }
+              if (part.type === "data-plan") {
+                return <Plan key="plan" data={part.data as UiMessages.PlanData} />
+              }
               return null
             })}
           </li>
         ))}
       </ol>
       {error !== undefined && !offline ? <p className="error">{error.message}</p> : null}
+      {answerError !== null ? <p className="error">{answerError}</p> : null}
       <form onSubmit={submit}>
         <input
           data-testid="input"
@@ -192,3 +239,51 @@ const ToolCall = ({
     </div>
   )
 }
+
+/** A question (`ask_user`, or a tool's): its choices as buttons while it waits, then how it ended. */
+const Question = ({ data, answer }: { data: UiMessages.QuestionData; answer: (answer: string) => void }) => {
+  const [text, setText] = useState("")
+  return (
+    <div className="question" data-testid="question" data-status={data.status}>
+      <p>{data.question}</p>
+      {data.status === "pending" ? (
+        <div className="choices">
+          {data.choices.map((choice) => (
+            <button key={choice} data-testid="choice" type="button" onClick={() => answer(choice)}>
+              {choice}
+            </button>
+          ))}
+          {data.allowsFreeText ? (
+            <>
+              <input data-testid="answer-input" value={text} onChange={(e) => setText(e.target.value)} />
+              <button data-testid="answer" type="button" onClick={() => answer(text)}>
+                Answer
+              </button>
+            </>
+          ) : null}
+        </div>
+      ) : (
+        <p className="state" data-testid="question-state">
+          {data.status === "answered" ? `answered: ${data.answer ?? ""}` : data.status}
+        </p>
+      )}
+    </div>
+  )
+}
+
+/** The session's plan: its tasks with their statuses. */
+const Plan = ({ data }: { data: UiMessages.PlanData }) => (
+  <div className="plan" data-testid="plan" data-revision={data.revision}>
+    <div>
+      Plan (revision {data.revision}, {data.status})
+    </div>
+    <ul>
+      {data.tasks.map((task, i) => (
+        // biome-ignore lint/suspicious/noArrayIndexKey: a plan revision's tasks are a fixed list
+        <li key={i} data-status={task.status}>
+          {task.status === "completed" ? "✓" : task.status === "in_progress" ? "…" : "○"} {task.content}
+        </li>
+      ))}
+    </ul>
+  </div>
+)
