@@ -392,6 +392,30 @@ export const turnModeOf = (
     ? "planning"
     : "chat"
 
+/**
+ * Starts a turn from queued or steered user messages, blank ones dropped, in the mode `turnModeOf` decides;
+ * whether a turn started (none without a message, or when its messages could not be stored).
+ */
+export const beginTurnFromMessages = Effect.fnUntraced(function* (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  runner: AgentFrameworkRunnerShape,
+  state: Wire.AgentState,
+  messages: ReadonlyArray<Wire.AgentUserMessage>
+) {
+  const kept = messages.filter((m) => !isBlank(m.text))
+  if (kept.length === 0) return false
+  const turnId = yield* beginTurn(
+    ctx,
+    config,
+    runner,
+    state,
+    kept.map((m) => m.text),
+    turnModeOf(ctx, config, kept)
+  )
+  return turnId !== null
+})
+
 /** Whether a steered message waits to start the next turn. */
 export const isTurnSteered = (ctx: TxView): boolean => ctx.channelSize(P.SteeredUserMessages) > 0
 

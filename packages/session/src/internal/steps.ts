@@ -42,6 +42,7 @@ import { NoInput, ResultCountInput, StartInput, ToolCallIdInput, TurnIdInput } f
 import {
   appendMessages,
   beginTurn,
+  beginTurnFromMessages,
   cancellationRejection,
   currentPlan,
   type Emitter,
@@ -64,7 +65,6 @@ import {
   settingsProblem,
   storedMessages,
   turnControl,
-  turnModeOf,
   turnRecords,
   turnSettings,
   withHeartbeats,
@@ -379,17 +379,8 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         yield* emitter(ctx, config, started).planExecutionStarted({ revision })
         return StepDecision.goTo(RunModel, null)
       }
-      const messages = ctx.channelResults(P.QueuedUserMessages).filter((m) => !isBlank(m.text))
-      if (messages.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
-      const turnId = yield* beginTurn(
-        ctx,
-        config,
-        runner,
-        state,
-        messages.map((m) => m.text),
-        turnModeOf(ctx, config, messages)
-      )
-      return turnId === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
+      const started = yield* beginTurnFromMessages(ctx, config, runner, state, ctx.channelResults(P.QueuedUserMessages))
+      return started ? StepDecision.goTo(RunModel, null) : StepDecision.goTo(AwaitUserMessage, null)
     })
   })
 
@@ -1519,17 +1510,8 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
         yield* endControlledTurn(ctx, config, runner, state, turnId, reason, unfinished, steered.length)
         state = yield* requireState(ctx)
       }
-      const messages = steered.filter((m) => !isBlank(m.text))
-      if (messages.length === 0) return StepDecision.goTo(AwaitUserMessage, null)
-      const started = yield* beginTurn(
-        ctx,
-        config,
-        runner,
-        state,
-        messages.map((m) => m.text),
-        turnModeOf(ctx, config, messages)
-      )
-      return started === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
+      const started = yield* beginTurnFromMessages(ctx, config, runner, state, steered)
+      return started ? StepDecision.goTo(RunModel, null) : StepDecision.goTo(AwaitUserMessage, null)
     })
   })
 

@@ -45,6 +45,16 @@ const todos = (...tasks: ReadonlyArray<readonly [string, string]>) => ({
 const REJECTED = "The tool call was not run: a planning turn can only call write_todos."
 
 /** Registers these tests for one engine (see test/session-embedded.test.ts and test/session-cluster.test.ts). */
+/** Starts an empty session and sends `text` as a plan-mode message; returns the client. */
+const sendPlanning = (sessionId: string, text: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    yield* client.startSession(sessionId)
+    yield* awaitSnapshot(sessionId, (s) => s.state !== null, "the session start")
+    assert.isTrue(yield* client.sendUserMessage(sessionId, { text, planMode: true }))
+    return client
+  })
+
 export const planSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
@@ -89,10 +99,7 @@ export const planSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-plan")
-            yield* awaitSnapshot("s-plan", (s) => s.state !== null, "the session start")
-            assert.isTrue(yield* client.sendUserMessage("s-plan", { text: "plan a trip", planMode: true }))
+            const client = yield* sendPlanning("s-plan", "plan a trip")
             const drafted = yield* awaitTurns("s-plan", 1)
 
             // The planning turn: only write_todos offered, the note before the turn's message, the other call
@@ -406,10 +413,7 @@ export const planSuite = (engine: EngineFactory) => {
     it.live("planningToolChoice auto: no forced tool, a text answer ends the planning turn without a draft", () =>
       withSession({ script: [{ text: "Which city?" }] }, (kit) =>
         Effect.gen(function* () {
-          const client = yield* AgentSessionClient.AgentSessionClient
-          yield* client.startSession("s-auto")
-          yield* awaitSnapshot("s-auto", (s) => s.state !== null, "the session start")
-          assert.isTrue(yield* client.sendUserMessage("s-auto", { text: "plan a trip", planMode: true }))
+          const client = yield* sendPlanning("s-auto", "plan a trip")
           const done = yield* awaitTurns("s-auto", 1)
           assert.isUndefined(kit.requests[0]!.toolChoice)
           assert.deepStrictEqual(offered(kit.requests[0]!), ["write_todos"])
@@ -433,10 +437,7 @@ export const planSuite = (engine: EngineFactory) => {
         },
         (kit) =>
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-required")
-            yield* awaitSnapshot("s-required", (s) => s.state !== null, "the session start")
-            assert.isTrue(yield* client.sendUserMessage("s-required", { text: "plan a trip", planMode: true }))
+            const client = yield* sendPlanning("s-required", "plan a trip")
             yield* awaitTurns("s-required", 1)
             assert.deepStrictEqual(kit.requests[0]!.toolChoice, { tool: "write_todos" })
             assert.isUndefined(kit.requests[1]!.toolChoice, "only the first call of the turn is forced")
