@@ -123,7 +123,9 @@ const ChatBody = Schema.Struct({
     })
   ).check(Schema.isMinLength(1)),
   trigger: Schema.optional(Schema.String),
-  messageId: Schema.optional(Schema.String)
+  messageId: Schema.optional(Schema.String),
+  /** Sends the user message with `plan_mode` (useChat: `sendMessage(message, { body: { planMode: true } })`). */
+  planMode: Schema.optional(Schema.Boolean)
 })
 type ChatBody = typeof ChatBody.Type
 const decodeChatBody = Schema.decodeUnknownEffect(Schema.fromJsonString(ChatBody))
@@ -308,19 +310,30 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         if (message.length > maxChars) {
           return yield* fail(413, "message_too_large", `the message is longer than ${maxChars} characters`)
         }
+        const planMode = body.planMode === true
         const snapshot = yield* snapshotOrNull(sessionId)
         if (Option.isNone(snapshot)) {
           if (options.startSessions === false) return yield* fail(404, "session_not_found", "no such session")
+          // the initial message of StartAgentSession has no plan_mode: a plan-mode session starts empty and
+          // its first message follows
           yield* sessions
-            .startSession(sessionId, { initialMessage: message })
+            .startSession(sessionId, planMode ? {} : { initialMessage: message })
             .pipe(Effect.mapError((e) => rpcFailure(e as { readonly _tag: string; readonly message?: string })))
-          return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(1), { _tag: "TurnStart", after: null }))
+          if (!planMode) {
+            return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(1), { _tag: "TurnStart", after: null }))
+          }
         }
-        const st = snapshot.value.state
+        const st = Option.isNone(snapshot) ? null : snapshot.value.state
         const next = st === null ? 1 : st.turnCount + (st.activeTurnId === null ? 1 : 2)
-        const after = yield* lastToken(sessionId)
-        const accepted = yield* sessions.sendUserMessage(sessionId, message).pipe(Effect.mapError(rpcFailure))
-        if (!accepted) return yield* fail(400, "empty_message", "the session refused the message")
+        const after = Option.isNone(snapshot) ? null : yield* lastToken(sessionId)
+        const accepted = yield* sessions
+          .sendUserMessage(sessionId, planMode ? { text: message, planMode: true } : message)
+          .pipe(Effect.mapError(rpcFailure))
+        if (!accepted) {
+          return yield* planMode
+            ? fail(400, "plan_mode_refused", "the session refused the plan-mode message (is plan mode enabled?)")
+            : fail(400, "empty_message", "the session refused the message")
+        }
         return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(next), { _tag: "TurnStart", after }))
       }
       if (last.role !== "assistant") return yield* fail(400, "bad_request", "the last message must be a user message")

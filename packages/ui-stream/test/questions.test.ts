@@ -517,6 +517,78 @@ describe("plan mode", () => {
   )
 })
 
+describe("plan mode through POST {base}", () => {
+  it.live(
+    "planMode in the chat body starts a planning turn (a new session starts empty first); refused without plan mode",
+    () =>
+      Effect.gen(function* () {
+        const handler = yield* handlerEffect
+        const sessions = yield* AgentSessionClient.AgentSessionClient
+        const first = chunksOf(
+          yield* promise(async () =>
+            readSse(
+              await handler(post("ivy", { id: "ivy-1", messages: [userMessage("u1", "plan a trip")], planMode: true }))
+            )
+          )
+        )
+        assert.strictEqual(finishOf(first).finishReason, "stop")
+        const message = yield* promise(() => fold(first.map((c) => c.chunk)))
+        assert.deepStrictEqual(
+          planOf(message).map((p) => p.data),
+          [{ revision: 1, status: "draft", tasks: [{ content: "book", status: "pending" }] }]
+        )
+        const planned = yield* sessions.getSnapshot("ivy-1")
+        assert.deepStrictEqual(
+          planned.messages.filter((m) => m.role === "user").map((m) => [m.turnId, m.text]),
+          [["turn-1", "plan a trip"]]
+        )
+        assert.strictEqual(planned.plan?.status, "draft")
+        // a second planning message on the running session revises the plan in turn 2
+        const second = chunksOf(
+          yield* promise(async () =>
+            readSse(
+              await handler(
+                post("ivy", { id: "ivy-1", messages: [userMessage("u2", "one more task")], planMode: true })
+              )
+            )
+          )
+        )
+        assert.strictEqual(finishOf(second).finishReason, "stop")
+        assert.strictEqual((yield* sessions.getSnapshot("ivy-1")).state?.turnCount, 2)
+      }).pipe(
+        Effect.provide(
+          layer({
+            model: [todos("pending"), { text: "Here is the plan." }, todos("pending"), { text: "Revised." }],
+            builtInTools: ["write_todos"],
+            planModeEnabled: true
+          })
+        )
+      )
+  )
+
+  it.live("a plan-mode message to a session without plan mode: 400 plan_mode_refused, nothing sent", () =>
+    Effect.gen(function* () {
+      const handler = yield* handlerEffect
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      yield* promise(async () =>
+        readSse(await handler(post("jo", { id: "jo-1", messages: [userMessage("u1", "hi")] })))
+      )
+      const response = yield* promise(() =>
+        handler(post("jo", { id: "jo-1", messages: [userMessage("u2", "plan it")], planMode: true }))
+      )
+      assert.strictEqual(response.status, 400)
+      const body = (yield* promise(() => response.json())) as { error: { code: string } }
+      assert.strictEqual(body.error.code, "plan_mode_refused")
+      const after = yield* sessions.getSnapshot("jo-1")
+      assert.deepStrictEqual(
+        after.messages.filter((m) => m.role === "user").map((m) => m.text),
+        ["hi"]
+      )
+      assert.strictEqual(after.queuedMessageCount, 0)
+    }).pipe(Effect.provide(layer({ model: [{ text: "Hello." }], builtInTools: ["write_todos"] })))
+  )
+})
+
 describe("effect/http", () => {
   it.live("HttpChat serves the answer route", () =>
     Effect.gen(function* () {
