@@ -15,7 +15,7 @@ import {
   durableWaitRound,
   type ModelProbe
 } from "../../session/test/support/controls.ts"
-import { embeddedEngine, type Kit, prompt, toolResultsIn, withMastraSession } from "./support.ts"
+import { clusterEngine, embeddedEngine, type Kit, prompt, toolResultsIn, withMastraSession } from "./support.ts"
 
 /** The scripted model under Mastra as the shared control checks read it. */
 const probe = (kit: Kit): ModelProbe => ({
@@ -25,42 +25,47 @@ const probe = (kit: Kit): ModelProbe => ({
   toolResults: (index) => toolResultsIn(prompt(kit, index))
 })
 
-describe("Mastra runner: cancel_turn", () => {
-  it.live("aborts the running model call; the turn ends cancelled and the next message gets an answer", () =>
-    withMastraSession(
-      [{ text: "never seen", delay: "10 minutes" }, { text: CANCEL_SECOND_ANSWER }],
-      { engine: embeddedEngine },
-      (kit) => cancelRunningModelCall("c1", probe(kit))
+for (const [engineName, engine] of [
+  ["embedded", embeddedEngine],
+  ["cluster", clusterEngine]
+] as const) {
+  describe(`Mastra runner on the ${engineName} engine: cancel_turn`, () => {
+    it.live("aborts the running model call; the turn ends cancelled and the next message gets an answer", () =>
+      withMastraSession(
+        [{ text: "never seen", delay: "10 minutes" }, { text: CANCEL_SECOND_ANSWER }],
+        { engine: engine },
+        (kit) => cancelRunningModelCall("c1", probe(kit))
+      )
     )
-  )
-})
+  })
 
-describe("Mastra runner: built-in tools", () => {
-  it.live("ask_user: offered to the model, answered through answerQuestion, and the turn resumes", () =>
-    withMastraSession(
-      [{ toolCalls: [ASK_USER_CALL] }, { text: ASK_USER_ANSWER }],
-      { engine: embeddedEngine, builtInTools: ["ask_user", "durable_wait"] },
-      (kit) =>
-        askUserRound("b1", probe(kit)).pipe(
-          Effect.map((offered) =>
-            assert.deepStrictEqual(offered.toSorted(), [
-              "ask_user",
-              "durable_wait",
-              "flaky_write",
-              "get_weather",
-              "save_note",
-              "send_email"
-            ])
+  describe(`Mastra runner on the ${engineName} engine: built-in tools`, () => {
+    it.live("ask_user: offered to the model, answered through answerQuestion, and the turn resumes", () =>
+      withMastraSession(
+        [{ toolCalls: [ASK_USER_CALL] }, { text: ASK_USER_ANSWER }],
+        { engine: engine, builtInTools: ["ask_user", "durable_wait"] },
+        (kit) =>
+          askUserRound("b1", probe(kit)).pipe(
+            Effect.map((offered) =>
+              assert.deepStrictEqual(offered.toSorted(), [
+                "ask_user",
+                "durable_wait",
+                "flaky_write",
+                "get_weather",
+                "save_note",
+                "send_email"
+              ])
+            )
           )
-        )
+      )
     )
-  )
 
-  it.live("durable_wait: waits on a durable timer that SkipTimer ends; the model sees the completed wait", () =>
-    withMastraSession(
-      [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: DURABLE_WAIT_ANSWER }],
-      { engine: embeddedEngine, builtInTools: ["durable_wait"] },
-      (kit) => durableWaitRound("b2", probe(kit))
+    it.live("durable_wait: waits on a durable timer that SkipTimer ends; the model sees the completed wait", () =>
+      withMastraSession(
+        [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: DURABLE_WAIT_ANSWER }],
+        { engine: engine, builtInTools: ["durable_wait"] },
+        (kit) => durableWaitRound("b2", probe(kit))
+      )
     )
-  )
-})
+  })
+}
