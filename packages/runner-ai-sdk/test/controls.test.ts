@@ -19,7 +19,7 @@ import {
 } from "../../session/test/support/controls.ts"
 import { eventually } from "../../session/test/support.ts"
 import { AiSdkRunner, ScriptedModel } from "../src/index.ts"
-import { type Kit, prompt, toolResultsIn, withAiSdkSession } from "./support.ts"
+import { clusterEngine, embeddedEngine, type Kit, prompt, toolResultsIn, withAiSdkSession } from "./support.ts"
 
 /** The scripted AI SDK model as the shared control checks read it. */
 const probe = (kit: Kit): ModelProbe => ({
@@ -29,94 +29,107 @@ const probe = (kit: Kit): ModelProbe => ({
   toolResults: (index) => toolResultsIn(prompt(kit, index))
 })
 
-describe("AI SDK runner: cancel_turn", () => {
-  it.live("aborts the running model call; the turn ends cancelled and the next message gets an answer", () =>
-    withAiSdkSession([{ text: "never seen", delay: "10 minutes" }, { text: CANCEL_SECOND_ANSWER }], (kit) =>
+for (const [engineName, engine] of [
+  ["embedded", embeddedEngine],
+  ["cluster", clusterEngine]
+] as const) {
+  describe(`AI SDK runner on the ${engineName} engine: cancel_turn`, () => {
+    it.live("aborts the running model call; the turn ends cancelled and the next message gets an answer", () =>
+      withAiSdkSession(
+        [{ text: "never seen", delay: "10 minutes" }, { text: CANCEL_SECOND_ANSWER }],
+        (kit) =>
+          Effect.gen(function* () {
+            yield* cancelRunningModelCall("c1", probe(kit))
+            assert.isTrue(kit.model.doStreamCalls[0]!.abortSignal?.aborted)
+          }),
+        { engine }
+      )
+    )
+
+    it.live("the turn's cancellationSignal alone aborts the SDK call, with no fiber interruption", () =>
       Effect.gen(function* () {
-        yield* cancelRunningModelCall("c1", probe(kit))
-        assert.isTrue(kit.model.doStreamCalls[0]!.abortSignal?.aborted)
+        const model = ScriptedModel.make([{ text: "never seen", delay: "10 minutes" }])
+        const runner = AiSdkRunner.make({ name: "signal", model })
+        const controller = new AbortController()
+        const user = {
+          ...runner.buildUserMessage("hi"),
+          sequence: 1,
+          turnId: "t1",
+          createdAt: new Date(0).toISOString()
+        }
+        const step = runner
+          .runModelStep({
+            flowId: "s1",
+            turnId: "t1",
+            stepExecutionId: "RunModel-1",
+            attempt: 1,
+            messages: [user as Wire.AgentMessage],
+            frameworkRunState: null,
+            toolCalls: [],
+            sessionSettings: {},
+            interactionMode: "chat",
+            toolPolicies: {},
+            defaultToolEffect: "unclassified",
+            resolveToolPolicy: (toolName, frameworkEffect) => Policy.resolveToolPolicy(toolName, { frameworkEffect }),
+            cancellationSignal: controller.signal
+          })
+          .pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
+        const fiber = yield* Effect.forkChild(Effect.flip(step))
+        yield* eventually(
+          Effect.sync(() => model.doStreamCalls.length),
+          (n) => n === 1,
+          "the model call"
+        )
+        controller.abort(new Error("the turn was cancelled"))
+        const error = yield* Fiber.join(fiber)
+        assert.instanceOf(error, Errors.ModelCallError)
+        assert.deepStrictEqual(model.abortedCalls, [0])
       })
     )
-  )
+  })
 
-  it.live("the turn's cancellationSignal alone aborts the SDK call, with no fiber interruption", () =>
-    Effect.gen(function* () {
-      const model = ScriptedModel.make([{ text: "never seen", delay: "10 minutes" }])
-      const runner = AiSdkRunner.make({ name: "signal", model })
-      const controller = new AbortController()
-      const user = { ...runner.buildUserMessage("hi"), sequence: 1, turnId: "t1", createdAt: new Date(0).toISOString() }
-      const step = runner
-        .runModelStep({
-          flowId: "s1",
-          turnId: "t1",
-          stepExecutionId: "RunModel-1",
-          attempt: 1,
-          messages: [user as Wire.AgentMessage],
-          frameworkRunState: null,
-          toolCalls: [],
-          sessionSettings: {},
-          interactionMode: "chat",
-          toolPolicies: {},
-          defaultToolEffect: "unclassified",
-          resolveToolPolicy: (toolName, frameworkEffect) => Policy.resolveToolPolicy(toolName, { frameworkEffect }),
-          cancellationSignal: controller.signal
-        })
-        .pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
-      const fiber = yield* Effect.forkChild(Effect.flip(step))
-      yield* eventually(
-        Effect.sync(() => model.doStreamCalls.length),
-        (n) => n === 1,
-        "the model call"
+  describe(`AI SDK runner on the ${engineName} engine: built-in tools`, () => {
+    it.live("ask_user: offered to the model, answered through answerQuestion, and the turn resumes", () =>
+      withAiSdkSession(
+        [{ toolCalls: [ASK_USER_CALL] }, { text: ASK_USER_ANSWER }],
+        (kit) =>
+          Effect.gen(function* () {
+            const offered = yield* askUserRound("b1", probe(kit))
+            assert.deepStrictEqual(offered.toSorted(), [
+              "ask_user",
+              "durable_wait",
+              "flaky_write",
+              "get_weather",
+              "save_note",
+              "send_email"
+            ])
+            const askUser = kit.model.doStreamCalls[0]!.tools!.find((t) => t.name === "ask_user") as {
+              readonly inputSchema?: unknown
+            }
+            assert.deepStrictEqual(askUser.inputSchema, {
+              type: "object",
+              properties: {
+                question: { type: "string", description: "The question, as the user reads it." },
+                choices: { type: ["array", "null"], items: { type: "string" }, description: "Answers to choose from." },
+                allows_free_text: {
+                  type: ["boolean", "null"],
+                  description: "Whether the user may answer in their own words (default true)."
+                }
+              },
+              required: ["question"],
+              additionalProperties: false
+            })
+          }),
+        { builtInTools: ["ask_user", "durable_wait"], engine }
       )
-      controller.abort(new Error("the turn was cancelled"))
-      const error = yield* Fiber.join(fiber)
-      assert.instanceOf(error, Errors.ModelCallError)
-      assert.deepStrictEqual(model.abortedCalls, [0])
-    })
-  )
-})
-
-describe("AI SDK runner: built-in tools", () => {
-  it.live("ask_user: offered to the model, answered through answerQuestion, and the turn resumes", () =>
-    withAiSdkSession(
-      [{ toolCalls: [ASK_USER_CALL] }, { text: ASK_USER_ANSWER }],
-      (kit) =>
-        Effect.gen(function* () {
-          const offered = yield* askUserRound("b1", probe(kit))
-          assert.deepStrictEqual(offered.toSorted(), [
-            "ask_user",
-            "durable_wait",
-            "flaky_write",
-            "get_weather",
-            "save_note",
-            "send_email"
-          ])
-          const askUser = kit.model.doStreamCalls[0]!.tools!.find((t) => t.name === "ask_user") as {
-            readonly inputSchema?: unknown
-          }
-          assert.deepStrictEqual(askUser.inputSchema, {
-            type: "object",
-            properties: {
-              question: { type: "string", description: "The question, as the user reads it." },
-              choices: { type: ["array", "null"], items: { type: "string" }, description: "Answers to choose from." },
-              allows_free_text: {
-                type: ["boolean", "null"],
-                description: "Whether the user may answer in their own words (default true)."
-              }
-            },
-            required: ["question"],
-            additionalProperties: false
-          })
-        }),
-      { builtInTools: ["ask_user", "durable_wait"] }
     )
-  )
 
-  it.live("durable_wait: waits on a durable timer that SkipTimer ends; the model sees the completed wait", () =>
-    withAiSdkSession(
-      [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: DURABLE_WAIT_ANSWER }],
-      (kit) => durableWaitRound("b2", probe(kit)),
-      { builtInTools: ["durable_wait"] }
+    it.live("durable_wait: waits on a durable timer that SkipTimer ends; the model sees the completed wait", () =>
+      withAiSdkSession(
+        [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: DURABLE_WAIT_ANSWER }],
+        (kit) => durableWaitRound("b2", probe(kit)),
+        { builtInTools: ["durable_wait"], engine }
+      )
     )
-  )
-})
+  })
+}

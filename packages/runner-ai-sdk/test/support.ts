@@ -10,7 +10,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { z } from "zod"
+import { clusterEngine, type EngineFactory, embeddedEngine } from "../../session/test/support.ts"
 import { AiSdkRunner, type AiSdkTool, aiSdkTool, ScriptedModel } from "../src/index.ts"
+
+export { clusterEngine, embeddedEngine }
 
 export const FLOW_TYPE = "AiSdkTestAgent"
 
@@ -76,6 +79,8 @@ export const withAiSdkSession = <A, E>(
     readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
     readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
     readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
+    /** The engine; a fresh embedded one by default. */
+    readonly engine?: EngineFactory
   }
 ) => {
   const kit: Kit = {
@@ -91,11 +96,13 @@ export const withAiSdkSession = <A, E>(
     ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
     ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
   })
-  const engine = Engine.layerEmbedded({
-    filename: join(dir, `aisdk-${process.pid}-${++n}.db`),
-    pollInterval: "50 millis",
-    maxConcurrentTasks: 64
-  })
+  const engine =
+    options?.engine?.({ maxConcurrentTasks: 64 }) ??
+    Engine.layerEmbedded({
+      filename: join(dir, `aisdk-${process.pid}-${++n}.db`),
+      pollInterval: "50 millis",
+      maxConcurrentTasks: 64
+    })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(
       AiSdkRunner.layer({
