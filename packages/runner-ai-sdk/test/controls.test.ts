@@ -1,7 +1,7 @@
 // The AI SDK runner under turn controls and built-in tools, driven through the session's RPCs on the embedded
 // engine: cancel_turn aborts a running model call through AgentTurnContext.cancellationSignal, and the
 // session's built-ins (ask_user, durable_wait) are offered to the model and routed to their own Steps.
-import { Errors, EventWriter, Heartbeat, Policy, type Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Heartbeat, Policy, type Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -106,19 +106,10 @@ for (const [engineName, engine] of [
             const askUser = kit.model.doStreamCalls[0]!.tools!.find((t) => t.name === "ask_user") as {
               readonly inputSchema?: unknown
             }
-            assert.deepStrictEqual(askUser.inputSchema, {
-              type: "object",
-              properties: {
-                question: { type: "string", description: "The question, as the user reads it." },
-                choices: { type: ["array", "null"], items: { type: "string" }, description: "Answers to choose from." },
-                allows_free_text: {
-                  type: ["boolean", "null"],
-                  description: "Whether the user may answer in their own words (default true)."
-                }
-              },
-              required: ["question"],
-              additionalProperties: false
-            })
+            // the SDK tool carries the built-in's own JSON Schema
+            const definition = BuiltInTools.definitions.find((d) => d.name === "ask_user")!
+            assert.deepStrictEqual(askUser.inputSchema, definition.parameters)
+            assert.deepStrictEqual(definition.parameters.required, ["question"])
           }),
         { builtInTools: ["ask_user", "durable_wait"], engine }
       )

@@ -13,6 +13,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
+import { APPROVED_WRITE_TURN_STEPS } from "../../session/test/support.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-mastra-kill-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -145,16 +146,7 @@ const killSuite = (engineName: string, database: Database) =>
           assert.strictEqual(yield* second.waitFor("APPROVED"), "true")
           const result: Result = JSON.parse(yield* second.waitFor("RESULT", RESULT_WAIT_MS))
           assert.deepStrictEqual(fileLines(side), ["model", "read_file", "send_email", "model"], "each tool ran once")
-          assert.deepStrictEqual(shape(result), [
-            "StartAgentSession",
-            "RunModel",
-            "AwaitToolApproval",
-            "CallTool",
-            "ResumeTurn",
-            "CallSingleAttemptTool",
-            "RunModel",
-            "AwaitUserMessage"
-          ])
+          assert.deepStrictEqual(shape(result), APPROVED_WRITE_TURN_STEPS)
           assert.strictEqual(lastText(result), "done: send_email=send_email ran | read_file=read_file ran")
         }),
       TEST_TIMEOUT
