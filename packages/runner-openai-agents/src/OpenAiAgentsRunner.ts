@@ -104,6 +104,23 @@ const definitions = new WeakMap<object, OpenAiAgentsToolDefinition<any>>()
 const recordedResults = new WeakMap<object, ReadonlyMap<string, string>>()
 
 /**
+ * A gated tool's `execute`: on resume it answers with the result the session recorded for the call, and fails
+ * the run when there is none (a missing result must not become a model-visible error string).
+ */
+const answerFromRecord =
+  (what: string) =>
+  (
+    _input: unknown,
+    runContext: RunContext<unknown> | undefined,
+    details?: { readonly toolCall?: { readonly callId?: string } }
+  ): string => {
+    const callId = details?.toolCall?.callId
+    const result = runContext === undefined ? undefined : recordedResults.get(runContext)?.get(callId ?? "")
+    if (result === undefined) throw new Error(`no recorded result for ${what} ${callId}`)
+    return result
+  }
+
+/**
  * Declares a tool: an SDK function tool to put in an `Agent`'s `tools`, gated by `needsApproval`, whose
  * SDK-side `execute` only returns the result the session recorded. The real `execute` runs in the tool
  * Step.
@@ -119,16 +136,7 @@ export const openAiAgentsTool = <TParameters extends ToolInputParameters>(
     needsApproval: true,
     // a missing result must fail the run, not become a model-visible error string
     errorFunction: null,
-    execute: (
-      _input: unknown,
-      runContext: RunContext<unknown> | undefined,
-      details?: { readonly toolCall?: { readonly callId?: string } }
-    ) => {
-      const callId = details?.toolCall?.callId
-      const result = runContext === undefined ? undefined : recordedResults.get(runContext)?.get(callId ?? "")
-      if (result === undefined) throw new Error(`no recorded result for tool call ${callId}`)
-      return result
-    }
+    execute: answerFromRecord("tool call")
     // the SDK's option union (strict vs non-strict schemas) does not narrow on a generic parameter type
   } as any) as FunctionTool<unknown, TParameters, string>
   definitions.set(gated, definition)
@@ -160,16 +168,7 @@ const builtInTools: ReadonlyArray<FunctionTool<unknown, ToolInputParameters, str
       errorFunction: null,
       isEnabled: ({ runContext }: { runContext: RunContext<unknown> }) =>
         enabledBuiltIns.get(runContext.context as object)?.has(d.name) === true,
-      execute: (
-        _input: unknown,
-        runContext: RunContext<unknown> | undefined,
-        details?: { readonly toolCall?: { readonly callId?: string } }
-      ) => {
-        const callId = details?.toolCall?.callId
-        const result = runContext === undefined ? undefined : recordedResults.get(runContext)?.get(callId ?? "")
-        if (result === undefined) throw new Error(`no recorded result for built-in call ${callId}`)
-        return result
-      }
+      execute: answerFromRecord("built-in call")
       // a plain JSON Schema with `strict: false`; the SDK's option union does not narrow on it
     } as any) as FunctionTool<unknown, ToolInputParameters, string>
 )
