@@ -1,5 +1,5 @@
-// The AI SDK runner under turn controls and built-in tools, driven through the session's RPCs on the embedded
-// engine: cancel_turn aborts a running model call through AgentTurnContext.cancellationSignal, and the
+// The AI SDK runner under turn controls and built-in tools, driven through the session's RPCs on both engine
+// layers: cancel_turn aborts a running model call through AgentTurnContext.cancellationSignal, and the
 // session's built-ins (ask_user, durable_wait) are offered to the model and routed to their own Steps.
 import { BuiltInTools, Errors, EventWriter, Heartbeat, Policy, type Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
@@ -14,20 +14,11 @@ import {
   cancelRunningModelCall,
   DURABLE_WAIT_ANSWER,
   DURABLE_WAIT_CALL,
-  durableWaitRound,
-  type ModelProbe
+  durableWaitRound
 } from "../../session/test/support/controls.ts"
 import { eventually } from "../../session/test/support.ts"
 import { AiSdkRunner, ScriptedModel } from "../src/index.ts"
-import { clusterEngine, embeddedEngine, type Kit, prompt, toolResultsIn, withAiSdkSession } from "./support.ts"
-
-/** The scripted AI SDK model as the shared control checks read it. */
-const probe = (kit: Kit): ModelProbe => ({
-  calls: () => kit.model.doStreamCalls.length,
-  aborted: () => kit.model.abortedCalls,
-  offeredTools: (index) => (kit.model.doStreamCalls[index]?.tools ?? []).map((t) => t.name),
-  toolResults: (index) => toolResultsIn(prompt(kit, index))
-})
+import { clusterEngine, embeddedEngine, scriptedModelProbe, withAiSdkSession } from "./support.ts"
 
 for (const [engineName, engine] of [
   ["embedded", embeddedEngine],
@@ -39,7 +30,7 @@ for (const [engineName, engine] of [
         [{ text: "never seen", delay: "10 minutes" }, { text: CANCEL_SECOND_ANSWER }],
         (kit) =>
           Effect.gen(function* () {
-            yield* cancelRunningModelCall("c1", probe(kit))
+            yield* cancelRunningModelCall("c1", scriptedModelProbe(kit.model))
             assert.isTrue(kit.model.doStreamCalls[0]!.abortSignal?.aborted)
           }),
         { engine }
@@ -94,7 +85,7 @@ for (const [engineName, engine] of [
         [{ toolCalls: [ASK_USER_CALL] }, { text: ASK_USER_ANSWER }],
         (kit) =>
           Effect.gen(function* () {
-            const offered = yield* askUserRound("b1", probe(kit))
+            const offered = yield* askUserRound("b1", scriptedModelProbe(kit.model))
             assert.deepStrictEqual(offered.toSorted(), [
               "ask_user",
               "durable_wait",
@@ -118,7 +109,7 @@ for (const [engineName, engine] of [
     it.live("durable_wait: waits on a durable timer that SkipTimer ends; the model sees the completed wait", () =>
       withAiSdkSession(
         [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: DURABLE_WAIT_ANSWER }],
-        (kit) => durableWaitRound("b2", probe(kit)),
+        (kit) => durableWaitRound("b2", scriptedModelProbe(kit.model)),
         { builtInTools: ["durable_wait"], engine }
       )
     )

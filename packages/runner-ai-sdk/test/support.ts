@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { z } from "zod"
+import type { ModelProbe } from "../../session/test/support/controls.ts"
 import { clusterEngine, type EngineFactory, embeddedEngine } from "../../session/test/support.ts"
 import { AiSdkRunner, type AiSdkTool, aiSdkTool, ScriptedModel } from "../src/index.ts"
 
@@ -159,3 +160,15 @@ export const toolResultsIn = (messages: ReadonlyArray<ModelMessage>) =>
         : []
     )
   )
+
+/**
+ * The scripted AI SDK model (also the provider under Mastra) as the shared control checks read it: its calls,
+ * the calls that saw their abort, the tools each call was offered, the tool results in each call's prompt.
+ */
+export const scriptedModelProbe = (model: ReturnType<typeof ScriptedModel.make>): ModelProbe => ({
+  calls: () => model.doStreamCalls.length,
+  aborted: () => model.abortedCalls,
+  offeredTools: (index) => (model.doStreamCalls[index]?.tools ?? []).map((t) => t.name),
+  toolResults: (index) =>
+    toolResultsIn((model.doStreamCalls[index]?.prompt ?? []) as unknown as ReadonlyArray<ModelMessage>)
+})

@@ -1,9 +1,10 @@
-// The Mastra runner under turn controls and built-in tools, driven through the session's RPCs on the embedded
-// engine: cancel_turn aborts a running model call through AgentTurnContext.cancellationSignal, and the
+// The Mastra runner under turn controls and built-in tools, driven through the session's RPCs on both engine
+// layers: cancel_turn aborts a running model call through AgentTurnContext.cancellationSignal, and the
 // session's built-ins (ask_user, durable_wait) are offered to the model as client tools and routed to their
 // own Steps.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import { scriptedModelProbe } from "../../runner-ai-sdk/test/support.ts"
 import {
   ASK_USER_ANSWER,
   ASK_USER_CALL,
@@ -12,18 +13,9 @@ import {
   cancelRunningModelCall,
   DURABLE_WAIT_ANSWER,
   DURABLE_WAIT_CALL,
-  durableWaitRound,
-  type ModelProbe
+  durableWaitRound
 } from "../../session/test/support/controls.ts"
-import { clusterEngine, embeddedEngine, type Kit, prompt, toolResultsIn, withMastraSession } from "./support.ts"
-
-/** The scripted model under Mastra as the shared control checks read it. */
-const probe = (kit: Kit): ModelProbe => ({
-  calls: () => kit.model.doStreamCalls.length,
-  aborted: () => kit.model.abortedCalls,
-  offeredTools: (index) => (kit.model.doStreamCalls[index]?.tools ?? []).map((t) => t.name),
-  toolResults: (index) => toolResultsIn(prompt(kit, index))
-})
+import { clusterEngine, embeddedEngine, withMastraSession } from "./support.ts"
 
 for (const [engineName, engine] of [
   ["embedded", embeddedEngine],
@@ -33,8 +25,8 @@ for (const [engineName, engine] of [
     it.live("aborts the running model call; the turn ends cancelled and the next message gets an answer", () =>
       withMastraSession(
         [{ text: "never seen", delay: "10 minutes" }, { text: CANCEL_SECOND_ANSWER }],
-        { engine: engine },
-        (kit) => cancelRunningModelCall("c1", probe(kit))
+        { engine },
+        (kit) => cancelRunningModelCall("c1", scriptedModelProbe(kit.model))
       )
     )
   })
@@ -43,9 +35,9 @@ for (const [engineName, engine] of [
     it.live("ask_user: offered to the model, answered through answerQuestion, and the turn resumes", () =>
       withMastraSession(
         [{ toolCalls: [ASK_USER_CALL] }, { text: ASK_USER_ANSWER }],
-        { engine: engine, builtInTools: ["ask_user", "durable_wait"] },
+        { engine, builtInTools: ["ask_user", "durable_wait"] },
         (kit) =>
-          askUserRound("b1", probe(kit)).pipe(
+          askUserRound("b1", scriptedModelProbe(kit.model)).pipe(
             Effect.map((offered) =>
               assert.deepStrictEqual(offered.toSorted(), [
                 "ask_user",
@@ -63,8 +55,8 @@ for (const [engineName, engine] of [
     it.live("durable_wait: waits on a durable timer that SkipTimer ends; the model sees the completed wait", () =>
       withMastraSession(
         [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: DURABLE_WAIT_ANSWER }],
-        { engine: engine, builtInTools: ["durable_wait"] },
-        (kit) => durableWaitRound("b2", probe(kit))
+        { engine, builtInTools: ["durable_wait"] },
+        (kit) => durableWaitRound("b2", scriptedModelProbe(kit.model))
       )
     )
   })

@@ -1,5 +1,5 @@
 // The OpenAI Agents runner under turn controls and built-in tools, driven through the session's RPCs on the
-// embedded engine: the turn's cancellationSignal reaches the SDK run as its `signal` and the scripted model
+// embedded and cluster engines: the turn's cancellationSignal reaches the SDK run as its `signal` and the scripted model
 // call sees it abort; the session's built-ins (ask_user, durable_wait) are offered as gated function tools
 // and routed to their own Steps.
 import { AgentSessionClient } from "@durable-agent/session"
