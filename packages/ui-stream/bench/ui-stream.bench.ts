@@ -2,11 +2,11 @@
  * UI stream benchmark (`npm run bench`): one turn with 10,000 text deltas on an embedded engine with a scripted
  * model, read through the Web handler as the AI SDK UI message stream.
  *
- * - `ui_stream_replay_events_per_s`: AgentEvents per second of the ended turn's replay (read, translated,
+ * - `ui-stream.replay_events_per_s`: AgentEvents per second of the ended turn's replay (read, translated,
  *   SSE-encoded and parsed again), median of 5 reads;
- * - `ui_stream_live_turn_ms`: POST to `finish` for a live 10,000-delta turn;
- * - `ui_stream_reconnect_continue_ms`: an exact continuation from the token after part 5,000: request to first part;
- * - `ui_stream_reconnect_replay_ms`: a replay after a reconnect: request until the 5,000 deltas seen before the
+ * - `ui-stream.live_turn_ms`: POST to `finish` for a live 10,000-delta turn;
+ * - `ui-stream.reconnect_continue_ms`: an exact continuation from the token after part 5,000: request to first part;
+ * - `ui-stream.reconnect_replay_ms`: a replay after a reconnect: request until the 5,000 deltas seen before the
  *   drop are back.
  */
 
@@ -149,14 +149,18 @@ const program = Effect.gen(function* () {
   console.log(`  reconnect, exact continuation to first part: ${median(continues).toFixed(1)} ms`)
   console.log(`  reconnect, replay until the ${DELTAS / 2} deltas are back: ${median(catchUps).toFixed(0)} ms`)
   BenchResults.record({
-    ui_stream_replay_events_per_s: {
+    "ui-stream.replay_events_per_s": {
       value: eventsPerSecond,
       unit: "events/s",
       note: `replay of a ${DELTAS}-delta turn`
     },
-    ui_stream_live_turn_ms: { value: Math.round(liveMs), unit: "ms", note: `POST to finish, ${DELTAS} deltas` },
-    ui_stream_reconnect_continue_ms: { value: Number(median(continues).toFixed(1)), unit: "ms", note: "to first part" },
-    ui_stream_reconnect_replay_ms: {
+    "ui-stream.live_turn_ms": { value: Math.round(liveMs), unit: "ms", note: `POST to finish, ${DELTAS} deltas` },
+    "ui-stream.reconnect_continue_ms": {
+      value: Number(median(continues).toFixed(1)),
+      unit: "ms",
+      note: "to first part"
+    },
+    "ui-stream.reconnect_replay_ms": {
       value: Math.round(median(catchUps)),
       unit: "ms",
       note: `until ${DELTAS / 2} deltas are back`
