@@ -135,10 +135,7 @@ const resultsOf = (message: { readonly content: unknown }): Array<Conformance.Pr
     .map((p: { toolCallId: string; toolName: string; output?: { type?: string; value?: unknown } }) => ({
       toolCallId: p.toolCallId,
       toolName: p.toolName,
-      text:
-        typeof p.output?.value === "string"
-          ? p.output.value
-          : (JSON.stringify(p.output?.value) ?? "")
+      text: typeof p.output?.value === "string" ? p.output.value : (JSON.stringify(p.output?.value) ?? "")
     }))
 
 /**
@@ -161,7 +158,13 @@ export const promptView = (call: CallOptions): Conformance.ModelCallView => {
  * answered with `player.play(promptView(call), call.abortSignal)`. Any runner over AI SDK models (the AI
  * SDK runner, Mastra) builds its conformance harness on it.
  */
-export const fromPlayer = (player: Conformance.ScriptPlayer, options?: { readonly calls?: number }): ScriptedLanguageModel =>
+export const fromPlayer = (
+  player: Conformance.ScriptPlayer,
+  options?: { readonly calls?: number }
+): ScriptedLanguageModel =>
   make(
-    Array.from({ length: options?.calls ?? 200 }, () => (call: CallOptions) => player.play(promptView(call), call.abortSignal))
+    Array.from(
+      { length: options?.calls ?? 200 },
+      () => (call: CallOptions) => player.play(promptView(call), call.abortSignal)
+    )
   )

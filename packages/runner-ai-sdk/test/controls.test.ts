@@ -84,6 +84,5 @@ for (const [engineName, engine] of [
         { builtInTools: ["ask_user", "durable_wait"], engine }
       )
     )
-
   })
 }

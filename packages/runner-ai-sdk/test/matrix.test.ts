@@ -64,5 +64,4 @@ describe("AI SDK runner: its own message shape", () => {
           })
       )
   )
-
 })

@@ -21,18 +21,26 @@
  *
  * @since 0.1.0
  */
-import { mkdtempSync, rmSync } from "node:fs"
-import { appendFileSync } from "node:fs"
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client, Engine, Inspect } from "@durable-agent/engine"
 import { fileLines, spawnNode } from "@durable-agent/engine/testing/ChildProcess"
-import { AgentSessionClient, AgentSessionFlow, BuiltInTools, type ModelClient, type Runner, Wire } from "@durable-agent/session"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  BuiltInTools,
+  type ModelClient,
+  type Runner,
+  Wire
+} from "@durable-agent/session"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import { allEvents, awaitSnapshot, awaitTurns, eventually, stepShape } from "./internal/polling.ts"
 import type { ToolCallOptions } from "./ToolCall.ts"
 
@@ -500,20 +508,22 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      it.live('7. an approval deadline rejects the call with "approval deadline passed"; resolving after it is false', () =>
-        session(
-          [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "cy" } }] }, { text: "Too late." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m7", { initialMessage: "email cy" })
-              yield* awaitTurns("m7", 1)
-              assert.isFalse(yield* client.resolveInterrupt("m7", { interruptId: "w1", approved: true }))
-              assert.strictEqual(kit.count("send_email"), 0)
-              assert.deepStrictEqual(kit.toolResults(1), { w1: "approval deadline passed" })
-            }),
-          { interruptDeadline: "1 second" }
-        )
+      it.live(
+        '7. an approval deadline rejects the call with "approval deadline passed"; resolving after it is false',
+        () =>
+          session(
+            [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "cy" } }] }, { text: "Too late." }],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                yield* client.startSession("m7", { initialMessage: "email cy" })
+                yield* awaitTurns("m7", 1)
+                assert.isFalse(yield* client.resolveInterrupt("m7", { interruptId: "w1", approved: true }))
+                assert.strictEqual(kit.count("send_email"), 0)
+                assert.deepStrictEqual(kit.toolResults(1), { w1: "approval deadline passed" })
+              }),
+            { interruptDeadline: "1 second" }
+          )
       )
 
       it.live("4. a rejected write never runs, and the model sees the rejection message", () =>
@@ -525,7 +535,11 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
               yield* client.startSession("m4", { initialMessage: "email bob" })
               yield* awaitSnapshot("m4", (s) => s.pendingInterrupts.length === 1, "the approval")
               assert.isTrue(
-                yield* client.resolveInterrupt("m4", { interruptId: "w1", approved: false, rejectionMessage: "Not today." })
+                yield* client.resolveInterrupt("m4", {
+                  interruptId: "w1",
+                  approved: false,
+                  rejectionMessage: "Not today."
+                })
               )
               yield* awaitTurns("m4", 1)
               assert.strictEqual(kit.count("send_email"), 0)
@@ -534,77 +548,83 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
         )
       )
 
-      it.live("a single-attempt write whose tool throws records failed with the error, runs once, and the model sees it", () =>
-        session(
-          [{ toolCalls: [{ id: "f1", name: "flaky_write", arguments: {} }] }, { text: "It may have gone through." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m5", { initialMessage: "do it" })
-              yield* awaitSnapshot("m5", (s) => s.pendingInterrupts.length === 1, "the approval")
-              assert.isTrue(yield* client.resolveInterrupt("m5", { interruptId: "f1", approved: true }))
-              yield* awaitTurns("m5", 1)
-              assert.strictEqual(kit.count("flaky_write"), 1)
-              // a thrown error is a ToolExecutionError: recorded failed, not retried, visible to the model
-              assert.include(kit.toolResults(1).f1, "the mail server hung up")
-              assert.notStrictEqual(kit.toolResults(1).f1, Wire.OUTCOME_UNKNOWN_TEXT)
-            }),
-          { toolPolicies: { flaky_write: { effect: "non_idempotent_write", requiresApproval: true } } }
-        )
+      it.live(
+        "a single-attempt write whose tool throws records failed with the error, runs once, and the model sees it",
+        () =>
+          session(
+            [{ toolCalls: [{ id: "f1", name: "flaky_write", arguments: {} }] }, { text: "It may have gone through." }],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                yield* client.startSession("m5", { initialMessage: "do it" })
+                yield* awaitSnapshot("m5", (s) => s.pendingInterrupts.length === 1, "the approval")
+                assert.isTrue(yield* client.resolveInterrupt("m5", { interruptId: "f1", approved: true }))
+                yield* awaitTurns("m5", 1)
+                assert.strictEqual(kit.count("flaky_write"), 1)
+                // a thrown error is a ToolExecutionError: recorded failed, not retried, visible to the model
+                assert.include(kit.toolResults(1).f1, "the mail server hung up")
+                assert.notStrictEqual(kit.toolResults(1).f1, Wire.OUTCOME_UNKNOWN_TEXT)
+              }),
+            { toolPolicies: { flaky_write: { effect: "non_idempotent_write", requiresApproval: true } } }
+          )
       )
 
-      it.live("8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated", () =>
-        session(
-          [
-            { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
-            { fail: "provider down 1" },
-            { fail: "provider down 2" },
-            { fail: "provider down 3" },
-            { text: "Recovered." }
-          ],
-          (kit) =>
+      it.live(
+        "8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated",
+        () =>
+          session(
+            [
+              { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
+              { fail: "provider down 1" },
+              { fail: "provider down 2" },
+              { fail: "provider down 3" },
+              { text: "Recovered." }
+            ],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                yield* client.startSession("m8", { initialMessage: "save hello" })
+                const failed = yield* awaitTurns("m8", 1)
+                assert.strictEqual(kit.count("save_note"), 1)
+                assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
+                const note = failed.messages[failed.messages.length - 1]!
+                assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
+                assert.include(note.text ?? "", "save_note")
+                assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
+                yield* awaitTurns("m8", 2)
+                const last = kit.player.calls().at(-1)!
+                assert.isTrue(
+                  last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
+                  "the next model call sees the turn-failure note"
+                )
+                assert.strictEqual(kit.count("save_note"), 1)
+              })
+          )
+      )
+
+      it.live(
+        "10+11. a message sent during a turn is queued and handled after it; the snapshot returns the conversation",
+        () =>
+          session([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], (kit) =>
             Effect.gen(function* () {
               const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m8", { initialMessage: "save hello" })
-              const failed = yield* awaitTurns("m8", 1)
-              assert.strictEqual(kit.count("save_note"), 1)
-              assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
-              const note = failed.messages[failed.messages.length - 1]!
-              assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
-              assert.include(note.text ?? "", "save_note")
-              assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
-              yield* awaitTurns("m8", 2)
-              const last = kit.player.calls().at(-1)!
-              assert.isTrue(
-                last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
-                "the next model call sees the turn-failure note"
+              yield* client.startSession("m10", { initialMessage: "one" })
+              yield* awaitSnapshot("m10", (s) => s.state?.activeTurnId !== null, "the first turn")
+              assert.isTrue(yield* client.sendUserMessage("m10", "two"))
+              const snapshot = yield* awaitTurns("m10", 2)
+              assert.deepStrictEqual(
+                snapshot.messages.map((m) => [m.role, m.text]),
+                [
+                  ["user", "one"],
+                  ["assistant", "First answer."],
+                  ["user", "two"],
+                  ["assistant", "Second answer."]
+                ]
               )
-              assert.strictEqual(kit.count("save_note"), 1)
+              assert.strictEqual(kit.player.calls().length, 2)
+              assert.isFalse(yield* client.sendUserMessage("m10", "   "), "a blank message is refused")
             })
-        )
-      )
-
-      it.live("10+11. a message sent during a turn is queued and handled after it; the snapshot returns the conversation", () =>
-        session([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("m10", { initialMessage: "one" })
-            yield* awaitSnapshot("m10", (s) => s.state?.activeTurnId !== null, "the first turn")
-            assert.isTrue(yield* client.sendUserMessage("m10", "two"))
-            const snapshot = yield* awaitTurns("m10", 2)
-            assert.deepStrictEqual(
-              snapshot.messages.map((m) => [m.role, m.text]),
-              [
-                ["user", "one"],
-                ["assistant", "First answer."],
-                ["user", "two"],
-                ["assistant", "Second answer."]
-              ]
-            )
-            assert.strictEqual(kit.player.calls().length, 2)
-            assert.isFalse(yield* client.sendUserMessage("m10", "   "), "a blank message is refused")
-          })
-        )
+          )
       )
     })
   }
@@ -632,42 +652,48 @@ const DURABLE_WAIT_CALL = { id: "w1", name: "durable_wait", arguments: { seconds
 export const controlSuite = (harness: RunnerHarness, options?: SuiteOptions): void => {
   for (const [engineName, engine] of enginesOf(options)) {
     describe(`${harness.name} on the ${engineName} engine: turn controls and built-in tools`, () => {
-      it.live("cancel_turn aborts the running model call; the turn ends cancelled and the next message gets an answer", () =>
-        withSession(
-          harness,
-          engine,
-          [{ text: "never seen", delay: "10 minutes" }, { text: "Second answer." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("c1", { initialMessage: "think hard" })
-              yield* eventually(Effect.sync(() => kit.player.calls().length), (n) => n === 1, "the model call")
-              assert.deepStrictEqual(kit.player.aborted(), [])
-              // the scripted call waits ten minutes: a turn that ends at all shows the call was given up
-              assert.isTrue(yield* client.cancelTurn("c1"))
-              const done = yield* awaitTurns("c1", 1)
-              yield* eventually(Effect.sync(kit.player.aborted), (a) => a.length === 1, "the model to see the abort")
-              assert.strictEqual(done.state?.lastTurnError, null)
-              assert.deepStrictEqual(
-                done.messages.map((m) => [m.role, m.text]),
-                [["user", "think hard"]]
-              )
-              const cancelled = (yield* allEvents("c1")).filter((e) => e.event.type === "turn_cancelled")
-              assert.strictEqual(cancelled.length, 1)
-              assert.deepStrictEqual(yield* stepShape("c1"), [
-                "StartAgentSession",
-                "RunModel",
-                "FinishTurnCancellation",
-                "ApplyTurnControl",
-                "AwaitUserMessage"
-              ])
-              assert.isTrue(yield* client.sendUserMessage("c1", "again"))
-              const next = yield* awaitTurns("c1", 2)
-              assert.strictEqual(next.messages.at(-1)?.text, "Second answer.")
-              assert.strictEqual(kit.player.calls().length, 2)
-              assert.deepStrictEqual(kit.player.aborted(), [0], "the second call ran to its end")
-            })
-        )
+      it.live(
+        "cancel_turn aborts the running model call; the turn ends cancelled and the next message gets an answer",
+        () =>
+          withSession(
+            harness,
+            engine,
+            [{ text: "never seen", delay: "10 minutes" }, { text: "Second answer." }],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                yield* client.startSession("c1", { initialMessage: "think hard" })
+                yield* eventually(
+                  Effect.sync(() => kit.player.calls().length),
+                  (n) => n === 1,
+                  "the model call"
+                )
+                assert.deepStrictEqual(kit.player.aborted(), [])
+                // the scripted call waits ten minutes: a turn that ends at all shows the call was given up
+                assert.isTrue(yield* client.cancelTurn("c1"))
+                const done = yield* awaitTurns("c1", 1)
+                yield* eventually(Effect.sync(kit.player.aborted), (a) => a.length === 1, "the model to see the abort")
+                assert.strictEqual(done.state?.lastTurnError, null)
+                assert.deepStrictEqual(
+                  done.messages.map((m) => [m.role, m.text]),
+                  [["user", "think hard"]]
+                )
+                const cancelled = (yield* allEvents("c1")).filter((e) => e.event.type === "turn_cancelled")
+                assert.strictEqual(cancelled.length, 1)
+                assert.deepStrictEqual(yield* stepShape("c1"), [
+                  "StartAgentSession",
+                  "RunModel",
+                  "FinishTurnCancellation",
+                  "ApplyTurnControl",
+                  "AwaitUserMessage"
+                ])
+                assert.isTrue(yield* client.sendUserMessage("c1", "again"))
+                const next = yield* awaitTurns("c1", 2)
+                assert.strictEqual(next.messages.at(-1)?.text, "Second answer.")
+                assert.strictEqual(kit.player.calls().length, 2)
+                assert.deepStrictEqual(kit.player.aborted(), [0], "the second call ran to its end")
+              })
+          )
       )
 
       it.live("ask_user: offered when enabled, answered through answerQuestion, the turn resumes with the answer", () =>
@@ -711,36 +737,38 @@ export const controlSuite = (harness: RunnerHarness, options?: SuiteOptions): vo
         )
       )
 
-      it.live("durable_wait: a durable timer that SkipTimer ends; a built-in the session did not enable is not offered", () =>
-        withSession(
-          harness,
-          engine,
-          [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: "Done waiting." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              const engineClient = yield* Client.Client
-              yield* client.startSession("b2", { initialMessage: "wait an hour" })
-              yield* awaitSnapshot("b2", (s) => s.toolCalls.some((c) => c.status === "waiting_for_timer"), "the wait")
-              assert.include(kit.player.calls()[0]!.offeredTools, "durable_wait")
-              assert.notInclude(kit.player.calls()[0]!.offeredTools, "ask_user")
-              const steps = yield* engineClient.stepExecutions("b2").pipe(
-                Effect.repeat({
-                  schedule: Schedule.spaced("30 millis"),
-                  until: (steps) => steps.some((s) => s.stepType === "AwaitTimer" && s.status === "waiting")
-                })
-              )
-              const timer = steps.find((s) => s.stepType === "AwaitTimer" && s.status === "waiting")!
-              assert.isTrue(yield* engineClient.skipTimer("b2", timer.stepExecutionId, 0))
-              const done = yield* awaitTurns("b2", 1)
-              const result = JSON.parse(kit.toolResults(1).w1!) as { status: string; reason: string }
-              assert.strictEqual(result.status, "completed")
-              assert.strictEqual(result.reason, "cool down")
-              assert.strictEqual(done.messages.at(-1)?.text, "Done waiting.")
-              assert.strictEqual(kit.count("get_weather") + kit.count("save_note"), 0)
-            }),
-          { builtInTools: ["durable_wait"] }
-        )
+      it.live(
+        "durable_wait: a durable timer that SkipTimer ends; a built-in the session did not enable is not offered",
+        () =>
+          withSession(
+            harness,
+            engine,
+            [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: "Done waiting." }],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                const engineClient = yield* Client.Client
+                yield* client.startSession("b2", { initialMessage: "wait an hour" })
+                yield* awaitSnapshot("b2", (s) => s.toolCalls.some((c) => c.status === "waiting_for_timer"), "the wait")
+                assert.include(kit.player.calls()[0]!.offeredTools, "durable_wait")
+                assert.notInclude(kit.player.calls()[0]!.offeredTools, "ask_user")
+                const steps = yield* engineClient.stepExecutions("b2").pipe(
+                  Effect.repeat({
+                    schedule: Schedule.spaced("30 millis"),
+                    until: (steps) => steps.some((s) => s.stepType === "AwaitTimer" && s.status === "waiting")
+                  })
+                )
+                const timer = steps.find((s) => s.stepType === "AwaitTimer" && s.status === "waiting")!
+                assert.isTrue(yield* engineClient.skipTimer("b2", timer.stepExecutionId, 0))
+                const done = yield* awaitTurns("b2", 1)
+                const result = JSON.parse(kit.toolResults(1).w1!) as { status: string; reason: string }
+                assert.strictEqual(result.status, "completed")
+                assert.strictEqual(result.reason, "cool down")
+                assert.strictEqual(done.messages.at(-1)?.text, "Done waiting.")
+                assert.strictEqual(kit.count("get_weather") + kit.count("save_note"), 0)
+              }),
+            { builtInTools: ["durable_wait"] }
+          )
       )
 
       it.live("no built-in is offered when the session enables none", () =>
@@ -769,8 +797,10 @@ const KILL_FLOW_TYPE = "RunnerConformanceProcessAgent"
  * The worker process of {@link killSuite}: call it from a script of your own (the harness's module) and
  * pass that script's path to `killSuite`.
  *
- *   node <script> <db file> <side-effect file> <command> [args...]
+ *   node <script> <engine target> <side-effect file> <command> [args...]
  *
+ * The target is a SQLite file (the embedded engine) or a `postgres://` URL (a cluster runner on a free
+ * port of 127.0.0.1).
  * Commands: `start <sessionId> <text>` then serve; `approve <sessionId> <interruptId> <turns>` approves,
  * then awaits; `await <sessionId> <turns>` serves until <turns> turns ended, prints `RESULT <json>` and
  * exits. The script answers from the prompt, so a restarted worker answers the same way: a last user
@@ -785,7 +815,7 @@ const KILL_FLOW_TYPE = "RunnerConformanceProcessAgent"
  * @since 0.1.0
  */
 export const killWorker = (harness: RunnerHarness, argv: ReadonlyArray<string> = process.argv.slice(2)): void => {
-  const [dbFile, sideFile, command, ...args] = argv
+  const [target, sideFile, command, ...args] = argv
   const slowTool = Number(process.env.SLOW_TOOL_MS ?? "0")
   const slowModel = Number(process.env.SLOW_MODEL_MS ?? "0")
   const say = (line: string) => process.stdout.write(`${line}\n`)
@@ -840,9 +870,7 @@ export const killWorker = (harness: RunnerHarness, argv: ReadonlyArray<string> =
   const worker = Layer.mergeAll(
     AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(runner)),
     AgentSessionClient.layer(flow.type)
-  ).pipe(
-    Layer.provideMerge(Engine.layerEmbedded({ filename: dbFile!, pollInterval: "50 millis", maxConcurrentTasks: 64 }))
-  )
+  ).pipe(Layer.provideMerge(workerEngine(target!)))
   const program = Effect.gen(function* () {
     const client = yield* AgentSessionClient.AgentSessionClient
     const engine = yield* Client.Client
@@ -881,6 +909,60 @@ export const killWorker = (harness: RunnerHarness, argv: ReadonlyArray<string> =
   )
 }
 
+/** A free TCP port on 127.0.0.1, for a cluster runner's address. */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+/** The worker's engine: embedded on a SQLite file, or a cluster runner on a Postgres URL. */
+const workerEngine = (target: string): Layer.Layer<Engine.EngineServices, unknown> =>
+  target.startsWith("postgres://")
+    ? Layer.unwrap(
+        Effect.map(Effect.promise(freePort), (runnerPort) =>
+          Engine.layerCluster({ url: target, runnerPort, pollInterval: "50 millis", maxConcurrentTasks: 64 })
+        )
+      )
+    : Engine.layerEmbedded({ filename: target, pollInterval: "50 millis", maxConcurrentTasks: 64 })
+
+/**
+ * Where a kill test's worker processes keep the engine: a SQLite file path, or a `postgres://` URL of a
+ * fresh database the scope drops.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type KillTarget = Effect.Effect<string, unknown, Scope.Scope>
+
+/**
+ * The default kill-test target: a fresh SQLite file for the embedded engine.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const embeddedTarget: KillTarget = Effect.sync(() => join(dir, `kill-${process.pid}-${++files}.db`))
+
+/**
+ * Options of {@link killSuite}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface KillSuiteOptions {
+  /** The engine targets by name; a fresh SQLite file (the embedded engine) alone by default. */
+  readonly targets?: Readonly<Record<string, KillTarget>> | undefined
+}
+
+/** A restarted worker first waits for the engine to declare the killed one lost: allow a loaded machine time. */
+const RESULT_WAIT_MS = 90_000
+const KILL_TEST_TIMEOUT = { timeout: 150_000 }
+
 interface KillResult {
   readonly snapshot: { readonly messages: ReadonlyArray<{ readonly role: string; readonly text: string | null }> }
   readonly steps: ReadonlyArray<{
@@ -898,7 +980,7 @@ interface KillResult {
  * @category suites
  * @since 0.1.0
  */
-export const killSuite = (harness: RunnerHarness, workerFile: string): void => {
+export const killSuite = (harness: RunnerHarness, workerFile: string, options?: KillSuiteOptions): void => {
   const killDir = mkdtempSync(join(tmpdir(), "das-runner-kit-kill-"))
   afterAll(() => rmSync(killDir, { recursive: true, force: true }))
   let n = 0
@@ -911,131 +993,145 @@ export const killSuite = (harness: RunnerHarness, workerFile: string): void => {
     })
   const recordedBeforeMarker = (file: string, line: string) =>
     assert.include(lines(file), line, `the worker printed the marker before it recorded ${line}`)
-  const files = () => {
-    n++
-    return { db: join(killDir, `w-${n}.db`), side: join(killDir, `side-${n}.log`) }
-  }
-  const killedDuringSingleAttemptWrite = (durability: "sync" | "async") =>
-    Effect.gen(function* () {
-      const { db, side } = files()
-      const first = yield* start([db, side, "start", "s", "call charge"], {
-        SLOW_TOOL_MS: "60000",
-        ...(durability === "async" ? { STEP_DURABILITY: "async" } : {})
-      })
-      yield* first.waitFor("TOOL_STARTED charge")
-      recordedBeforeMarker(side, "charge")
-      yield* first.kill()
-      const second = yield* start([db, side, "await", "s", "1"])
-      const result: KillResult = JSON.parse(yield* second.waitFor("RESULT"))
-      assert.deepStrictEqual(
-        lines(side).filter((l) => l === "charge"),
-        ["charge"],
-        "the write ran once"
-      )
-      assert.strictEqual(
-        result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
-        `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`
-      )
-      return result
-    })
-
-  describe(`${harness.name}: SIGKILL of the worker`, () => {
-    it.live(
-      "5. killed during CallSingleAttemptTool: outcome_unknown, the tool does not run again, the model sees it",
-      () =>
-        Effect.gen(function* () {
-          const result = yield* killedDuringSingleAttemptWrite("sync")
-          assert.deepStrictEqual(
-            result.steps.map((s) => s.stepType),
-            [
-              "StartAgentSession",
-              "RunModel",
-              "CallSingleAttemptTool",
-              "ResumeTurn",
-              "RecordToolOutcomeUnknown",
-              "RunModel",
-              "AwaitUserMessage"
-            ]
-          )
-          const call = result.steps.find((s) => s.stepType === "CallSingleAttemptTool")!
-          assert.deepStrictEqual(
-            call.attempts.map((a) => a.errorType),
-            ["WorkerLost"],
-            "one attempt, lost with its worker"
-          )
+  for (const [targetName, target] of Object.entries(options?.targets ?? { embedded: embeddedTarget })) {
+    const files = () => Effect.map(target, (db) => ({ db, side: join(killDir, `side-${++n}.log`) }))
+    const killedDuringSingleAttemptWrite = (durability: "sync" | "async") =>
+      Effect.gen(function* () {
+        const { db, side } = yield* files()
+        const first = yield* start([db, side, "start", "s", "call charge"], {
+          SLOW_TOOL_MS: "60000",
+          ...(durability === "async" ? { STEP_DURABILITY: "async" } : {})
         })
-    )
-
-    it.live("9. a session started with an ASYNC Step durability default never reruns a single-attempt write", () =>
-      Effect.gen(function* () {
-        const result = yield* killedDuringSingleAttemptWrite("async")
-        assert.isTrue(result.steps.some((s) => s.stepType === "RecordToolOutcomeUnknown"))
-      })
-    )
-
-    it.live("6. killed during RunModel: only that model call runs again", () =>
-      Effect.gen(function* () {
-        const { db, side } = files()
-        const first = yield* start([db, side, "start", "s", "call read_file"], { SLOW_MODEL_MS: "60000" })
-        yield* first.waitFor("TOOL_STARTED read_file")
-        recordedBeforeMarker(side, "read_file")
-        // the second model call (after the tool result) hangs: kill it there
-        assert.deepStrictEqual(yield* awaitLines(side, 3), ["model", "read_file", "model"])
+        yield* first.waitFor("TOOL_STARTED charge")
+        recordedBeforeMarker(side, "charge")
         yield* first.kill()
         const second = yield* start([db, side, "await", "s", "1"])
-        const result: KillResult = JSON.parse(yield* second.waitFor("RESULT"))
-        assert.deepStrictEqual(lines(side), ["model", "read_file", "model", "model"], "one more model call, no tool rerun")
+        const result: KillResult = JSON.parse(yield* second.waitFor("RESULT", RESULT_WAIT_MS))
         assert.deepStrictEqual(
-          result.steps.map((s) => s.stepType),
-          ["StartAgentSession", "RunModel", "CallTool", "ResumeTurn", "RunModel", "AwaitUserMessage"]
+          lines(side).filter((l) => l === "charge"),
+          ["charge"],
+          "the write ran once"
         )
         assert.strictEqual(
           result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
-          "done: read_file=read_file ran"
+          `done: charge=${Wire.OUTCOME_UNKNOWN_TEXT}`
         )
+        return result
       })
-    )
 
-    it.live("3. an approval waiting beside a READ tool survives a restart and the write runs once after approval", () =>
-      Effect.gen(function* () {
-        const { db, side } = files()
-        const first = yield* start([db, side, "start", "s", "call send_email read_file"])
-        yield* first.waitFor("TOOL_STARTED read_file")
-        recordedBeforeMarker(side, "read_file")
-        yield* Effect.sleep("500 millis")
-        yield* first.kill()
-        assert.notInclude(lines(side), "send_email", "nothing ran the write while it waited")
-        const approver = yield* start([db, side, "approve", "s", "send_email-1", "1"])
-        assert.strictEqual(yield* approver.waitFor("APPROVED"), "true")
-        const result: KillResult = JSON.parse(yield* approver.waitFor("RESULT"))
-        const runs = lines(side).filter((l) => l !== "model")
-        assert.deepStrictEqual(
-          runs.filter((l) => l === "send_email"),
-          ["send_email"],
-          "the write ran once, after the approval"
-        )
-        // a READ call may run again when a kill lands before its result commits
-        assert.isAtLeast(runs.filter((l) => l === "read_file").length, 1)
-        assert.strictEqual(
-          result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
-          "done: send_email=send_email ran | read_file=read_file ran"
-        )
-      })
-    )
-  })
+    describe(`${harness.name} on the ${targetName} engine: SIGKILL of the worker`, () => {
+      it.live(
+        "5. killed during CallSingleAttemptTool: outcome_unknown, the tool does not run again, the model sees it",
+        () =>
+          Effect.gen(function* () {
+            const result = yield* killedDuringSingleAttemptWrite("sync")
+            assert.deepStrictEqual(
+              result.steps.map((s) => s.stepType),
+              [
+                "StartAgentSession",
+                "RunModel",
+                "CallSingleAttemptTool",
+                "ResumeTurn",
+                "RecordToolOutcomeUnknown",
+                "RunModel",
+                "AwaitUserMessage"
+              ]
+            )
+            const call = result.steps.find((s) => s.stepType === "CallSingleAttemptTool")!
+            assert.deepStrictEqual(
+              call.attempts.map((a) => a.errorType),
+              ["WorkerLost"],
+              "one attempt, lost with its worker"
+            )
+          }),
+        KILL_TEST_TIMEOUT
+      )
+
+      it.live(
+        "9. a session started with an ASYNC Step durability default never reruns a single-attempt write",
+        () =>
+          Effect.gen(function* () {
+            const result = yield* killedDuringSingleAttemptWrite("async")
+            assert.isTrue(result.steps.some((s) => s.stepType === "RecordToolOutcomeUnknown"))
+          }),
+        KILL_TEST_TIMEOUT
+      )
+
+      it.live(
+        "6. killed during RunModel: only that model call runs again",
+        () =>
+          Effect.gen(function* () {
+            const { db, side } = yield* files()
+            const first = yield* start([db, side, "start", "s", "call read_file"], { SLOW_MODEL_MS: "60000" })
+            yield* first.waitFor("TOOL_STARTED read_file")
+            recordedBeforeMarker(side, "read_file")
+            // the second model call (after the tool result) hangs: kill it there
+            assert.deepStrictEqual(yield* awaitLines(side, 3), ["model", "read_file", "model"])
+            yield* first.kill()
+            const second = yield* start([db, side, "await", "s", "1"])
+            const result: KillResult = JSON.parse(yield* second.waitFor("RESULT", RESULT_WAIT_MS))
+            assert.deepStrictEqual(
+              lines(side),
+              ["model", "read_file", "model", "model"],
+              "one more model call, no tool rerun"
+            )
+            assert.deepStrictEqual(
+              result.steps.map((s) => s.stepType),
+              ["StartAgentSession", "RunModel", "CallTool", "ResumeTurn", "RunModel", "AwaitUserMessage"]
+            )
+            assert.strictEqual(
+              result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
+              "done: read_file=read_file ran"
+            )
+          }),
+        KILL_TEST_TIMEOUT
+      )
+
+      it.live(
+        "3. an approval waiting beside a READ tool survives a restart and the write runs once after approval",
+        () =>
+          Effect.gen(function* () {
+            const { db, side } = yield* files()
+            const first = yield* start([db, side, "start", "s", "call send_email read_file"])
+            yield* first.waitFor("TOOL_STARTED read_file")
+            recordedBeforeMarker(side, "read_file")
+            yield* Effect.sleep("500 millis")
+            yield* first.kill()
+            assert.notInclude(lines(side), "send_email", "nothing ran the write while it waited")
+            const approver = yield* start([db, side, "approve", "s", "send_email-1", "1"])
+            assert.strictEqual(yield* approver.waitFor("APPROVED", RESULT_WAIT_MS), "true")
+            const result: KillResult = JSON.parse(yield* approver.waitFor("RESULT", RESULT_WAIT_MS))
+            const runs = lines(side).filter((l) => l !== "model")
+            assert.deepStrictEqual(
+              runs.filter((l) => l === "send_email"),
+              ["send_email"],
+              "the write ran once, after the approval"
+            )
+            // a READ call may run again when a kill lands before its result commits
+            assert.isAtLeast(runs.filter((l) => l === "read_file").length, 1)
+            assert.strictEqual(
+              result.snapshot.messages[result.snapshot.messages.length - 1]!.text,
+              "done: send_email=send_email ran | read_file=read_file ran"
+            )
+          }),
+        KILL_TEST_TIMEOUT
+      )
+    })
+  }
 }
 
 /**
- * The whole suite: {@link matrixSuite}, {@link controlSuite} and, with `workerFile`, {@link killSuite}.
+ * The whole suite: {@link matrixSuite}, {@link controlSuite} and, with `workerFile`, {@link killSuite}
+ * (on `targets`).
  *
  * @category suites
  * @since 0.1.0
  */
 export const runnerSuite = (
   harness: RunnerHarness,
-  options?: SuiteOptions & { readonly workerFile?: string | undefined }
+  options?: SuiteOptions & KillSuiteOptions & { readonly workerFile?: string | undefined }
 ): void => {
   matrixSuite(harness, options)
   controlSuite(harness, options)
-  if (options?.workerFile !== undefined) killSuite(harness, options.workerFile)
+  if (options?.workerFile !== undefined) killSuite(harness, options.workerFile, options)
 }
