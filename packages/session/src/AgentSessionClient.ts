@@ -16,7 +16,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { AwaitTurnTimeout, type LiveClockRequired } from "./Errors.ts"
+import { AwaitTurnTimeout, type LiveClockRequired, SessionSettingsTooLarge } from "./Errors.ts"
 import { requireLiveClock } from "./internal/clock.ts"
 import { makeRpcs, type SessionRpcs } from "./internal/rpcs.ts"
 import { StartInput } from "./internal/schemas.ts"
@@ -34,12 +34,20 @@ type EngineClient = Client.ClientShape
 export type RpcError = Effect.Error<ReturnType<EngineClient["invokeRpc"]>>
 
 /**
+ * The errors of `updateSessionSettings`: an RPC error, or settings over the client-side size limit.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type UpdateSettingsError = RpcError | SessionSettingsTooLarge
+
+/**
  * The errors of starting a session.
  *
  * @category models
  * @since 0.1.0
  */
-export type StartError = Effect.Error<ReturnType<EngineClient["startFlow"]>>
+export type StartError = Effect.Error<ReturnType<EngineClient["startFlow"]>> | SessionSettingsTooLarge
 
 /**
  * The errors of stopping a session.
@@ -168,7 +176,7 @@ export interface AgentSessionClientShape {
   readonly updateSessionSettings: (
     sessionId: string,
     settings: Wire.SessionSettings | null
-  ) => Effect.Effect<boolean, RpcError>
+  ) => Effect.Effect<boolean, UpdateSettingsError>
   /**
    * Waits until the session has settled: started, no active turn, no queued message, and at least `turn` turns
    * ended when given. Returns that snapshot. A turn that waits for an approval is still active, so resolve it
@@ -195,6 +203,26 @@ export interface AgentSessionClientShape {
       readonly pollInterval?: Duration.Input | undefined
     }
   ) => Stream.Stream<AgentSessionEvent, EventsError>
+}
+
+const utf8 = new TextEncoder()
+
+/**
+ * The client-side check of session settings: their compact JSON text in UTF-8 is at most
+ * `Wire.MAX_SESSION_SETTINGS_BYTES` (16,384) bytes, or the call fails with {@link SessionSettingsTooLarge}
+ * before anything is sent. The session's own check accepts `Wire.SESSION_SETTINGS_SIZE_TOLERANCE_BYTES` more.
+ *
+ * @category validation
+ * @since 0.1.0
+ */
+export const checkSessionSettings = (
+  settings: Wire.SessionSettings | null | undefined
+): Effect.Effect<void, SessionSettingsTooLarge> => {
+  if (settings === null || settings === undefined) return Effect.void
+  const bytes = utf8.encode(JSON.stringify(settings) ?? "null").length
+  return bytes > Wire.MAX_SESSION_SETTINGS_BYTES
+    ? Effect.fail(new SessionSettingsTooLarge({ bytes, limit: Wire.MAX_SESSION_SETTINGS_BYTES }))
+    : Effect.void
 }
 
 /** Retries a locking RPC that met a running Step's lock, for up to 5 seconds. */
@@ -245,17 +273,19 @@ export const makeAgentSessionClient = (flowType: string) =>
     const shape: AgentSessionClientShape = {
       flowType,
       startSession: (sessionId, options) =>
-        engine.startFlow(
-          flow,
-          sessionId,
-          {
-            initialMessage: options?.initialMessage ?? null,
-            sessionSettings: options?.sessionSettings ?? null
-          },
-          {
-            ...(options?.requestId === undefined ? {} : { requestId: options.requestId, ignoreAlreadyStarted: true }),
-            ...(options?.stepDurability === undefined ? {} : { stepDurability: options.stepDurability })
-          }
+        Effect.andThen(checkSessionSettings(options?.sessionSettings), () =>
+          engine.startFlow(
+            flow,
+            sessionId,
+            {
+              initialMessage: options?.initialMessage ?? null,
+              sessionSettings: options?.sessionSettings ?? null
+            },
+            {
+              ...(options?.requestId === undefined ? {} : { requestId: options.requestId, ignoreAlreadyStarted: true }),
+              ...(options?.stepDurability === undefined ? {} : { stepDurability: options.stepDurability })
+            }
+          )
         ),
       stopSession: (sessionId, options) =>
         engine.stopFlow(sessionId, { mode: options?.mode ?? "cancel", reason: options?.reason }),
@@ -294,9 +324,11 @@ export const makeAgentSessionClient = (flowType: string) =>
           limit: request?.limit ?? Wire.DEFAULT_LIST_AGENT_MESSAGES_LIMIT
         }),
       updateSessionSettings: (sessionId, settings) =>
-        invoke<{ readonly sessionSettings: Schema.Json | null }, boolean>(rpcs.update_session_settings, sessionId, {
-          sessionSettings: settings
-        }),
+        Effect.andThen(checkSessionSettings(settings), () =>
+          invoke<{ readonly sessionSettings: Schema.Json | null }, boolean>(rpcs.update_session_settings, sessionId, {
+            sessionSettings: settings
+          })
+        ),
       awaitTurn: (sessionId, options) =>
         Effect.gen(function* () {
           yield* requireLiveClock("AgentSessionClient.awaitTurn")

@@ -87,3 +87,19 @@ export class LiveClockRequired extends Schema.TaggedError<LiveClockRequired>()("
     return `${this.operation} needs the live clock, but it runs under TestClock: write this test with it.live instead of it.effect (the engine's polls and timers do not advance under TestClock)`
   }
 }
+
+/**
+ * A client refused session settings whose compact JSON text in UTF-8 is over `Wire.MAX_SESSION_SETTINGS_BYTES`
+ * (16,384) bytes, the limit the spec has clients check ("Session Flow contract", rules). Nothing was sent.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class SessionSettingsTooLarge extends Schema.TaggedError<SessionSettingsTooLarge>()("SessionSettingsTooLarge", {
+  bytes: Schema.Number,
+  limit: Schema.Number
+}) {
+  override get message() {
+    return `session_settings are ${this.bytes} bytes of compact UTF-8 JSON, over the limit of ${this.limit}`
+  }
+}

@@ -4,7 +4,7 @@
 // fails with ToolExecutionError | ToolAttemptError, and the Step records the first as `failed` (the model sees
 // it, no retry) while the second fails the attempt. The failure routes recover those errors and the engine's
 // (a commit that is too large arrives as a typed ValueTooLarge).
-import { type ExecuteContext, RecoveryError, StepDecision, type StepDef } from "@durable-agent/engine"
+import { type ExecuteContext, RecoveryError, StepDecision, type StepDef, StepMovement } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { ModelCallError, ToolAttemptError, ToolExecutionError } from "../../Errors.ts"
@@ -64,6 +64,19 @@ export type ToolStepBody<Id = unknown> = (
   ctx: ExecuteContext,
   toolCallId: string
 ) => Effect.Effect<StepDecision, ToolExecutionError | ToolAttemptError, Id>
+
+/**
+ * The move to a call's PollToolTask, with its failure route by the call's effect (the spec's PollToolTask
+ * options): RecordToolFailure for `read` and `idempotent_write` calls, RecordToolOutcomeUnknown for the
+ * single-attempt effects. The route is a per-movement option, so every move to PollToolTask goes through here.
+ */
+export const toPollToolTask = <Id>(steps: SessionSteps<Id>, record: Wire.AgentToolCall): StepDecision =>
+  StepDecision.goToMany(
+    StepMovement.of(steps.PollToolTask, record.toolCallId, {
+      onExecuteFailure:
+        EFFECT_TABLE[record.effect].step === "CallTool" ? steps.RecordToolFailure : steps.RecordToolOutcomeUnknown
+    })
+  )
 
 /**
  * Whether steering may abandon a waiting call: only while it has taken no effect, that is an approval, a

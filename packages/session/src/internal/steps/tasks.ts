@@ -17,7 +17,14 @@ import {
   provideStepServices,
   type SessionConfig
 } from "../session.ts"
-import { exhaustedStatus, HEARTBEAT_TIMEOUT, type SessionSteps, sync, taskPollSeconds } from "./common.ts"
+import {
+  exhaustedStatus,
+  HEARTBEAT_TIMEOUT,
+  type SessionSteps,
+  sync,
+  taskPollSeconds,
+  toPollToolTask
+} from "./common.ts"
 import type { ToolSteps } from "./tools.ts"
 
 /**
@@ -32,7 +39,9 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   // -------------------------------------------------------------------------------------------------------
 
   // One poll per execution, after the record's interval; a pending task moves to itself again. The failure
-  // route records by effect: RecordToolFailure records `failed` for a read and `outcome_unknown` otherwise.
+  // route is by effect (`toPollToolTask` sets it on every move here): RecordToolFailure for read and
+  // idempotent_write calls, RecordToolOutcomeUnknown for the single-attempt effects; the static route below is
+  // only the default of a movement that names none.
   const PollToolTask: StepDef<string, ToolAttemptError, Id> = Step({
     type: "PollToolTask",
     input: ToolCallIdInput,
@@ -99,7 +108,7 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
           inputContinuation: outcome.continuation ?? null,
           taskAnswerPending: false
         })
-        return StepDecision.goTo(PollToolTask, toolCallId)
+        return toPollToolTask(steps, record)
       }
       return yield* finishCall(ctx, events, { ...record, taskAnswerPending: false }, outcome)
     })

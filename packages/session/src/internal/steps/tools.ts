@@ -41,7 +41,8 @@ import {
   type SessionSteps,
   sync,
   type ToolStepBody,
-  taskPollSeconds
+  taskPollSeconds,
+  toPollToolTask
 } from "./common.ts"
 
 /**
@@ -234,7 +235,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
         taskId: task.taskId
       })
     )
-    return StepDecision.goTo(steps.PollToolTask, record.toolCallId)
+    return toPollToolTask(steps, record)
   })
 
   /** Records a call whose tool Step ran out of attempts, from the recovery error. */

@@ -29,7 +29,8 @@ import {
   recoveryRetry,
   type SessionSteps,
   sync,
-  toolStep
+  toolStep,
+  toPollToolTask
 } from "./common.ts"
 
 /** The wait family. Other families' Steps are read from `steps` when a decision is made. */
@@ -202,7 +203,7 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       inputAnswers: [...record.inputAnswers, resolution],
       taskAnswerPending: true
     })
-    return StepDecision.goTo(steps.PollToolTask, record.toolCallId)
+    return toPollToolTask(steps, record)
   }
 
   const AwaitQuestionAnswer: StepDef<string, never, Id> = Step({
