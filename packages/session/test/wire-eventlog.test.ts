@@ -33,4 +33,16 @@ describe("settleEvents", () => {
     ]
     assert.deepStrictEqual(settleEvents(events), [events[1], events[2], events[4], events[5]])
   })
+
+  it("tool_call_finished is keyed by turn and call: a later turn that reuses a call ID keeps the earlier outcome", () => {
+    const events = [
+      event("tool_call_finished", "CallTool-1", 1, { toolCallId: "call_0", status: "succeeded" }, "turn-1"),
+      event("turn_completed", "RunModel-2", 1, {}, "turn-1"),
+      event("tool_call_finished", "CallTool-2", 1, { toolCallId: "call_0", status: "succeeded" }, "turn-2"),
+      event("tool_call_finished", "RecordToolFailure-1", 1, { toolCallId: "call_0", status: "failed" }, "turn-2"),
+      event("turn_completed", "RunModel-4", 1, {}, "turn-2")
+    ]
+    // turn 1's outcome stays; within turn 2 the failure route's outcome supersedes the attempt's
+    assert.deepStrictEqual(settleEvents(events), [events[0], events[1], events[3], events[4]])
+  })
 })

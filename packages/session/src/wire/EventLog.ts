@@ -5,7 +5,8 @@
  *
  * 1. Within one `step_execution_id`, only the highest `attempt` counts: an attempt that wrote an event has
  *    produced output, so a crash fails it and the retry runs under a higher number, superseding its events.
- * 2. Of the events that state an outcome, the last one counts: `tool_call_finished` per `tool_call_id`, and
+ * 2. Of the events that state an outcome, the last one counts: `tool_call_finished` per turn and `tool_call_id`
+ *    (a tool call ID is unique only within its turn, so a later turn may reuse it), and
  *    the turn ends (`turn_completed`, `turn_failed`, `turn_steered`, `turn_cancelled`) per turn. A failure route
  *    or a cancellation Step writes after the attempt it replaces.
  *
@@ -36,7 +37,8 @@ export const outcomeKey = (event: SettleableEvent): string | undefined => {
   if (event.type === "tool_call_finished") {
     const payload = event.payload as { readonly toolCallId?: unknown; readonly tool_call_id?: unknown } | null
     const id = payload?.toolCallId ?? payload?.tool_call_id
-    return typeof id === "string" ? `tool_call_finished/${id}` : undefined
+    // keyed by turn and call: a later turn that reuses the ID must not drop the earlier turn's outcome
+    return typeof id === "string" ? `tool_call_finished/${JSON.stringify([event.turnId, id])}` : undefined
   }
   if (
     event.type === "turn_completed" ||
