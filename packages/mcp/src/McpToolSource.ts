@@ -74,6 +74,8 @@ export interface McpToolSourceOptions {
   readonly taskWait?: Duration.Input | undefined
   /** The lifetime requested for a task the session polls across Worker restarts; default 24 hours. */
   readonly taskTtl?: Duration.Input | undefined
+  /** {@link taskTtl} in milliseconds, the spec's TypeScript option; `taskTtl` wins when both are set. */
+  readonly taskTtlMs?: number | undefined
 }
 
 /**
@@ -157,7 +159,7 @@ const resolveOptions = (options: McpToolSourceOptions): Resolved => ({
   handshakeTimeout: Duration.fromInputUnsafe(options.handshakeTimeout ?? "30 seconds"),
   requestTimeoutMs: Duration.toMillis(options.requestTimeout ?? "10 minutes"),
   taskWait: Duration.fromInputUnsafe(options.taskWait ?? "10 minutes"),
-  taskTtlMs: Duration.toMillis(options.taskTtl ?? "24 hours"),
+  taskTtlMs: Duration.toMillis(options.taskTtl ?? options.taskTtlMs ?? "24 hours"),
   trustAnnotations: options.trustAnnotations ?? true
 })
 

@@ -59,6 +59,8 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
   readonly defaultToolEffect?: Wire.ToolEffect | undefined
   /** How long an approval waits before it is rejected with `approval deadline passed`; none by default. */
   readonly interruptDeadline?: Duration.Input | null | undefined
+  /** {@link interruptDeadline} in milliseconds, the spec's TypeScript option; `interruptDeadline` wins when both are set. */
+  readonly interruptDeadlineMs?: number | null | undefined
   /** Byte capacity of `AgentEvents` for this Flow type; default 10 MiB. */
   readonly eventsCapacityBytes?: number | undefined
   /** First retry delay of RunModel and CallTool; default 1 second. */
@@ -84,6 +86,8 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
   readonly planModeEnabled?: boolean | undefined
   /** The longest `durable_wait`; default 7 days. */
   readonly maxDurableWait?: Duration.Input | undefined
+  /** {@link maxDurableWait} in milliseconds, the spec's TypeScript option; `maxDurableWait` wins when both are set. */
+  readonly maxDurableWaitMs?: number | undefined
 }
 
 /**
@@ -128,10 +132,12 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
   for (const [name, policy] of Object.entries(toolPolicies)) {
     if (!toolEffects.has(policy.effect)) fail(`tool policy of ${name}: invalid effect ${JSON.stringify(policy.effect)}`)
   }
+  const interruptDeadline =
+    options.interruptDeadline !== undefined ? options.interruptDeadline : options.interruptDeadlineMs
   const deadline =
-    options.interruptDeadline === undefined || options.interruptDeadline === null
+    interruptDeadline === undefined || interruptDeadline === null
       ? null
-      : Duration.toMillis(Duration.fromInputUnsafe(options.interruptDeadline))
+      : Duration.toMillis(Duration.fromInputUnsafe(interruptDeadline))
   if (deadline !== null && !(deadline >= 0)) fail("interruptDeadline must not be negative")
   const builtInTools = new Set<string>(options.builtInTools ?? [])
   for (const name of builtInTools) {
@@ -140,7 +146,7 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     }
   }
   const maxDurableWaitSeconds = Math.floor(
-    Duration.toMillis(Duration.fromInputUnsafe(options.maxDurableWait ?? "7 days")) / 1000
+    Duration.toMillis(Duration.fromInputUnsafe(options.maxDurableWait ?? options.maxDurableWaitMs ?? "7 days")) / 1000
   )
   if (!(maxDurableWaitSeconds >= 1)) fail("maxDurableWait must be at least 1 second")
   const planModeEnabled = options.planModeEnabled === true

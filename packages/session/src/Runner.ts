@@ -68,6 +68,8 @@ export interface DeferredToolCall {
  */
 export interface TurnCompleted {
   readonly _tag: "TurnCompleted"
+  /** The spec's TypeScript discriminator (`kind: "turn_completed"`); the constructors set it beside `_tag`. */
+  readonly kind?: "turn_completed" | undefined
   readonly newMessages: ReadonlyArray<FrameworkMessage>
   readonly usage: AgentUsage
   readonly turnError?: string | null | undefined
@@ -83,6 +85,8 @@ export interface TurnCompleted {
  */
 export interface ToolCallsRequested {
   readonly _tag: "ToolCallsRequested"
+  /** The spec's TypeScript discriminator (`kind: "tool_calls_requested"`); the constructors set it beside `_tag`. */
+  readonly kind?: "tool_calls_requested" | undefined
   readonly frameworkRunState: string
   readonly toolCalls: ReadonlyArray<DeferredToolCall>
   readonly usage: AgentUsage
@@ -100,6 +104,8 @@ export interface ToolCallsRequested {
  */
 export interface TurnContinued {
   readonly _tag: "TurnContinued"
+  /** The spec's TypeScript discriminator (`kind: "turn_continued"`); the constructors set it beside `_tag`. */
+  readonly kind?: "turn_continued" | undefined
   readonly frameworkRunState: string
   readonly newMessages: ReadonlyArray<FrameworkMessage>
   readonly usage: AgentUsage
@@ -121,12 +127,65 @@ export type AgentTurnOutcome = TurnCompleted | ToolCallsRequested | TurnContinue
  * @since 0.1.0
  */
 export const AgentTurnOutcome = {
-  turnCompleted: (fields: Omit<TurnCompleted, "_tag">): TurnCompleted => ({ _tag: "TurnCompleted", ...fields }),
-  toolCallsRequested: (fields: Omit<ToolCallsRequested, "_tag">): ToolCallsRequested => ({
-    _tag: "ToolCallsRequested",
-    ...fields
+  turnCompleted: (fields: Omit<TurnCompleted, "_tag" | "kind">): TurnCompleted => ({
+    ...fields,
+    _tag: "TurnCompleted",
+    kind: "turn_completed"
   }),
-  turnContinued: (fields: Omit<TurnContinued, "_tag">): TurnContinued => ({ _tag: "TurnContinued", ...fields })
+  toolCallsRequested: (fields: Omit<ToolCallsRequested, "_tag" | "kind">): ToolCallsRequested => ({
+    ...fields,
+    _tag: "ToolCallsRequested",
+    kind: "tool_calls_requested"
+  }),
+  turnContinued: (fields: Omit<TurnContinued, "_tag" | "kind">): TurnContinued => ({
+    ...fields,
+    _tag: "TurnContinued",
+    kind: "turn_continued"
+  })
+}
+
+/**
+ * The spec's `kind` of each outcome tag.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const OUTCOME_KINDS = {
+  TurnCompleted: "turn_completed",
+  ToolCallsRequested: "tool_calls_requested",
+  TurnContinued: "turn_continued"
+} as const
+
+/**
+ * An outcome as a runner written to the spec's TypeScript names may return it: `kind` without `_tag`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type AgentTurnOutcomeByKind =
+  | (Omit<TurnCompleted, "_tag" | "kind"> & { readonly kind: "turn_completed" })
+  | (Omit<ToolCallsRequested, "_tag" | "kind"> & { readonly kind: "tool_calls_requested" })
+  | (Omit<TurnContinued, "_tag" | "kind"> & { readonly kind: "turn_continued" })
+
+/**
+ * An outcome with both discriminators, from either form: `_tag` (ours) or `kind` (the spec's TypeScript name).
+ * The session reads every `runModelStep` result through it.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const normalizeOutcome = (outcome: AgentTurnOutcome | AgentTurnOutcomeByKind): AgentTurnOutcome => {
+  if ("_tag" in outcome && typeof outcome._tag === "string") {
+    return { ...outcome, kind: OUTCOME_KINDS[outcome._tag] } as AgentTurnOutcome
+  }
+  switch (outcome.kind) {
+    case "turn_completed":
+      return AgentTurnOutcome.turnCompleted(outcome)
+    case "tool_calls_requested":
+      return AgentTurnOutcome.toolCallsRequested(outcome)
+    case "turn_continued":
+      return AgentTurnOutcome.turnContinued(outcome)
+  }
 }
 
 /**
@@ -163,6 +222,11 @@ export interface AgentTurnContext {
    * framework and the provider request. The session drops the call's result.
    */
   readonly cancellationSignal?: AbortSignal | undefined
+  /**
+   * When this attempt's method timeout ends it (RunModel: 15 minutes after the attempt started); the
+   * spec's TypeScript context field.
+   */
+  readonly deadline?: Date | undefined
   /** The session's enabled built-in tools; a runner offers their `BuiltInTools.definitions` to its model. */
   readonly enabledBuiltInTools?: ReadonlyArray<BuiltInToolName> | undefined
 }
@@ -194,6 +258,11 @@ export interface DeferredToolExecution {
   readonly saveHeartbeatCheckpoint?: ((checkpoint: unknown) => Effect.Effect<void>) | undefined
   /** The user's answers to the questions this call asked so far ({@link ToolInputRequested}), oldest first. */
   readonly inputAnswers?: ReadonlyArray<QuestionAnswer> | undefined
+  /**
+   * When this attempt's method timeout ends it; `undefined` for the tool Steps, which have none (a heartbeat
+   * timeout bounds them). The spec's TypeScript context field.
+   */
+  readonly deadline?: Date | undefined
 }
 
 /**
@@ -355,6 +424,8 @@ export interface ToolTaskPoll {
    * question again when a retried attempt cannot tell whether an earlier one delivered it. `null` otherwise.
    */
   readonly pendingAnswer: QuestionAnswer | null
+  /** When this attempt's method timeout ends it; `undefined` for PollToolTask, which has none. */
+  readonly deadline?: Date | undefined
 }
 
 /**
@@ -370,6 +441,13 @@ export interface ToolTaskCancellation {
   readonly toolCall: AgentToolCall
   readonly idempotencyKey: string
   readonly attempt: number
+  /**
+   * Aborts when this CancelToolTask attempt is interrupted (its 30 s method timeout, a lost owner): pass it to
+   * the request that cancels the task. The spec's TypeScript field.
+   */
+  readonly cancellationSignal?: AbortSignal | undefined
+  /** When this attempt's method timeout (30 seconds) ends it. */
+  readonly deadline?: Date | undefined
 }
 
 /**

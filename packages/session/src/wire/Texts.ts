@@ -25,6 +25,14 @@ import type { InteractionMode } from "./Common.ts"
 export const TOOL_CALL_NOT_RUN_ERROR_PREFIX = "the tool did not run, so it is safe to call again"
 
 /**
+ * {@link TOOL_CALL_NOT_RUN_ERROR_PREFIX} under the spec's TypeScript name.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const toolCallNotRunErrorPrefix = TOOL_CALL_NOT_RUN_ERROR_PREFIX
+
+/**
  * The `error` of a call whose tool never ran: {@link TOOL_CALL_NOT_RUN_ERROR_PREFIX}, `": "`, and the
  * recovery detail ("Known limits").
  *

@@ -1,6 +1,7 @@
 // The task family: a tool that started a task is polled by PollToolTask and cancelled by CancelToolTask. Its
 // failure routes are the tool family's, so it is defined after it.
 import { type ExecuteContext, Step, StepDecision, type StepDef, Timer, Wait } from "@durable-agent/engine"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ToolAttemptError } from "../../Errors.ts"
@@ -26,6 +27,9 @@ import {
   toPollToolTask
 } from "./common.ts"
 import type { ToolSteps } from "./tools.ts"
+
+/** CancelToolTask's method timeout: what `ToolTaskCancellation.deadline` is counted from. */
+const CANCEL_TOOL_TASK_TIMEOUT_MS = 30_000
 
 /**
  * The task family; its failure routes and the way a poll settles come from the tool family, `tools`. Other
@@ -125,7 +129,7 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       ...sync,
       execute: {
         ...sync.execute,
-        timeout: "30 seconds",
+        timeout: `${CANCEL_TOOL_TASK_TIMEOUT_MS / 1000} seconds`,
         retry: { maxAttempts: 3, totalDuration: "2 minutes", initialInterval: config.retryInitialInterval }
       },
       onExecuteFailure: tools.RecordToolOutcomeUnknown
@@ -137,15 +141,22 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       const runner = yield* config.runner
       const events = emitter(ctx, config, record.turnId)
       if (runner.cancelToolTask !== undefined) {
+        // the attempt's interruption (its method timeout, a lost owner) aborts the cancelling request
+        const controller = new AbortController()
         yield* runner
           .cancelToolTask({
             flowId: ctx.flowId,
             turnId: record.turnId,
             toolCall: record,
             idempotencyKey: Wire.toolCallIdempotencyKey(ctx.flowId, record.turnId, record.toolCallId),
-            attempt: ctx.attempt
+            attempt: ctx.attempt,
+            cancellationSignal: controller.signal,
+            deadline: new Date((yield* Clock.currentTimeMillis) + CANCEL_TOOL_TASK_TIMEOUT_MS)
           })
           .pipe(
+            Effect.onInterrupt(() =>
+              Effect.sync(() => controller.abort(new Error("the task cancellation was interrupted")))
+            ),
             // The server answered the cancellation with an error (a task already done or unknown): nothing to
             // retry; the record says the task may have taken effect either way.
             Effect.catchTag("ToolExecutionError", (error) =>

@@ -9,7 +9,7 @@ import * as BuiltInTools from "../../BuiltInTools.ts"
 import { ModelCallError } from "../../Errors.ts"
 import * as P from "../../Persistence.ts"
 import { parseToolArguments, toolCallIdProblem } from "../../Policy.ts"
-import type { DeferredToolCall, FrameworkMessage } from "../../Runner.ts"
+import { type DeferredToolCall, type FrameworkMessage, normalizeOutcome } from "../../Runner.ts"
 import * as Wire from "../../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput } from "../schemas.ts"
 import {
@@ -55,6 +55,9 @@ import {
   turnContext,
   unfinishedMessages
 } from "./common.ts"
+
+/** RunModel's method timeout: what `AgentTurnContext.deadline` is counted from. */
+const RUN_MODEL_TIMEOUT_MS = 15 * 60 * 1000
 
 /** A new record for a requested call, before approval or its tool Step. */
 const newRecord = (call: DeferredToolCall, turnId: string, deferralOrder: number): Wire.AgentToolCall => ({
@@ -250,7 +253,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       ...sync,
       execute: {
         ...sync.execute,
-        timeout: "15 minutes",
+        timeout: `${RUN_MODEL_TIMEOUT_MS / 1000} seconds`,
         retry: { maxAttempts: 3, totalDuration: "30 minutes", initialInterval: config.retryInitialInterval }
       },
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
@@ -287,9 +290,12 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       const controller = new AbortController()
       const turn = {
         ...turnContext(config, ctx, turnId, state, storedMessages(ctx)),
-        cancellationSignal: controller.signal
+        cancellationSignal: controller.signal,
+        deadline: new Date((yield* Clock.currentTimeMillis) + RUN_MODEL_TIMEOUT_MS)
       }
       const outcome = yield* runner.runModelStep(turn).pipe(
+        // a runner may name its outcome by the spec's `kind` alone; the session reads `_tag`
+        Effect.map(normalizeOutcome),
         withHeartbeats(ctx, config.heartbeatInterval),
         provideStepServices(ctx, config, turnId),
         Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
