@@ -4,7 +4,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AgentSessionClient, AgentSessionFlow, Runner, Wire } from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, Runner, ToolSource, Wire } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
 
 const usage = { modelCalls: 1, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
@@ -141,13 +141,12 @@ describe("the spec's TypeScript names", () => {
         SessionTesting.layer({
           model: [{ toolCalls: [{ id: "w1", name: "send_email", arguments: {} }] }, { text: "Too late." }],
           tools: [
-            {
+            ToolSource.tool({
               name: "send_email",
               description: "Sends an email.",
-              parameters: { type: "object" },
               effect: "non_idempotent_write",
               handler: () => Effect.succeed("sent")
-            }
+            })
           ],
           flow: { interruptDeadlineMs: 1000 }
         })
