@@ -18,7 +18,15 @@
  *
  * @since 0.1.0
  */
-import { BuiltIns, EffectClass, Replay, RunState, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
+import {
+  BuiltIns,
+  EffectClass,
+  Replay,
+  RunState,
+  SourceTools,
+  ToolCall,
+  ToolRetryableError
+} from "@durable-agent/runner-kit"
 import { Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
 import {
   asSchema,
@@ -70,6 +78,12 @@ export interface AiSdkAgent {
   readonly model: LanguageModel | ((turn: AiSdkTurnInfo) => LanguageModel)
   readonly instructions?: string | ((turn: AiSdkTurnInfo) => string) | undefined
   readonly tools?: Readonly<Record<string, AiSdkTool>> | undefined
+  /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)`): each is offered as
+   * an SDK tool with its JSON Schema and runs in its own tool Step; its policy is its own effect and approval
+   * unless the session has a `ToolPolicy` for it. A name of `tools` wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
   readonly providerOptions?: Record<string, any> | undefined
   readonly maxOutputTokens?: number | undefined
 }
@@ -106,13 +120,43 @@ const builtInToolSet = (turn: Runner.AgentTurnContext): ToolSet => {
 
 /** Builds the runner. */
 export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools = agent.tools ?? {}
+  const jsonTools = new Map(
+    (agent.jsonSchemaTools ?? [])
+      .filter((t) => !Object.hasOwn(agent.tools ?? {}, t.name))
+      .map((t) => [t.name, t] as const)
+  )
+  const tools: Readonly<Record<string, AiSdkTool>> = {
+    ...Object.fromEntries(
+      [...jsonTools.values()].map((t) => [
+        t.name,
+        aiSdkTool({
+          description: t.description,
+          inputSchema: jsonSchema<{ readonly [key: string]: unknown }>(t.parameters as any),
+          effect: t.effect,
+          execute: t.execute
+        })
+      ])
+    ),
+    ...agent.tools
+  }
   const offered = toolSet(tools)
   const info = (turn: Runner.AgentTurnContext): AiSdkTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
     sessionSettings: turn.sessionSettings
   })
+
+  /** A requested call's policy, and the record's tool source reference for a JSON-Schema tool. */
+  const policyOf = (turn: Runner.AgentTurnContext, name: string) => {
+    const json = jsonTools.get(name)
+    if (json !== undefined) {
+      return {
+        policy: SourceTools.resolvePolicy(turn, json),
+        ...(json.toolSourceReference === undefined ? {} : { toolSourceReference: json.toolSourceReference })
+      }
+    }
+    return { policy: EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined) }
+  }
 
   const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
@@ -162,7 +206,7 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
         toolCallId: c.toolCallId,
         toolName: c.toolName,
         arguments: typeof c.input === "string" ? c.input : JSON.stringify(c.input ?? {}),
-        policy: EffectClass.resolve(turn, c.toolName, Object.hasOwn(tools, c.toolName) ? tools[c.toolName] : undefined)
+        ...policyOf(turn, c.toolName)
       })),
       usage,
       modelCallMetadata: result.metadata

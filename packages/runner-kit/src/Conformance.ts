@@ -42,7 +42,7 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { allEvents, awaitSnapshot, awaitTurns, eventually, stepShape } from "./internal/polling.ts"
-import type { ToolCallOptions } from "./ToolCall.ts"
+import type { JsonSchemaTool } from "./SourceTools.ts"
 
 export { allEvents, awaitSnapshot, awaitTurns, eventually, stepShape }
 
@@ -173,18 +173,16 @@ export const player = (script: ReadonlyArray<ScriptEntry>): ScriptPlayer => {
 }
 
 /**
- * A tool of the suite, framework-neutral: the harness makes it one of its framework's tools with this name,
- * description, JSON Schema parameters and effect class, whose function (run in the tool Step) is `execute`.
+ * A tool of the suite, framework-neutral (a `SourceTools.JsonSchemaTool` with its effect class): the harness
+ * makes it one of its framework's tools with this name, description, JSON Schema parameters and effect class,
+ * whose function (run in the tool Step) is `execute`. A runner that takes JSON-Schema tools takes these as
+ * they are.
  *
  * @category models
  * @since 0.1.0
  */
-export interface SuiteTool {
-  readonly name: string
-  readonly description: string
-  readonly parameters: { readonly [key: string]: unknown }
+export interface SuiteTool extends JsonSchemaTool {
   readonly effect: Wire.ToolEffect
-  readonly execute: (input: { readonly [key: string]: unknown }, options: ToolCallOptions) => Promise<unknown>
 }
 
 /**
@@ -311,6 +309,8 @@ export const suiteTools = (bump: (tool: string, idempotencyKey: string) => void)
  * @since 0.1.0
  */
 export interface SessionOptions {
+  /** The runner's tools instead of {@link suiteTools} (such as a tool source's, `SourceTools.tools`). */
+  readonly tools?: ReadonlyArray<SuiteTool> | undefined
   readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
   readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
   readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
@@ -342,10 +342,12 @@ export const withSession = <A, E>(
     toolResults: (index) =>
       Object.fromEntries((play.calls()[index]?.toolResults ?? []).map((r) => [r.toolCallId, r.text]))
   }
-  const tools = suiteTools((tool, key) => {
-    counts.set(tool, kit.count(tool) + 1)
-    if (tool === "save_note") idempotencyKeys.push(key)
-  })
+  const tools =
+    options?.tools ??
+    suiteTools((tool, key) => {
+      counts.set(tool, kit.count(tool) + 1)
+      if (tool === "save_note") idempotencyKeys.push(key)
+    })
   const flow = AgentSessionFlow.make({
     flowType: FLOW_TYPE,
     retryInitialInterval: "100 millis",

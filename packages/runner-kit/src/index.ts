@@ -6,6 +6,7 @@
  * - `Replay`: the recorded results the model sees when a turn resumes.
  * - `RunState`: the run-state codec.
  * - `EffectClass`: the effect-class table and the one hints-to-effect mapping.
+ * - `SourceTools`: a session tool source (MCP) as framework-neutral JSON-Schema tools calling `callTool`.
  * - `BuiltIns`: the session's built-in tools as an effect/ai Toolkit, and the ones a turn enabled.
  * - `DeltaBuffer`: merged text deltas.
  * - `@durable-agent/runner-kit/Conformance`: the runner conformance suite (a `@effect/vitest` suite).
@@ -17,5 +18,6 @@ export * as DeltaBuffer from "./DeltaBuffer.ts"
 export * as EffectClass from "./EffectClass.ts"
 export * as Replay from "./Replay.ts"
 export * as RunState from "./RunState.ts"
+export * as SourceTools from "./SourceTools.ts"
 export * as ToolCall from "./ToolCall.ts"
 export { type ToolCallOptions, ToolRetryableError } from "./ToolCall.ts"

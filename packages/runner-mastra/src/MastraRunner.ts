@@ -29,7 +29,15 @@
  *
  * @since 0.1.0
  */
-import { BuiltIns, EffectClass, Replay, RunState, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
+import {
+  BuiltIns,
+  EffectClass,
+  Replay,
+  RunState,
+  SourceTools,
+  ToolCall,
+  ToolRetryableError
+} from "@durable-agent/runner-kit"
 import { Errors, EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
@@ -105,6 +113,12 @@ export interface MastraAgent {
   readonly model: MastraModel | ((turn: MastraTurnInfo) => MastraModel)
   readonly instructions?: string | ((turn: MastraTurnInfo) => string) | undefined
   readonly tools?: Readonly<Record<string, MastraTool>> | undefined
+  /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)`): each becomes a
+   * Mastra tool over its JSON Schema that runs in its own tool Step; its policy is its own effect and approval
+   * unless the session has a `ToolPolicy` for it. A name of `tools` wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
   /** Effect classes by tool name; wins over `mcp.annotations`. */
   readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
   /** Mastra processors (guardrails and the like); a retry they ask for would be a second model call. */
@@ -166,9 +180,35 @@ const isValidationError = (value: unknown): value is { readonly message: string 
   typeof (value as { message?: unknown }).message === "string" &&
   "validationErrors" in value
 
+/** A JSON-Schema tool as a Mastra tool: its `execute` reads the durable call from the request context. */
+const fromJsonSchemaTool = (t: SourceTools.JsonSchemaTool): MastraTool =>
+  createTool({
+    id: t.name,
+    description: t.description,
+    // a plain JSON Schema object; `jsonSchema` takes the SDK's own JSONSchema7 type
+    inputSchema: jsonSchema(t.parameters as any),
+    execute: async (input: unknown, context: any) => {
+      const call = durableToolCall(context)
+      return t.execute(input as { readonly [key: string]: unknown }, {
+        toolCallId: call?.toolCallId ?? "",
+        idempotencyKey: call?.idempotencyKey ?? "",
+        attempt: call?.attempt ?? 0,
+        abortSignal: context?.abortSignal ?? new AbortController().signal
+      })
+    }
+  }) as MastraTool
+
 /** Builds the runner. */
 export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools = agent.tools ?? {}
+  const jsonTools = new Map(
+    (agent.jsonSchemaTools ?? [])
+      .filter((t) => !Object.hasOwn(agent.tools ?? {}, t.name))
+      .map((t) => [t.name, t] as const)
+  )
+  const tools: Readonly<Record<string, MastraTool>> = {
+    ...Object.fromEntries([...jsonTools.values()].map((t) => [t.name, fromJsonSchemaTool(t)])),
+    ...agent.tools
+  }
   const offered = clientTools(tools)
   const info = (turn: Runner.AgentTurnContext): MastraTurnInfo => ({
     flowId: turn.flowId,
@@ -287,9 +327,18 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
           // the model's own text: Mastra turns text that is not JSON into `{}`
           arguments: guard.rawArguments.get(c.toolCallId) ?? JSON.stringify(c.args ?? {}),
           // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
-          policy: known
-            ? turn.resolveToolPolicy(c.toolName, effectOf(c.toolName))
-            : { effect: "read" as const, requiresApproval: false }
+          ...(jsonTools.has(c.toolName)
+            ? {
+                policy: SourceTools.resolvePolicy(turn, jsonTools.get(c.toolName)!),
+                ...(jsonTools.get(c.toolName)!.toolSourceReference === undefined
+                  ? {}
+                  : { toolSourceReference: jsonTools.get(c.toolName)!.toolSourceReference })
+              }
+            : {
+                policy: known
+                  ? turn.resolveToolPolicy(c.toolName, effectOf(c.toolName))
+                  : { effect: "read" as const, requiresApproval: false }
+              })
         }
       }),
       usage,

@@ -41,7 +41,7 @@
  * @since 0.1.0
  */
 
-import { DeltaBuffer, EffectClass, Replay, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
+import { DeltaBuffer, EffectClass, Replay, SourceTools, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
 import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
 import {
   type Agent,
@@ -171,11 +171,18 @@ export interface OpenAiAgentsDefinition {
   readonly agent: Agent<any, any>
   /** Resolves string model names (the SDK's OpenAI provider by default). */
   readonly modelProvider?: ModelProvider | undefined
+  /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)`): each becomes a
+   * gated function tool (`strict: false`) of every agent of the graph and runs in its own tool Step; its
+   * policy is its own effect and approval unless the session has a `ToolPolicy` for it. An agent's own tool
+   * of the same name wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
 }
 
 interface AgentGraph {
   readonly agents: ReadonlyMap<string, Agent<any, any>>
-  readonly tools: ReadonlyMap<string, OpenAiAgentsToolDefinition<any>>
+  readonly tools: Map<string, OpenAiAgentsToolDefinition<any>>
 }
 
 /** Walks the agent graph; refuses a function tool not made with `openAiAgentsTool` and clashing names. */
@@ -243,6 +250,22 @@ interface RunEnd {
 export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFrameworkRunnerShape => {
   const entry = definition.agent
   const graph = agentGraph(entry)
+  const jsonTools = new Map<string, SourceTools.JsonSchemaTool>()
+  for (const t of definition.jsonSchemaTools ?? []) {
+    const gated = openAiAgentsTool({
+      name: t.name,
+      description: t.description,
+      parameters: t.parameters as any,
+      strict: false,
+      effect: t.effect,
+      execute: (input, options) => t.execute(input as { readonly [key: string]: unknown }, options)
+    })
+    // the SDK makes the name a valid function name (`-` becomes `_`): the model calls it by that name
+    if (graph.tools.has(gated.name) || jsonTools.has(gated.name)) continue
+    jsonTools.set(gated.name, t)
+    graph.tools.set(gated.name, definitions.get(gated)!)
+    for (const agent of graph.agents.values()) agent.tools.push(gated)
+  }
   const sdk = new Runner({
     tracingDisabled: true,
     ...(definition.modelProvider === undefined ? {} : { modelProvider: definition.modelProvider })
@@ -437,7 +460,14 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
         toolCallId: String(c.callId),
         toolName: String(c.name),
         arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}),
-        policy: EffectClass.resolve(turn, c.name, graph.tools.get(c.name))
+        ...(jsonTools.has(c.name)
+          ? {
+              policy: SourceTools.resolvePolicy(turn, jsonTools.get(c.name)!),
+              ...(jsonTools.get(c.name)!.toolSourceReference === undefined
+                ? {}
+                : { toolSourceReference: jsonTools.get(c.name)!.toolSourceReference })
+            }
+          : { policy: EffectClass.resolve(turn, c.name, graph.tools.get(c.name)) })
       }))
     if (calls.length > 0 && (waiting || end.guarded)) {
       return SessionRunner.AgentTurnOutcome.toolCallsRequested({

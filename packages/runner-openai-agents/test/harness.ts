@@ -1,10 +1,10 @@
 // The OpenAI Agents runner as the runner kit's conformance suite builds it: the SDK's ScriptedModel answers
-// every call with the suite's player (a `modelResponder` over the request's input items), and each suite tool
-// is a gated `openAiAgentsTool` over its JSON Schema (`strict: false`).
+// every call with the suite's player (a `modelResponder` over the request's input items), and the suite's tools
+// are the runner's JSON-Schema tools.
 import type * as Conformance from "@durable-agent/runner-kit/Conformance"
 import { Agent, type AgentInputItem, Usage } from "@openai/agents"
 import { assistantMessage, functionCall, modelResponder, ScriptedModel } from "@openai/agents/testing"
-import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
+import { OpenAiAgentsRunner } from "../src/index.ts"
 import { outputText } from "../src/internal/items.ts"
 
 type Loose = { readonly [key: string]: any }
@@ -58,21 +58,7 @@ export const harness: Conformance.RunnerHarness = {
         })
       )
     )
-    const agent = new Agent({
-      name: "openai-conformance",
-      instructions: "You are a test agent.",
-      model,
-      tools: tools.map((t) =>
-        openAiAgentsTool({
-          name: t.name,
-          description: t.description,
-          parameters: t.parameters as any,
-          strict: false,
-          effect: t.effect,
-          execute: (input, options) => t.execute(input as { readonly [key: string]: unknown }, options)
-        })
-      )
-    })
-    return OpenAiAgentsRunner.layer({ agent })
+    const agent = new Agent({ name: "openai-conformance", instructions: "You are a test agent.", model })
+    return OpenAiAgentsRunner.layer({ agent, jsonSchemaTools: tools })
   }
 }
