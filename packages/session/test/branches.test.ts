@@ -1,0 +1,194 @@
+// Branches of the session that no other test reaches (issue 27, item 8), each pinned by a test that fails when
+// the branch is removed: the ToolTaskStarted problem cases, a runner that returns new messages without an
+// unfinished-turn builder, and several agents (Flow types with their own runners) in one worker.
+import { assert, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { AgentSessionClient, AgentSessionFlow, Runner, Wire } from "../src/index.ts"
+import * as SessionTesting from "../src/testing.ts"
+
+const usage = { modelCalls: 1, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
+
+const message = (role: "user" | "assistant", text: string): Runner.FrameworkMessage => ({
+  role,
+  text,
+  toolCallId: null,
+  toolName: null,
+  toolArguments: null,
+  toolOutput: null,
+  frameworkItem: JSON.stringify({ role, text })
+})
+
+/**
+ * A runner whose first model call asks for `deploy` (of `effect`) and whose next one answers with what the
+ * call's record says; its tool returns `started`.
+ */
+const taskRunner = (
+  effect: Wire.ToolEffect,
+  started: Runner.DeferredToolOutcome,
+  seen: Array<Wire.AgentToolCall>,
+  poll: boolean
+): Runner.AgentFrameworkRunnerShape => ({
+  name: "task-runner",
+  buildUserMessage: (text) => message("user", text),
+  runModelStep: (turn) =>
+    Effect.sync(() => {
+      if (turn.frameworkRunState === null) {
+        return Runner.AgentTurnOutcome.toolCallsRequested({
+          frameworkRunState: "{}",
+          toolCalls: [
+            {
+              toolCallId: "d1",
+              toolName: "deploy",
+              arguments: "{}",
+              policy: { effect, requiresApproval: false }
+            }
+          ],
+          usage
+        })
+      }
+      seen.push(...turn.toolCalls)
+      return Runner.AgentTurnOutcome.turnCompleted({ newMessages: [message("assistant", "Noted.")], usage })
+    }),
+  executeDeferredToolCall: () => Effect.succeed(started),
+  ...(poll
+    ? { pollToolTask: () => Effect.succeed({ _tag: "ToolTaskPending" as const, pollIntervalSeconds: 3600 }) }
+    : {})
+})
+
+const problems: ReadonlyArray<{
+  readonly what: string
+  readonly started: Runner.DeferredToolOutcome
+  readonly poll: boolean
+  readonly error: string
+}> = [
+  {
+    what: "a runner that does not poll tasks",
+    started: Runner.toolTaskStarted("task-1", 5),
+    poll: false,
+    error: "the tool started a task, but the runner does not poll tool tasks"
+  },
+  {
+    what: "a blank task ID",
+    started: Runner.toolTaskStarted("  ", 5),
+    poll: true,
+    error: "the tool started a task with a blank task ID"
+  },
+  {
+    what: "a poll interval that is not a number",
+    started: Runner.toolTaskStarted("task-1", Number.NaN),
+    poll: true,
+    error: "the tool started a task without a numeric poll interval"
+  }
+]
+
+describe("ToolTaskStarted problem cases", () => {
+  for (const { what, started, poll, error } of problems) {
+    for (const [effect, status] of [
+      ["read", "failed"],
+      ["non_idempotent_write", "outcome_unknown"]
+    ] as const) {
+      it.live(`${what}: a ${effect} call records ${status} with the problem, and no task is polled`, () => {
+        const seen: Array<Wire.AgentToolCall> = []
+        return Effect.gen(function* () {
+          const client = yield* AgentSessionClient.AgentSessionClient
+          yield* client.startSession("p1", { initialMessage: "deploy" })
+          yield* SessionTesting.awaitTurn("p1")
+          assert.strictEqual(seen.length, 1)
+          assert.deepStrictEqual([seen[0]!.status, seen[0]!.error], [status, error])
+          assert.strictEqual(seen[0]!.taskId, null, "the record never waited for a task")
+        }).pipe(
+          Effect.provide(
+            SessionTesting.layer({
+              runner: Layer.succeed(Runner.AgentFrameworkRunner, taskRunner(effect, started, seen, poll))
+            })
+          )
+        )
+      })
+    }
+  }
+})
+
+describe("new messages without an unfinished-turn builder", () => {
+  it.live("ToolCallsRequested with newMessages and no buildUnfinishedTurnMessages fails the turn", () => {
+    let toolRuns = 0
+    const runner: Runner.AgentFrameworkRunnerShape = {
+      name: "incremental",
+      buildUserMessage: (text) => message("user", text),
+      runModelStep: () =>
+        Effect.succeed(
+          Runner.AgentTurnOutcome.toolCallsRequested({
+            frameworkRunState: "{}",
+            newMessages: [message("assistant", "Let me look.")],
+            toolCalls: [
+              {
+                toolCallId: "r1",
+                toolName: "read",
+                arguments: "{}",
+                policy: { effect: "read", requiresApproval: false }
+              }
+            ],
+            usage
+          })
+        ),
+      executeDeferredToolCall: () =>
+        Effect.sync(() => {
+          toolRuns++
+          return { output: "x" }
+        })
+    }
+    return Effect.gen(function* () {
+      const client = yield* AgentSessionClient.AgentSessionClient
+      yield* client.startSession("u1", { initialMessage: "look" })
+      const done = yield* SessionTesting.awaitTurn("u1")
+      assert.strictEqual(done.state?.lastTurnError, Wire.UNFINISHED_TURN_MESSAGES_REQUIRED_ERROR)
+      assert.strictEqual(toolRuns, 0, "no call of the refused outcome ran")
+      assert.notInclude(
+        done.messages.map((m) => m.text),
+        "Let me look.",
+        "the refused outcome's messages were not stored"
+      )
+    }).pipe(Effect.provide(SessionTesting.layer({ runner: Layer.succeed(Runner.AgentFrameworkRunner, runner) })))
+  })
+})
+
+class RunnerA extends Context.Service<RunnerA, Runner.AgentFrameworkRunnerShape>()("test/RunnerA") {}
+class RunnerB extends Context.Service<RunnerB, Runner.AgentFrameworkRunnerShape>()("test/RunnerB") {}
+
+const answering = (name: string): Runner.AgentFrameworkRunnerShape => ({
+  name,
+  buildUserMessage: (text) => message("user", text),
+  runModelStep: (turn) =>
+    Effect.succeed(
+      Runner.AgentTurnOutcome.turnCompleted({
+        newMessages: [message("assistant", `${name} answers ${turn.messages.at(-1)?.text ?? ""}`)],
+        usage
+      })
+    ),
+  executeDeferredToolCall: () => Effect.succeed({ output: "unused" })
+})
+
+describe("several agents in one worker", () => {
+  it.live("two session Flow types, each with its own runner key, run side by side in one worker", () => {
+    const flowA = AgentSessionFlow.make({ flowType: "AgentA", runner: RunnerA })
+    const flowB = AgentSessionFlow.make({ flowType: "AgentB", runner: RunnerB })
+    const worker = AgentSessionFlow.layerWorker(flowA, flowB).pipe(
+      Layer.provide(Layer.mergeAll(Layer.succeed(RunnerA, answering("A")), Layer.succeed(RunnerB, answering("B"))))
+    )
+    return Effect.gen(function* () {
+      const a = yield* AgentSessionClient.makeAgentSessionClient("AgentA")
+      const b = yield* AgentSessionClient.makeAgentSessionClient("AgentB")
+      yield* a.startSession("s-a", { initialMessage: "hi A" })
+      yield* b.startSession("s-b", { initialMessage: "hi B" })
+      const doneA = yield* a.awaitTurn("s-a", { turn: 1, pollInterval: "20 millis" })
+      const doneB = yield* b.awaitTurn("s-b", { turn: 1, pollInterval: "20 millis" })
+      assert.strictEqual(doneA.messages.at(-1)?.text, "A answers hi A")
+      assert.strictEqual(doneB.messages.at(-1)?.text, "B answers hi B")
+      // each Flow type knows only its own sessions
+      assert.isTrue(yield* a.sendUserMessage("s-a", "again"))
+      const again = yield* a.awaitTurn("s-a", { turn: 2, pollInterval: "20 millis" })
+      assert.strictEqual(again.messages.at(-1)?.text, "A answers again")
+    }).pipe(Effect.provide(worker.pipe(Layer.provideMerge(SessionTesting.layerEngine({})))))
+  })
+})
