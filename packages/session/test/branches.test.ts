@@ -1,12 +1,15 @@
 // Branches of the session that no other test reaches (issue 27, item 8), each pinned by a test that fails when
 // the branch is removed: the ToolTaskStarted problem cases, a runner that returns new messages without an
-// unfinished-turn builder, and several agents (Flow types with their own runners) in one worker.
+// unfinished-turn builder, several agents (Flow types with their own runners) in one worker, and RunModel ending
+// a steered turn before its model call.
 import { assert, describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AgentSessionClient, AgentSessionFlow, Runner, Wire } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
+import { allEvents, stepShape } from "./support.ts"
 
 const usage = { modelCalls: 1, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
 
@@ -190,5 +193,53 @@ describe("several agents in one worker", () => {
       const again = yield* a.awaitTurn("s-a", { turn: 2, pollInterval: "20 millis" })
       assert.strictEqual(again.messages.at(-1)?.text, "A answers again")
     }).pipe(Effect.provide(worker.pipe(Layer.provideMerge(SessionTesting.layerEngine({})))))
+  })
+})
+
+describe("RunModel in a steered turn", () => {
+  it.live("a RunModel that starts after a steer ends the turn before its model call; the steered turn starts", () => {
+    const calls: Array<{ readonly turnId: string; readonly last: string | null; readonly continued: boolean }> = []
+    return Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const runner: Runner.AgentFrameworkRunnerShape = {
+        name: "continuing",
+        buildUserMessage: (text) => message("user", text),
+        runModelStep: (turn) =>
+          Effect.gen(function* () {
+            calls.push({
+              turnId: turn.turnId,
+              last: turn.messages.at(-1)?.text ?? null,
+              continued: turn.frameworkRunState !== null
+            })
+            if (calls.length === 1) {
+              // the first call waits until the test steered, then asks for another model call in the turn
+              yield* Deferred.await(gate)
+              return Runner.AgentTurnOutcome.turnContinued({ frameworkRunState: "{}", newMessages: [], usage })
+            }
+            return Runner.AgentTurnOutcome.turnCompleted({ newMessages: [message("assistant", "On it.")], usage })
+          }),
+        executeDeferredToolCall: () => Effect.succeed({ output: "unused" })
+      }
+      yield* Effect.gen(function* () {
+        const client = yield* AgentSessionClient.AgentSessionClient
+        yield* client.startSession("st1", { initialMessage: "go" })
+        yield* SessionTesting.awaitSnapshot("st1", () => calls.length === 1)
+        assert.isTrue(yield* client.steerUserMessage("st1", { text: "new direction" }))
+        yield* Deferred.succeed(gate, undefined)
+        const done = yield* SessionTesting.awaitTurn("st1", { turn: 2 })
+        // the continued RunModel of the steered turn made no model call: the next call is the steered turn's
+        assert.strictEqual(calls.length, 2)
+        assert.isFalse(calls[1]!.continued)
+        assert.notStrictEqual(calls[1]!.turnId, calls[0]!.turnId)
+        assert.strictEqual(calls[1]!.last, "new direction")
+        assert.strictEqual(done.messages.at(-1)?.text, "On it.")
+        const shape = yield* stepShape("st1")
+        const at = shape.indexOf("ApplyTurnControl")
+        assert.deepStrictEqual(shape.slice(at - 2, at + 1), ["RunModel", "RunModel", "ApplyTurnControl"])
+        const steered = (yield* allEvents("st1")).filter((e) => e.event.type === "turn_steered")
+        assert.strictEqual(steered.length, 1)
+        assert.strictEqual(steered[0]!.event.stepExecutionId, "RunModel-2")
+      }).pipe(Effect.provide(SessionTesting.layer({ runner: Layer.succeed(Runner.AgentFrameworkRunner, runner) })))
+    })
   })
 })
