@@ -1,15 +1,15 @@
 // Branches of the session that no other test reaches (issue 27, item 8), each pinned by a test that fails when
 // the branch is removed: the ToolTaskStarted problem cases, a runner that returns new messages without an
 // unfinished-turn builder, several agents (Flow types with their own runners) in one worker, and RunModel ending
-// a steered turn before its model call.
+// a steered turn before its model call, and a tool question whose interrupt ID another call of the turn uses.
 import { assert, describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AgentSessionClient, AgentSessionFlow, Runner, Wire } from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, Runner, ToolSource, Wire } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
-import { allEvents, stepShape } from "./support.ts"
+import { allEvents, stepShape, toolResults } from "./support.ts"
 
 const usage = { modelCalls: 1, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
 
@@ -241,5 +241,69 @@ describe("RunModel in a steered turn", () => {
         assert.strictEqual(steered[0]!.event.stepExecutionId, "RunModel-2")
       }).pipe(Effect.provide(SessionTesting.layer({ runner: Layer.succeed(Runner.AgentFrameworkRunner, runner) })))
     })
+  })
+})
+
+describe("a tool question whose interrupt ID another call uses", () => {
+  it.live("a call that asks with the ID of another call's record is recorded failed and asks nothing", () => {
+    let asked = 0
+    let read = 0
+    return Effect.gen(function* () {
+      const client = yield* AgentSessionClient.AgentSessionClient
+      yield* client.startSession("q1", { initialMessage: "deploy" })
+      const done = yield* SessionTesting.awaitTurn("q1")
+      assert.strictEqual(asked, 1)
+      assert.strictEqual(read, 1)
+      assert.deepStrictEqual(done.pendingInterrupts, [], "no question was raised")
+      // the model sees the refusal as the call's failure
+      const seen = JSON.parse(done.messages.at(-1)?.text ?? "{}") as Record<string, string>
+      assert.strictEqual(seen.a, `${Wire.TOOL_CALL_FAILED_PREFIX}${Wire.interruptIdInUseError("a-input-1")}`)
+      const finished = (yield* allEvents("q1"))
+        .filter((e) => e.event.type === "tool_call_finished")
+        .map((e) => e.event.payload as { readonly toolCallId: string; readonly status: string })
+      assert.deepStrictEqual(finished.map((p) => [p.toolCallId, p.status]).sort(), [
+        ["a", "failed"],
+        ["a-input-1", "succeeded"]
+      ])
+      // AwaitQuestionAnswer found the collision and recorded the call instead of raising the question
+      assert.include(yield* stepShape("q1"), "AwaitQuestionAnswer")
+    }).pipe(
+      Effect.provide(
+        SessionTesting.layer({
+          model: [
+            {
+              toolCalls: [
+                { id: "a", name: "deploy", arguments: {} },
+                // this call's ID is the interrupt ID the question of "a" would take
+                { id: "a-input-1", name: "lookup", arguments: {} }
+              ]
+            },
+            (request) => ({ text: JSON.stringify(toolResults(request)) })
+          ],
+          tools: [
+            ToolSource.tool({
+              name: "deploy",
+              description: "Deploy; asks where first.",
+              effect: "read",
+              handler: () =>
+                Effect.sync(() => {
+                  asked++
+                  return Runner.toolInputRequested({ question: "Which environment?", continuation: "env" })
+                })
+            }),
+            ToolSource.tool({
+              name: "lookup",
+              description: "A read.",
+              effect: "read",
+              handler: () =>
+                Effect.sync(() => {
+                  read++
+                  return "looked up"
+                })
+            })
+          ]
+        })
+      )
+    )
   })
 })
