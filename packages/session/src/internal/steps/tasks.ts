@@ -2,6 +2,7 @@
 // failure routes are the tool family's, so it is defined after it.
 import { type ExecuteContext, Step, StepDecision, type StepDef, Timer, Wait } from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ToolAttemptError } from "../../Errors.ts"
@@ -29,7 +30,8 @@ import {
 import type { ToolSteps } from "./tools.ts"
 
 /** CancelToolTask's method timeout: what `ToolTaskCancellation.deadline` is counted from. */
-const CANCEL_TOOL_TASK_TIMEOUT_MS = 30_000
+const CANCEL_TOOL_TASK_TIMEOUT = "30 seconds"
+const CANCEL_TOOL_TASK_TIMEOUT_MS = Duration.toMillis(Duration.fromInputUnsafe(CANCEL_TOOL_TASK_TIMEOUT))
 
 /**
  * The task family; its failure routes and the way a poll settles come from the tool family, `tools`. Other
@@ -129,7 +131,7 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       ...sync,
       execute: {
         ...sync.execute,
-        timeout: `${CANCEL_TOOL_TASK_TIMEOUT_MS / 1000} seconds`,
+        timeout: CANCEL_TOOL_TASK_TIMEOUT,
         retry: { maxAttempts: 3, totalDuration: "2 minutes", initialInterval: config.retryInitialInterval }
       },
       onExecuteFailure: tools.RecordToolOutcomeUnknown

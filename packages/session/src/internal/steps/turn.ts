@@ -2,6 +2,7 @@
 // RecordTurnFailure) and resumes the turn once its tool calls are final (ResumeTurn).
 import { Step, type StepContext, StepDecision, type StepDef, StepMovement, Wait } from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -57,7 +58,8 @@ import {
 } from "./common.ts"
 
 /** RunModel's method timeout: what `AgentTurnContext.deadline` is counted from. */
-const RUN_MODEL_TIMEOUT_MS = 15 * 60 * 1000
+const RUN_MODEL_TIMEOUT = "15 minutes"
+const RUN_MODEL_TIMEOUT_MS = Duration.toMillis(Duration.fromInputUnsafe(RUN_MODEL_TIMEOUT))
 
 /** A new record for a requested call, before approval or its tool Step. */
 const newRecord = (call: DeferredToolCall, turnId: string, deferralOrder: number): Wire.AgentToolCall => ({
@@ -253,7 +255,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       ...sync,
       execute: {
         ...sync.execute,
-        timeout: `${RUN_MODEL_TIMEOUT_MS / 1000} seconds`,
+        timeout: RUN_MODEL_TIMEOUT,
         retry: { maxAttempts: 3, totalDuration: "30 minutes", initialInterval: config.retryInitialInterval }
       },
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
