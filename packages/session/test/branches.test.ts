@@ -1,13 +1,16 @@
 // Branches of the session that no other test reaches (issue 27, item 8), each pinned by a test that fails when
 // the branch is removed: the ToolTaskStarted problem cases, a runner that returns new messages without an
 // unfinished-turn builder, several agents (Flow types with their own runners) in one worker, and RunModel ending
-// a steered turn before its model call, and a tool question whose interrupt ID another call of the turn uses.
+// a steered turn before its model call, a tool question whose interrupt ID another call of the turn uses, and
+// the turn controls refused in a turn that lacks accepts_turn_control.
+
+import { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AgentSessionClient, AgentSessionFlow, Runner, ToolSource, Wire } from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, Persistence, Runner, ToolSource, Wire } from "../src/index.ts"
 import * as SessionTesting from "../src/testing.ts"
 import { allEvents, stepShape, toolResults } from "./support.ts"
 
@@ -305,5 +308,46 @@ describe("a tool question whose interrupt ID another call uses", () => {
         })
       )
     )
+  })
+})
+
+describe("a turn without accepts_turn_control", () => {
+  it.live("cancel_turn and steer_user_message are refused; the turn runs to its end", () => {
+    let calls = 0
+    return Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const runner: Runner.AgentFrameworkRunnerShape = {
+        name: "gated",
+        buildUserMessage: (text) => message("user", text),
+        runModelStep: () =>
+          Effect.gen(function* () {
+            calls++
+            yield* Deferred.await(gate)
+            return Runner.AgentTurnOutcome.turnCompleted({ newMessages: [message("assistant", "Finished.")], usage })
+          }),
+        executeDeferredToolCall: () => Effect.succeed({ output: "unused" })
+      }
+      yield* Effect.gen(function* () {
+        const client = yield* AgentSessionClient.AgentSessionClient
+        const engine = yield* Client.Client
+        yield* client.startSession("tc1", { initialMessage: "work" })
+        yield* SessionTesting.awaitSnapshot("tc1", () => calls === 1)
+        // a turn as a worker that does not apply turn controls started it (the field's default)
+        const state = yield* engine.getAttribute("tc1", Persistence.AgentState)
+        assert.isTrue(state._tag === "Some" && state.value.acceptsTurnControl)
+        if (state._tag === "Some") {
+          yield* engine.setAttribute("tc1", Persistence.AgentState, { ...state.value, acceptsTurnControl: false })
+        }
+        assert.isFalse(yield* client.cancelTurn("tc1"), "cancel_turn is refused")
+        assert.isFalse(yield* client.steerUserMessage("tc1", { text: "change of plan" }), "steering is refused")
+        yield* Deferred.succeed(gate, undefined)
+        const done = yield* SessionTesting.awaitTurn("tc1")
+        assert.strictEqual(done.messages.at(-1)?.text, "Finished.")
+        const types = (yield* allEvents("tc1")).map((e) => e.event.type)
+        assert.notInclude(types, "turn_cancelled")
+        assert.notInclude(types, "turn_steered")
+        assert.strictEqual(calls, 1)
+      }).pipe(Effect.provide(SessionTesting.layer({ runner: Layer.succeed(Runner.AgentFrameworkRunner, runner) })))
+    })
   })
 })
