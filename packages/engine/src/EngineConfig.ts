@@ -28,8 +28,10 @@ export interface EngineConfigShape {
    */
   readonly rpcReserve?: number | undefined
   /**
-   * How long a dispatched Step attempt waits for a free slot. An attempt that finds none in time fails with
-   * `NoTaskSlot` (progress `not_started`) and so consumes an attempt. Default 10 s.
+   * How long an RPC handler waits for a free slot; one that finds none in time fails with `NoTaskSlot`.
+   * Default 10 s. A Step attempt waits in the queue for as long as it takes and consumes no attempt
+   * meanwhile (the adapters spec, "Known limits"; the deploy guide's older rule, in which a Step failed with
+   * `NoTaskSlot` after this wait, no longer holds). A retry's attempt start is recorded once it has a slot.
    */
   readonly dispatchWait: Duration.Input
   /**

@@ -144,7 +144,9 @@ export class HeartbeatTimeout extends Schema.TaggedError<HeartbeatTimeout>()("He
 }
 
 /**
- * No task slot of the runner was free within the dispatch wait (`EngineConfig.dispatchWait`): the attempt
+ * No task slot of the runner was free within the dispatch wait (`EngineConfig.dispatchWait`) for an RPC
+ * handler (Steps wait in the queue instead). As a Step's recovery error (kept for Steps recorded by earlier
+ * versions): the attempt
  * never started, and it counts as one attempt.
  */
 export class NoTaskSlot extends Schema.TaggedError<NoTaskSlot>()("NoTaskSlot", { detail: Schema.String }) {

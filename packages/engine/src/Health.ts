@@ -74,7 +74,7 @@ export const renderMetrics = (runner: RunnerStateShape, config: EngineConfigShap
   metric(
     "durable_engine_steps_failed_total",
     "counter",
-    "Step attempts that failed, by Step type and error type (NoTaskSlot: no slot within the dispatch wait).",
+    "Step attempts that failed, by Step type and error type.",
     [...c.stepsFailed].map(([key, n]) => {
       const [type, error] = key.split("\u0000")
       return [{ step_type: type!, error_type: error! }, n] as const

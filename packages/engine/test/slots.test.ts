@@ -74,7 +74,7 @@ const makeFlows = () => {
 for (const engine of engines) {
   describe(`${engine.name} engine: task slots and the RPC reserve`, () => {
     it.live(
-      "2 slots, 5 Flows calling a slow model: RPCs answer while the Step slot is busy; a single-attempt write runs at most once",
+      "2 slots, 5 Flows calling a slow model: RPCs answer while the Step slot is busy; waiting Steps consume no attempt and each write runs once",
       () => {
         const t = makeFlows()
         return Effect.gen(function* () {
@@ -104,14 +104,11 @@ for (const engine of engines) {
           }
           assert.isFalse(t.isReleased())
           assert.isTrue(runner.slots.reserveDeclines > 0, "Steps that found only the reserve free were counted")
-          // Steps waiting longer than the dispatch wait lose an attempt; single-attempt writes go to their route
-          // (their failure routes need a slot too, so they run once the gate opens)
-          yield* Effect.suspend(() =>
-            Effect.succeed(runner.counters.stepsFailed.get("Write\u0000NoTaskSlot") ?? 0)
-          ).pipe(
-            Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: (n) => n >= 4 }),
-            Effect.timeout("90 seconds")
-          )
+          // Steps wait in the queue for a slot, longer than the dispatch wait, without consuming an attempt
+          // (the adapters spec, "Known limits"): none fails with NoTaskSlot, no write runs while it waits
+          yield* Effect.sleep("3 seconds")
+          assert.strictEqual(runner.counters.stepsFailed.get("Write\u0000NoTaskSlot") ?? 0, 0)
+          assert.strictEqual(runner.counters.stepsFailed.get("Model\u0000NoTaskSlot") ?? 0, 0)
           assert.isFalse(t.isReleased())
           t.release()
           for (const id of ids) {
@@ -121,17 +118,19 @@ for (const engine of engines) {
             assert.strictEqual(w.status, "completed")
           }
           for (const id of ids) {
-            assert.isAtMost(t.runs.get(`write ${id}`) ?? 0, 1, `write ${id} ran at most once`)
+            assert.strictEqual(t.runs.get(`write ${id}`) ?? 0, 1, `write ${id} ran exactly once, after its wait`)
           }
-          assert.isAtLeast(t.recovered.length, 4)
-          for (const r of t.recovered) {
-            assert.strictEqual(r.errorType, "NoTaskSlot")
-            assert.strictEqual(r.progress, "not_started")
-            assert.strictEqual(t.runs.get(`write ${r.id}`), undefined, `write ${r.id} never ran`)
+          assert.deepStrictEqual(t.recovered, [], "no Step went to its failure route for lack of a slot")
+          for (const id of ids) {
+            for (const flowId of [`agent-${id}`, `writer-${id}`]) {
+              const steps = yield* client.stepExecutions(flowId)
+              assert.deepStrictEqual(
+                steps[0]!.attempts.map((a) => a.errorType),
+                [null],
+                `${flowId}: one attempt, which waited for its slot`
+              )
+            }
           }
-          // a model call whose attempt found no slot ran again on a later attempt
-          const history = yield* client.stepExecutions("agent-e")
-          assert.strictEqual(history[0]!.stepType, "Model")
           assert.strictEqual(runner.slots.inUse, 0)
         }).pipe(
           Effect.provide(

@@ -29,7 +29,6 @@ import {
   FlowNotActive,
   FlowNotFound,
   InvalidInput,
-  NoTaskSlot,
   RpcFailed,
   RpcLockConflict,
   ValueTooLarge,
@@ -387,7 +386,16 @@ const build = Effect.gen(function* () {
       if (fibers.has(stepExecutionId)) return
       const run = Effect.gen(function* () {
         if (delayMs > 0) yield* Effect.sleep(Duration.millis(delayMs))
+        // a draining runner starts nothing: the attempt's start record stays, and the Flow's next owner
+        // runs it (an attempt without output is handed out again with the same number)
+        if (runner.draining()) return
+        // A Step waits in the queue for a task slot for as long as it takes, without consuming an attempt
+        // (the adapters spec, "Known limits"; the deploy guide's older rule failed it with NoTaskSlot after
+        // the dispatch wait). The slot is released whatever ends this fiber (`lease.free` below).
+        yield* runner.slots.acquire("step", lease)
+        if (runner.draining()) return
         if (!recorded) {
+          // a retry's attempt start is recorded only now that it has a slot
           const started = yield* withCache((cache) =>
             Effect.gen(function* () {
               const step = cache.steps.get(stepExecutionId)
@@ -400,22 +408,6 @@ const build = Effect.gen(function* () {
             })
           )
           if (!started) return
-        }
-        // a draining runner starts nothing: the attempt's start record stays, and the Flow's next owner
-        // runs it (an attempt without output is handed out again with the same number)
-        if (runner.draining()) return
-        const slot = yield* Effect.timeoutOption(runner.slots.acquire("step", lease), dispatchWaitMs)
-        if (slot._tag === "None") {
-          runner.counters.bump(runner.counters.stepsFailed, `${stepTypeOf(stepExecutionId)}\u0000NoTaskSlot`)
-          return yield* finish(
-            stepExecutionId,
-            attempt,
-            engineFailure(
-              new NoTaskSlot({ detail: `no task slot of this runner was free within ${dispatchWaitMs} ms` }),
-              true,
-              false
-            )
-          )
         }
         const outcome = yield* Effect.gen(function* () {
           active.phase = "running"
