@@ -151,8 +151,13 @@ export const inputSuite = (engine: EngineFactory) => {
           const array = yield* engine.waitForFlow("s-array")
           assert.strictEqual(array.status, "failed")
           assert.isTrue(array.reason?.startsWith(Wire.INVALID_START_SESSION_SETTINGS_REASON))
-          yield* client.startSession("s-huge", {
-            sessionSettings: { blob: "z".repeat(Wire.MAX_SESSION_SETTINGS_BYTES + 2048) }
+          // the client refuses settings over the limit itself; the session's own check is reached past it
+          const blob = { blob: "z".repeat(Wire.MAX_SESSION_SETTINGS_BYTES + 2048) }
+          const refused = yield* Effect.flip(client.startSession("s-huge", { sessionSettings: blob }))
+          assert.strictEqual(refused._tag, "SessionSettingsTooLarge")
+          yield* engine.startFlow(AgentSessionClient.clientFlow(client.flowType), "s-huge", {
+            initialMessage: null,
+            sessionSettings: blob
           })
           const huge = yield* engine.waitForFlow("s-huge")
           assert.strictEqual(huge.status, "failed")
@@ -203,8 +208,18 @@ export const inputSuite = (engine: EngineFactory) => {
             )
             // refused updates
             assert.isFalse(yield* client.updateSessionSettings("s-set", null))
+            const blob = { blob: "z".repeat(Wire.MAX_SESSION_SETTINGS_BYTES + 2048) }
+            const tooLarge = yield* Effect.flip(client.updateSessionSettings("s-set", blob))
+            assert.strictEqual(tooLarge._tag, "SessionSettingsTooLarge")
+            // past the client's check, the session refuses them too
+            const flow = AgentSessionClient.clientFlow(client.flowType)
             assert.isFalse(
-              yield* client.updateSessionSettings("s-set", { blob: "z".repeat(Wire.MAX_SESSION_SETTINGS_BYTES + 2048) })
+              yield* (yield* Client.Client).invokeRpc<{ readonly sessionSettings: unknown }, boolean>(
+                flow,
+                flow.rpcs_.update_session_settings as never,
+                "s-set",
+                { sessionSettings: blob }
+              )
             )
             assert.isTrue(yield* client.updateSessionSettings("s-set", { model: "b", temperature: 0.2 }))
             const updated = yield* client.getSnapshot("s-set")
