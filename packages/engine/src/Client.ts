@@ -44,9 +44,11 @@ export interface StartFlowOptions {
   /** Attribute values the Flow starts with, written in the transaction that starts it. */
   readonly initialAttributes?: ReadonlyArray<InitialAttribute> | undefined
   /**
-   * The Flow's default Step durability (Dex `configOverride.stepDurability`). This engine commits every
-   * result synchronously, so `async` is recorded in the history and behaves as `sync`: no Step result is
-   * ever lost and replayed.
+   * The Flow's default Step durability (Dex `configOverride.stepDurability`), for Steps whose
+   * `execute.durability` names none. With `async` an attempt's start is not durable before its body runs:
+   * an attempt lost with its worker counts as never started and runs again with the same attempt number,
+   * even after it produced output (a `sync` Step's fails `WorkerLost` instead). Results still commit
+   * synchronously. Recorded in the Flow's `FlowStarted` history event, which the new owner reads.
    */
   readonly stepDurability?: "sync" | "async" | undefined
   /**

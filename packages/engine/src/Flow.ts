@@ -220,7 +220,12 @@ export interface MethodOptions {
   /** Per-attempt timeout (whole seconds). */
   readonly timeout?: Duration.Input | undefined
   readonly retry?: RetryPolicy | undefined
-  /** `sync` persists at once; this engine commits every result synchronously, so `async` behaves as `sync`. */
+  /**
+   * Execute only: `sync` makes the attempt start durable before the body runs, so an attempt lost with its
+   * worker after it produced output fails `WorkerLost`; with `async` it is not, and such an attempt runs
+   * again with the same number. Without it, the Flow's default (`StartFlowOptions.stepDurability`) applies.
+   * Results commit synchronously either way.
+   */
   readonly durability?: "sync" | "async" | undefined
   /** Locks held from the first dispatch until the Step's result commits. */
   readonly locks?: ReadonlyArray<LockRef> | undefined

@@ -203,9 +203,23 @@ const build = Effect.gen(function* () {
   })
 
   /**
+   * The Flow's default Step durability, from the latest FlowStarted record of its history; `sync` when that
+   * record was pruned or cannot be read (the side that never runs an attempt twice).
+   */
+  const defaultDurability: Effect.Effect<"sync" | "async"> = sql<{
+    readonly data: string
+  }>`SELECT data FROM dex_history WHERE flow_id = ${flowId} AND kind = 'FlowStarted' ORDER BY id DESC LIMIT 1`.pipe(
+    Effect.map((rows) => {
+      const data = rows[0] === undefined ? undefined : (JSON.parse(rows[0].data) as { stepDurability?: unknown })
+      return data?.stepDurability === "async" ? ("async" as const) : ("sync" as const)
+    }),
+    Effect.orElseSucceed(() => "sync" as const)
+  )
+
+  /**
    * Applies the rules to running Steps that have no fiber here (this owner just acquired the Flow): an
-   * attempt that produced output failed with WorkerLost; one with no output runs again with the same
-   * number; a retry in its backoff waits out the rest. Waits are re-evaluated and timers re-armed.
+   * attempt that produced output failed with WorkerLost (for a SYNC Step); one with no output, or of an
+   * ASYNC Step, runs again with the same number; a retry in its backoff waits out the rest. Waits are re-evaluated and timers re-armed.
    */
   const recover = (
     cache: FlowCache,
@@ -218,10 +232,17 @@ const build = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const tx = new Transition(reg, now, cache)
       const lost: Array<{ stepExecutionId: string; attempt: number }> = []
+      // ASYNC Step durability: the attempt start is not durable before the body runs, so an attempt lost with
+      // its worker counts as never started and runs again with the same number, output or not. A Step's own
+      // `execute.durability` wins over the Flow's default (`StartFlowOptions.stepDurability`).
+      const flowDefault = open.some((r) => r.output_at !== null) ? yield* defaultDurability : "sync"
+      const durabilityOf = (stepType: string) => reg.steps.get(stepType)?.options?.execute?.durability ?? flowDefault
       for (const s of cache.steps.values()) {
         if (s.status !== "running" || fibers.has(s.step_execution_id)) continue
         const a = open.find((r) => r.step_execution_id === s.step_execution_id && r.attempt === s.attempt)
-        if (a === undefined) {
+        if (a !== undefined && a.output_at !== null && durabilityOf(s.step_type) === "async") {
+          tx.startAttempt(s.step_execution_id, s.attempt, { redelivered: true })
+        } else if (a === undefined) {
           tx.starts.push({
             stepExecutionId: s.step_execution_id,
             attempt: s.attempt,
