@@ -337,9 +337,9 @@ const build = Effect.gen(function* () {
                 // a failed or rolled-back commit: reload (and recover what runs without a fiber) at once
                 loaded = undefined
                 const { errorType, detail } = errorInfo(cause)
-                return Effect.andThen(
-                  reloadSoon,
-                  Effect.fail(new EngineError({ reason: `commit failed: ${errorType}: ${detail}` }))
+                return Effect.logWarning(`Flow ${flowId}: commit failed (${errorType}: ${detail}); reloading`).pipe(
+                  Effect.andThen(reloadSoon),
+                  Effect.andThen(Effect.fail(new EngineError({ reason: `commit failed: ${errorType}: ${detail}` })))
                 )
               })
             )
