@@ -60,6 +60,16 @@ const closed = (url: string, flowId: string) =>
     (d) => d.status !== "running"
   )
 
+/**
+ * A user's request to the Flow from a client-only process (as an RPC of a UI would arrive), so the takeover does
+ * not wait for the engine's own recovery.
+ */
+const poke = (url: string, flowId: string) =>
+  Effect.gen(function* () {
+    const child = yield* spawnNode(workerPath, [url, "-", "poke", flowId])
+    yield* child.waitFor("POKED", 120_000)
+  })
+
 /** Pauses the process (SIGSTOP). */
 const stop = (child: Child) => Effect.sync(() => process.kill(child.pid, "SIGSTOP"))
 
@@ -115,6 +125,7 @@ describe("cluster engine: a runner paused past its shard lock (issue 28)", () =>
         yield* a.waitFor("PAUSED heartbeat", 60_000)
         yield* stop(a)
         const b = yield* runner(url, ["serve"])
+        yield* poke(url, "t")
         const flow = yield* closed(url, "t")
         yield* resume(a, release)
         yield* noticed(a)
@@ -177,6 +188,7 @@ describe("cluster engine: a runner paused past its shard lock (issue 28)", () =>
         yield* a.waitFor("PAUSED emit", 60_000)
         yield* stop(a)
         const b = yield* runner(url, ["serve"])
+        yield* poke(url, "m")
         const flow = yield* closed(url, "m")
         assert.strictEqual(flow.status, "completed")
         yield* resume(a, release)
@@ -297,8 +309,10 @@ describe("cluster engine: a runner paused past its shard lock (issue 28)", () =>
             `b-${i}`
           )
         }
-        const usage = yield* query(url, (sql) =>
-          sql<{ used: unknown; actual: unknown }>`SELECT u.used, (SELECT SUM(bytes) FROM dex_stream) AS actual
+        const usage = yield* query(
+          url,
+          (sql) =>
+            sql<{ used: unknown; actual: unknown }>`SELECT u.used, (SELECT SUM(bytes) FROM dex_stream) AS actual
             FROM dex_stream_usage u`
         )
         assert.strictEqual(usage.length, 1)
