@@ -114,7 +114,7 @@ export interface ClusterOptions extends CommonOptions {
 }
 
 /** The default shard lock expiration of a cluster runner. */
-export const DEFAULT_SHARD_LOCK_EXPIRATION = Duration.millis(1500)
+export const DEFAULT_SHARD_LOCK_EXPIRATION = Duration.seconds(1)
 
 /** The distributed engine: a runner process of a cluster on Postgres. */
 export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineServices, EngineError> => {
@@ -142,7 +142,7 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
       // that resumes commits nothing and stops its fibers at its first refused write.
       shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
       shardLockExpiration: lockExpiration,
-      refreshAssignmentsInterval: Duration.millis(500),
+      refreshAssignmentsInterval: Duration.millis(250),
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
