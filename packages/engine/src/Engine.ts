@@ -106,9 +106,9 @@ export interface ClusterOptions extends CommonOptions {
   readonly shardsPerGroup?: number | undefined
   /**
    * How long a runner's shard lock outlives its last refresh (refreshed every third of it, at most every
-   * second); default 1.5 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
-   * survivor. The engine's Postgres sessions end a transaction left idle for a third of it, so no
-   * transaction outlives the lock it was opened under (see the engine README, "Ownership").
+   * second); default 1 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
+   * survivor. The engine's fenced transactions end when left idle for half of it, so no transaction
+   * outlives the lock it was opened under (see the engine README, "Ownership").
    */
   readonly shardLockExpiration?: Duration.Input | undefined
 }
@@ -121,15 +121,15 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
   const host = options.runnerHost ?? "127.0.0.1"
   const runnerId = clusterRunnerId(host, options.runnerPort)
   const lockExpiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? DEFAULT_SHARD_LOCK_EXPIRATION)
+  // a fenced transaction left idle (its process paused between statements) ends before the shard lock can
+  // expire, so it can never commit after another runner took the Flow
+  // (half the expiration: the lock session is refreshed every third of it, so a paused runner's lock lives at
+  // least two thirds of the expiration after its last statement)
+  const transactionIdleTimeoutMs = Math.max(100, Math.floor(Duration.toMillis(lockExpiration) / 2))
   const sql = PgClient.layer({
     url: Redacted.make(options.url),
     // the lock session is one of these: claims find this runner's shard locks by it
-    applicationName: runnerId,
-    startupParameters: {
-      // a transaction left idle (its process paused between statements) ends before the shard lock can
-      // expire, so it can never commit after another runner took the Flow
-      idle_in_transaction_session_timeout: String(Math.max(100, Math.floor(Duration.toMillis(lockExpiration) / 3)))
-    }
+    applicationName: runnerId
   }).pipe(mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`))
   const cluster = NodeClusterSocket.layer({
     storage: "sql",
@@ -146,7 +146,12 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
-  return withEngine(cluster, sql, options, RunnerState.layerWith(runnerId, postgresShardLease(runnerId)))
+  return withEngine(
+    cluster,
+    sql,
+    options,
+    RunnerState.layerWith(runnerId, postgresShardLease(runnerId), transactionIdleTimeoutMs)
+  )
 }
 
 export interface ClusterClientOptions extends CommonOptions {

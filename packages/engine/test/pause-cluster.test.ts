@@ -306,7 +306,10 @@ describe("cluster engine: a runner paused past its shard lock (issue 28)", () =>
           assert.deepStrictEqual(
             all.filter((e) => e.flow_id === `b-${i}`).map((e) => e.kind),
             ["event 1", "event 2", "event 3", "event 4", "event 5"],
-            `b-${i}`
+            `b-${i}; the runner logged: ${r
+              .lines()
+              .filter((l) => l.includes("WARN") || l.includes("dropped"))
+              .join("\n")}`
           )
         }
         const usage = yield* query(

@@ -214,7 +214,7 @@ const build = Effect.gen(function* () {
     while (true) {
       const now = yield* Clock.currentTimeMillis
       const epoch = yield* sqlDefect(claimOwnership(sql, flowId, runner.runnerId, now, shardLease))
-      if (epoch !== undefined) return { epoch, runner: runner.runnerId }
+      if (epoch !== undefined) return { epoch, runner: runner.runnerId, idleTimeoutMs: runner.transactionIdleTimeoutMs }
       if (!warned) {
         warned = true
         yield* Effect.logWarning(`Flow ${flowId}: this runner does not hold the Flow's shard lock; not claiming it`)

@@ -159,6 +159,8 @@ export interface RunnerStateShape {
   readonly activeFlows: Set<string>
   /** Where this runner's lock of a shard lives, when claims must check it (cluster runners on Postgres). */
   readonly shardLease: (group: string, shard: number) => ShardLease | undefined
+  /** The idle limit of fenced transactions (cluster runners: half the shard lock expiration). */
+  readonly transactionIdleTimeoutMs: number | undefined
   readonly slots: TaskSlots
   readonly counters: RunnerCounters
   /** The Step attempts of this runner's owners. */
@@ -207,7 +209,8 @@ export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>(
    */
   static readonly layerWith = (
     runnerId: string = embeddedRunnerId(),
-    shardLease: RunnerStateShape["shardLease"] = () => undefined
+    shardLease: RunnerStateShape["shardLease"] = () => undefined,
+    transactionIdleTimeoutMs?: number
   ) =>
     Layer.effect(
       RunnerState,
@@ -219,6 +222,7 @@ export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>(
           runnerId,
           activeFlows: new Set(),
           shardLease,
+          transactionIdleTimeoutMs,
           slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config)),
           counters: new RunnerCounters(),
           attempts: new Set(),

@@ -533,6 +533,11 @@ export const recordHeartbeat = (
 export interface Fence {
   readonly epoch: number
   readonly runner: string
+  /**
+   * Postgres: how long a fenced transaction may sit idle (its process paused between statements) before the
+   * server ends it, set for the transaction by its first statement. Below the shard lock's expiry.
+   */
+  readonly idleTimeoutMs?: number | undefined
 }
 
 /**
@@ -558,10 +563,21 @@ const forShare = (sql: Sql) =>
 export const ownerHolds = (sql: Sql, flowId: string, fence: Fence) =>
   sql`EXISTS (SELECT 1 FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} ${forShare(sql)})`
 
-/** Inside a transaction: whether `fence` still owns the Flow (its row stays locked until COMMIT on Postgres). */
+/**
+ * The first statement of a fenced transaction: whether `fence` still owns the Flow (on Postgres its row stays
+ * share-locked until COMMIT, and the transaction's `idle_in_transaction_session_timeout` is set, so a
+ * transaction left idle by a paused process ends before the shard lock it was opened under can expire).
+ */
 export const fenceCheck = (sql: Sql, flowId: string, fence: Fence) =>
   Effect.map(
-    sql`SELECT epoch FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} ${forShare(sql)}`,
+    sql.onDialectOrElse({
+      pg: () =>
+        fence.idleTimeoutMs === undefined
+          ? sql`SELECT epoch FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} FOR SHARE`
+          : sql`SELECT epoch, set_config('idle_in_transaction_session_timeout', ${String(fence.idleTimeoutMs)}, true)
+              AS idle FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} FOR SHARE`,
+      orElse: () => sql`SELECT epoch FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch}`
+    }),
     (rows) => rows.length > 0
   )
 

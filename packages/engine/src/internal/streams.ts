@@ -1,11 +1,12 @@
 // Streams: best-effort messages a running attempt emits, bounded per (Flow type, stream) by bytes.
 //
-// One write is one transaction: the owner's fence (refused: nothing is written and the attempt stops), the
+// One write is one transaction (tried again on a database error, up to ten times): the owner's fence (refused: nothing is written and the attempt stops), the
 // budget charged by one atomic upsert of `dex_stream_usage` (exact under concurrency: the row is created or
 // incremented in the same statement, and the increment is refused when it would pass the capacity), the
 // message, and at 90 % a trim back to 80 % that gives back exactly the bytes it deleted.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
 import { errorInfo } from "./decision.ts"
@@ -18,6 +19,9 @@ export interface StreamCounters {
   streamTrims: number
   streamWriteErrors: number
 }
+
+/** How often a stream write is tried before it is dropped (counted and logged). */
+const WRITE_TRIES = 10
 
 /** What became of one stream write. */
 export type EmitResult = "written" | "dropped" | "fenced"
@@ -48,7 +52,7 @@ export const emitStream = <A>(
       return "dropped" as const
     }
     const now = yield* Clock.currentTimeMillis
-    return yield* sql.withTransaction(
+    const write = sql.withTransaction(
       Effect.gen(function* () {
         if (!(yield* fenceCheck(sql, flowId, fence))) return "fenced" as const
         const charged = yield* sql<{
@@ -89,6 +93,9 @@ export const emitStream = <A>(
         return "written" as const
       })
     )
+    // a transaction that failed (a dropped connection, a transaction the server ended) wrote nothing: try again,
+    // on another connection (a stall that ended one transaction may have ended others of the pool too)
+    return yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") })
   }).pipe(
     Effect.catchCause((cause) => {
       if (counters) counters.streamWriteErrors++
