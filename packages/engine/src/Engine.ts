@@ -106,7 +106,7 @@ export interface ClusterOptions extends CommonOptions {
   readonly shardsPerGroup?: number | undefined
   /**
    * How long a runner's shard lock outlives its last refresh (refreshed every third of it, at most every
-   * second); default 1 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
+   * second); default 2 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
    * survivor. The engine's fenced transactions end when left idle for half of it, so no transaction
    * outlives the lock it was opened under (see the engine README, "Ownership").
    */
@@ -114,7 +114,7 @@ export interface ClusterOptions extends CommonOptions {
 }
 
 /** The default shard lock expiration of a cluster runner. */
-export const DEFAULT_SHARD_LOCK_EXPIRATION = Duration.seconds(1)
+export const DEFAULT_SHARD_LOCK_EXPIRATION = Duration.seconds(2)
 
 /** The distributed engine: a runner process of a cluster on Postgres. */
 export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineServices, EngineError> => {
