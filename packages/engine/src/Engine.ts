@@ -137,7 +137,7 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
       runnerAddress: Option.some(RunnerAddress.make(host, options.runnerPort)),
       entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
       // A dead runner is noticed when its shard locks expire: refreshed every third of the expiration, they
-      // expire after 1.5 s by default (effect/cluster's defaults are 10 s and 35 s). A runner paused longer
+      // expire after 2 s by default (effect/cluster's defaults are 10 s and 35 s). A runner paused longer
       // loses its Flows; every write on a Flow's behalf is fenced by the owner's epoch, so a paused runner
       // that resumes commits nothing and stops its fibers at its first refused write.
       shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
