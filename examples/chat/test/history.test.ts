@@ -9,7 +9,19 @@ const step = (id: string, createdAt: number, startedAt: number, finishedAt: numb
   status: "completed",
   fromStepExecutionId: null,
   createdAt,
-  attempts: [{ attempt: 1, startedAt, outputAt: null, finishedAt, outcome: "success", errorType: null, detail: null }]
+  attempts: [
+    {
+      attempt: 1,
+      startedAt,
+      outputAt: null,
+      finishedAt,
+      outcome: "success",
+      errorType: null,
+      detail: null,
+      runner: null,
+      epoch: null
+    }
+  ]
 })
 
 describe("/history", () => {

@@ -159,6 +159,14 @@ export interface ClientShape {
   ) => Effect.Effect<Option.Option<A>, FlowNotFound | EngineError>
   readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
   readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
+  /**
+   * Which runner owns the Flow now: the runner that last claimed it (`<host>:<port> pid <pid>` in a cluster,
+   * `embedded pid <pid>`), its ownership epoch and when it claimed the Flow. Attempt rows and history events
+   * carry the same runner identity, so writes of an earlier owner can be told from the current one's. A Flow
+   * nobody has touched since its owner died names that owner until another runner loads it (at most a few
+   * seconds for a Flow with running Steps: the recovery sweep). `FlowNotFound` for an ID no runner ever owned.
+   */
+  readonly flowOwner: (flowId: string) => Effect.Effect<Inspect.FlowOwner, FlowNotFound | EngineError>
   /** Waits until the Flow is closed (polling the database). */
   readonly waitForFlow: (
     flowId: string,
@@ -326,6 +334,7 @@ export const make = Effect.gen(function* () {
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
+    flowOwner: (flowId) => provideSql(Inspect.flowOwner(flowId)),
     waitForFlow: (flowId, options) => {
       const waiting = provideSql(Inspect.describeFlow(flowId)).pipe(
         Effect.repeat({

@@ -96,6 +96,24 @@ export const renderMetrics = (runner: RunnerStateShape, config: EngineConfigShap
     [[{}, c.streamRejectedWrites]]
   )
   metric(
+    "durable_engine_stream_write_errors_total",
+    "counter",
+    "Stream writes dropped by a database error (each is also logged).",
+    [[{}, c.streamWriteErrors]]
+  )
+  metric(
+    "durable_engine_fenced_writes_total",
+    "counter",
+    "Writes refused by the ownership fence (another runner had taken the Flow); each stopped the Flow's fibers here.",
+    [[{}, c.fencedWrites]]
+  )
+  metric(
+    "durable_engine_flows_recovered_total",
+    "counter",
+    "Flows with running Steps and no owner that the recovery sweep woke.",
+    [[{}, c.flowsRecovered]]
+  )
+  metric(
     "durable_engine_run_budget_rejections_total",
     "counter",
     `Step completions refused by the run budget (maxFlowStateBytes = ${config.maxFlowStateBytes}).`,

@@ -4,6 +4,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { EngineConfig, rpcReserveOf } from "../EngineConfig.ts"
+import type { ShardLease } from "./store.ts"
 
 /** One holder's claim on a slot. */
 export interface Lease {
@@ -115,6 +116,12 @@ export class RunnerCounters {
   streamRejectedWrites = 0
   /** Stream trims (each trims the oldest messages of a stream). */
   streamTrims = 0
+  /** Stream writes dropped by a database error (each also logged). */
+  streamWriteErrors = 0
+  /** Writes refused by the ownership fence (this runner had lost the Flow); each stopped the Flow's fibers here. */
+  fencedWrites = 0
+  /** Flows the recovery sweep woke (running Steps, no live owner). */
+  flowsRecovered = 0
   /** Closed Flows purged after their retention. */
   flowsPurged = 0
   /** Flow owners holding a Flow's state in memory. */
@@ -143,6 +150,17 @@ export interface ActiveAttempt {
 
 /** The shared state of one runner. */
 export interface RunnerStateShape {
+  /**
+   * This runner's identity as attempt rows, history and stream messages record it: `<host>:<port> pid <pid>` in
+   * a cluster, `embedded pid <pid>` on the embedded engine. Also the Postgres `application_name` of its sessions.
+   */
+  readonly runnerId: string
+  /** Flow IDs with a live owner (entity instance) on this runner. */
+  readonly activeFlows: Set<string>
+  /** Where this runner's lock of a shard lives, when claims must check it (cluster runners on Postgres). */
+  readonly shardLease: (group: string, shard: number) => ShardLease | undefined
+  /** The idle limit of fenced transactions (cluster runners: half the shard lock expiration). */
+  readonly transactionIdleTimeoutMs: number | undefined
   readonly slots: TaskSlots
   readonly counters: RunnerCounters
   /** The Step attempts of this runner's owners. */
@@ -155,29 +173,69 @@ export interface RunnerStateShape {
   readonly markReady: () => void
 }
 
+/** The identity of an embedded engine's runner. */
+export const embeddedRunnerId = () => `embedded pid ${process.pid}`
+
+/** The identity of a cluster runner (at most 63 bytes: it is also the sessions' `application_name`). */
+export const clusterRunnerId = (host: string, port: number) => `${host}:${port} pid ${process.pid}`.slice(0, 63)
+
+/**
+ * The lease of effect/cluster's `SqlRunnerStorage` on Postgres (table prefix `cluster`, the default shard
+ * group): the advisory lock `(namespace, 1000000 + shard)` held by the runner's lock session, whose
+ * `application_name` is the runner's identity. Other shard groups are not checked.
+ */
+export const postgresShardLease =
+  (runnerId: string) =>
+  (group: string, shard: number): ShardLease | undefined =>
+    group === "default"
+      ? { applicationName: runnerId, classId: CLUSTER_LOCK_NAMESPACE, objId: 1_000_000 + shard }
+      : undefined
+
+/** `SqlRunnerStorage`'s advisory-lock namespace for the prefix `cluster` (FNV-1a of `effect-cluster:cluster`). */
+const CLUSTER_LOCK_NAMESPACE = (() => {
+  const bytes = new TextEncoder().encode("effect-cluster:cluster")
+  let hash = 0x811c9dc5
+  for (let i = 0; i < bytes.length; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193)
+  return hash >>> 0
+})()
+
 /** The runner's shared state service. */
 export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>()(
   "@durable-agent/engine/internal/RunnerState"
 ) {
-  static readonly layer = Layer.effect(
-    RunnerState,
-    Effect.gen(function* () {
-      const config = yield* EngineConfig
-      let draining = false
-      let ready = false
-      return RunnerState.of({
-        slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config)),
-        counters: new RunnerCounters(),
-        attempts: new Set(),
-        draining: () => draining,
-        startDraining: () => {
-          draining = true
-        },
-        ready: () => ready && !draining,
-        markReady: () => {
-          ready = true
-        }
+  /**
+   * The runner state of a runner with identity `runnerId` (default: `embedded pid <pid>`) whose shard locks,
+   * if any, `shardLease` locates.
+   */
+  static readonly layerWith = (
+    runnerId: string = embeddedRunnerId(),
+    shardLease: RunnerStateShape["shardLease"] = () => undefined,
+    transactionIdleTimeoutMs?: number
+  ) =>
+    Layer.effect(
+      RunnerState,
+      Effect.gen(function* () {
+        const config = yield* EngineConfig
+        let draining = false
+        let ready = false
+        return RunnerState.of({
+          runnerId,
+          activeFlows: new Set(),
+          shardLease,
+          transactionIdleTimeoutMs,
+          slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config)),
+          counters: new RunnerCounters(),
+          attempts: new Set(),
+          draining: () => draining,
+          startDraining: () => {
+            draining = true
+          },
+          ready: () => ready && !draining,
+          markReady: () => {
+            ready = true
+          }
+        })
       })
-    })
-  )
+    )
+  static readonly layer = RunnerState.layerWith()
 }

@@ -34,7 +34,7 @@ import {
   storeWait,
   validateWait
 } from "./state.ts"
-import type { AttemptWrite, AttrVersionRow, FlowRow, HistoryRow, StepRow, TransitionBatch } from "./store.ts"
+import type { AttemptWrite, AttrVersionRow, Fence, FlowRow, HistoryRow, StepRow, TransitionBatch } from "./store.ts"
 
 /** The current attempt of a running Step execution, as the owner caches it. */
 export interface CurrentAttempt {
@@ -794,7 +794,11 @@ export class Transition {
   })
 
   /** The transition's writes, for one SQL transaction. */
-  batch(visible: (views: ReadonlyMap<string, StepRow>) => ReadonlySet<number>, cache: FlowCache | undefined) {
+  batch(
+    visible: (views: ReadonlyMap<string, StepRow>) => ReadonlySet<number>,
+    cache: FlowCache | undefined,
+    fence: Fence
+  ) {
     const { deletes, versions, dropped } = collectGarbage(
       cache?.attrVersions ?? new Map(),
       this.attrWrites,
@@ -810,6 +814,7 @@ export class Transition {
     const inserted = new Set(this.messages.map((m) => m.id))
     const consumed = new Set(this.messageDeletes)
     const batch: TransitionBatch = {
+      fence,
       flow: this.flow,
       expectedVersion: this.expectedVersion,
       steps: [...this.touched.values()],
