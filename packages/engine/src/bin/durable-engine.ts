@@ -8,7 +8,7 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import * as Command from "effect/cli/Command"
 import * as Effect from "effect/Effect"
-import { command } from "../src/InspectCommand.ts"
+import { command } from "../InspectCommand.ts"
 
 const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
 if (major < 22 || (major === 22 && minor < 19)) {
