@@ -13,5 +13,16 @@ export const projects = [
   "examples/chat",
   "examples/basics",
   "examples/web",
-  "examples/cluster"
+  "examples/cluster",
+  "packaging"
 ] as const
+
+/**
+ * The export condition that resolves the workspace's packages to their TypeScript sources (every entry of a
+ * package's `exports` lists it first). vitest, tsc (`customConditions`) and every Node process the tests, the
+ * examples and the npm scripts start (`--conditions=@durable-agent/source`) use it, so nothing needs a build.
+ */
+export const sourceCondition = "@durable-agent/source"
+
+/** The Node flag that applies {@link sourceCondition}: pass it to every `node` that runs workspace code. */
+export const sourceConditionFlag = `--conditions=${sourceCondition}`
