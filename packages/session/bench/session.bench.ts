@@ -149,7 +149,15 @@ const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
     let stderr = ""
     const child = spawn(
       process.execPath,
-      [...nodeFlags, "--expose-gc", childPath, mode, storage.location, String(CONCURRENT_SESSIONS), String(CONCURRENT_TURNS)],
+      [
+        ...nodeFlags,
+        "--expose-gc",
+        childPath,
+        mode,
+        storage.location,
+        String(CONCURRENT_SESSIONS),
+        String(CONCURRENT_TURNS)
+      ],
       { stdio: ["ignore", "pipe", "pipe"] }
     )
     let buffer = ""

@@ -13,10 +13,10 @@
 import type { Client } from "@durable-agent/engine"
 import type { AgentSessionClient } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import type * as Layer from "effect/Layer"
 import * as ChatHandler from "./ChatHandler.ts"
 
 /**
