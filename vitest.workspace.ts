@@ -20,9 +20,7 @@ export const projects = [
 /**
  * The export condition that resolves the workspace's packages to their TypeScript sources (every entry of a
  * package's `exports` lists it first). vitest, tsc (`customConditions`) and every Node process the tests, the
- * examples and the npm scripts start (`--conditions=@durable-agent/source`) use it, so nothing needs a build.
+ * examples and the npm scripts start (`--conditions=@durable-agent/source`, see `nodeFlags` in
+ * `@durable-agent/engine/testing/ChildProcess`) use it, so nothing needs a build (CONTRIBUTING.md).
  */
 export const sourceCondition = "@durable-agent/source"
-
-/** The Node flag that applies {@link sourceCondition}: pass it to every `node` that runs workspace code. */
-export const sourceConditionFlag = `--conditions=${sourceCondition}`
