@@ -9,6 +9,7 @@
 import { execFile } from "node:child_process"
 import {
   cpSync,
+  existsSync,
   lstatSync,
   mkdtempSync,
   readdirSync,
@@ -207,6 +208,10 @@ afterAll(async () => {
 
 describe("the packages installed from their tarballs into an application outside the workspace", () => {
   it("installs copies, not links, and resolves every package inside the application", async () => {
+    // no node_modules above the application that Node's resolution could fall back to
+    for (let dir = dirname(app); dir !== dirname(dir); dir = dirname(dir)) {
+      assert.isFalse(existsSync(join(dir, "node_modules")), `${dir}/node_modules`)
+    }
     for (const { manifest } of packages) {
       const dir = join(app, "node_modules", ...manifest.name.split("/"))
       assert.isTrue(lstatSync(dir).isDirectory() && !lstatSync(dir).isSymbolicLink(), `${manifest.name} is a copy`)
