@@ -206,7 +206,11 @@ afterAll(async () => {
   if (temp !== "") await rm(temp, { recursive: true, force: true })
 }, 180_000)
 
-describe("the packages installed from their tarballs into an application outside the workspace", () => {
+// Each check waits on child processes (tsc, Node, npx) that a loaded machine slows down many times over: the
+// per-test limit is generous, and the processes themselves stop after 240 s (`run`).
+describe("the packages installed from their tarballs into an application outside the workspace", {
+  timeout: 300_000
+}, () => {
   it("installs copies, not links, and resolves every package inside the application", async () => {
     // no node_modules above the application that Node's resolution could fall back to
     for (let dir = dirname(app); dir !== dirname(dir); dir = dirname(dir)) {
