@@ -1,5 +1,5 @@
 // Drives the chat the way a person does: in a pseudo-terminal (tmux), typing lines and reading the screen.
-// Each test runs `node examples/chat/src/main.ts` with its own database (CHAT_DB) and a copy of the workspace
+// Each test runs `node --conditions=@durable-agent/source examples/chat/src/main.ts` with its own database (CHAT_DB) and a copy of the workspace
 // (CHAT_WORKSPACE) in a temp folder, without OPENAI_API_KEY (the scripted demo model), on its own tmux server
 // (`tmux -S <temp folder>/tmux.sock`).
 import { execFileSync } from "node:child_process"
@@ -8,6 +8,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Engine } from "@durable-agent/engine"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -54,7 +55,7 @@ const makeChat = Effect.acquireRelease(
     })
 )
 
-/** Starts `node examples/chat/src/main.ts` (with `args`) in a 160x50 tmux pane. */
+/** Starts `node --conditions=@durable-agent/source examples/chat/src/main.ts` (with `args`) in a 160x50 tmux pane. */
 const start = (chat: Chat, args: ReadonlyArray<string> = []) =>
   Effect.sync(() => {
     const command = [
@@ -62,6 +63,7 @@ const start = (chat: Chat, args: ReadonlyArray<string> = []) =>
       `CHAT_DB=${quote(chat.db)}`,
       `CHAT_WORKSPACE=${quote(chat.workspace)}`,
       quote(process.execPath),
+      ...nodeFlags,
       "examples/chat/src/main.ts",
       ...args.map(quote)
     ].join(" ")

@@ -35,9 +35,16 @@ const wordDelay = Number(process.env.WEB_WORD_DELAY_MS ?? "60")
 /** Builds the page with Vite (React) into `dist`. */
 const buildPage = Effect.promise(async () => {
   if (process.env.WEB_SKIP_BUILD === "1" && existsSync(join(dist, "index.html"))) return
-  const { build } = await import("vite")
+  const { build, defaultClientConditions } = await import("vite")
   const react = (await import("@vitejs/plugin-react")).default
-  await build({ root: appRoot, plugins: [react()], logLevel: "warn", build: { outDir: dist, emptyOutDir: true } })
+  await build({
+    root: appRoot,
+    plugins: [react()],
+    // this repository runs its packages from their sources; an application's build leaves the conditions alone
+    resolve: { conditions: ["@durable-agent/source", ...defaultClientConditions] },
+    logLevel: "warn",
+    build: { outDir: dist, emptyOutDir: true }
+  })
 })
 
 /** The example's users: a random ID in a cookie. Each user owns the one session `<user>-chat`. */

@@ -8,6 +8,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest"
 
@@ -35,7 +36,7 @@ let browser: BrowserContext | undefined
 /** Starts the web chat and waits for its "web chat on" line. */
 const startServer = (skipBuild: boolean) =>
   new Promise<ChildProcess>((resolve, reject) => {
-    const child = spawn(process.execPath, [serverFile], {
+    const child = spawn(process.execPath, [...nodeFlags, serverFile], {
       env: {
         ...process.env,
         PORT: String(port),

@@ -5,7 +5,7 @@
  * - `GET /readyz`: 200 once the worker registered its Flows and while it is not draining; 503 otherwise.
  * - `GET /metrics`: the runner's metrics (names and meanings in the engine README, "Health and metrics").
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { createServer } from "node:http"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"

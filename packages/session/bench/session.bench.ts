@@ -25,6 +25,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Client } from "@durable-agent/engine"
 import * as BenchResults from "@durable-agent/engine/testing/BenchResults"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import * as Effect from "effect/Effect"
 import * as References from "effect/References"
 import { type Row, renderTable } from "../../engine/bench/report.ts"
@@ -148,7 +149,15 @@ const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
     let stderr = ""
     const child = spawn(
       process.execPath,
-      ["--expose-gc", childPath, mode, storage.location, String(CONCURRENT_SESSIONS), String(CONCURRENT_TURNS)],
+      [
+        ...nodeFlags,
+        "--expose-gc",
+        childPath,
+        mode,
+        storage.location,
+        String(CONCURRENT_SESSIONS),
+        String(CONCURRENT_TURNS)
+      ],
       { stdio: ["ignore", "pipe", "pipe"] }
     )
     let buffer = ""

@@ -233,5 +233,13 @@ export const checkRunners = (
  * @category layers
  * @since 0.1.0
  */
-export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(...flows: Flows) =>
-  Worker.layer(...flows).pipe(Layer.provide(Layer.effectDiscard(checkRunners(flows))))
+export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
+  ...flows: Flows
+): Layer.Layer<
+  never,
+  Layer.Error<WorkerLayer<Flows>> | AgentSessionDefinitionError,
+  Layer.Services<WorkerLayer<Flows>>
+> => Worker.layer(...flows).pipe(Layer.provide(Layer.effectDiscard(checkRunners(flows))))
+
+/** The engine's worker layer for these Flows (named so that the declaration of `layerWorker` is portable). */
+type WorkerLayer<Flows extends ReadonlyArray<FlowDef<any, any>>> = ReturnType<typeof Worker.layer<Flows>>
