@@ -67,7 +67,8 @@ export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/e
   sendId: Schema.optional(Schema.String)
 }) {
   [PrimaryKey.symbol]() {
-    return this.sendId === undefined ? `rpc/${this.requestId}` : `rpc/${this.requestId}/${this.sendId}`
+    // a keyed request ID is up to 270 characters, over the cluster's 255 for a message ID
+    return `rpc/${this.sendId ?? this.requestId}`
   }
 }
 

@@ -70,6 +70,10 @@ export const idempotencySuite = (engine: EngineFactory) => {
           yield* client.startSession("s-send-2")
           yield* awaitSnapshot("s-send-2", (s) => s.state !== null, "the second session start")
           assert.isTrue(yield* client.sendUserMessage("s-send-2", "other text", { requestId: "k-1" }))
+          // the longest key (200 characters) works like any other
+          const long = "k".repeat(200)
+          assert.isTrue(yield* client.sendUserMessage("s-send-2", "long", { requestId: long }))
+          assert.isTrue(yield* client.sendUserMessage("s-send-2", "long", { requestId: long }))
           // a refused message (blank) is a stored reply too: the retry says false again
           assert.isFalse(yield* client.sendUserMessage("s-send", "   ", { requestId: "k-blank" }))
           assert.isFalse(yield* client.sendUserMessage("s-send", "   ", { requestId: "k-blank" }))
