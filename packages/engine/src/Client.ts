@@ -34,7 +34,7 @@ import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, Str
 import * as Inspect from "./Inspect.ts"
 import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
-import { loadAttribute } from "./internal/store.ts"
+import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
 
 /** Options of `startFlow`. */
 export interface StartFlowOptions {
@@ -135,6 +135,11 @@ export interface ClientShape {
     | InvalidInput
     | ClusterError
   >
+  /**
+   * Whether an `invokeRpc` call with this `requestId` (idempotency key) committed on the Flow, whatever its RPC
+   * and input: a caller about to retry tells a replay from a new request with it (the UI stream does).
+   */
+  readonly requestCommitted: (flowId: string, requestId: string) => Effect.Effect<boolean, EngineError>
   readonly publish: <A>(
     flowId: string,
     channel: Channel<A> | ChannelMap<A>,
@@ -328,6 +333,11 @@ export const make = Effect.gen(function* () {
         const output = yield* mapClusterErrors(flows(flowId).Invoke(payload))
         return decodeJson(rpc.output, output)
       }),
+    requestCommitted: (flowId, key) =>
+      Effect.map(
+        loadKeyedRequestIds(sql, flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
+        (ids) => ids.length > 0
+      ),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
