@@ -24,29 +24,11 @@ import * as Layer from "effect/Layer"
 import * as References from "effect/References"
 import { freePort } from "../../engine/test/support/ports.ts"
 import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, type Wire } from "../src/index.ts"
+import { sessionIds, TOOL_EFFECTS, TURN_TOOLS } from "./scenario.ts"
 
 const [target, ledger, sessionsArg, untilArg] = process.argv.slice(2)
 const sessionCount = Number(sessionsArg)
 const sendUntil = Number(untilArg)
-
-/** The soak's session IDs. */
-export const sessionIds = (n: number) => Array.from({ length: n }, (_, i) => `soak-${i + 1}`)
-
-/** The tools of each turn pattern (`turn <t>` uses pattern t % 4): every class, approvals in two of them. */
-export const TURN_TOOLS: ReadonlyArray<ReadonlyArray<string>> = [
-  ["lookup", "upsert"],
-  ["charge"],
-  ["deploy", "lookup"],
-  ["lookup", "upsert", "charge", "deploy"]
-]
-
-/** Each tool's effect class. */
-export const TOOL_EFFECTS: Readonly<Record<string, Wire.ToolEffect>> = {
-  lookup: "read",
-  upsert: "idempotent_write",
-  charge: "non_idempotent_write",
-  deploy: "unclassified"
-}
 
 const append = (line: Record<string, unknown>) =>
   Effect.sync(() => appendFileSync(ledger!, `${JSON.stringify({ ...line, pid: process.pid, at: Date.now() })}\n`))

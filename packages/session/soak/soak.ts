@@ -33,7 +33,8 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { SqlClient } from "effect/sql"
 import { createTestDatabase } from "../../engine/test/support/postgres.ts"
-import { sessionIds, TOOL_EFFECTS } from "./soak-worker.ts"
+import { OUTCOME_UNKNOWN_TEXT } from "../src/wire/index.ts"
+import { sessionIds, TOOL_EFFECTS } from "./scenario.ts"
 
 const workerPath = fileURLToPath(new URL("./soak-worker.ts", import.meta.url))
 
@@ -50,7 +51,7 @@ export interface SoakResult {
   }
   readonly turnsCompleted: number
   /** What the checks read: tool records, events and user messages (a check over nothing proves nothing). */
-  readonly checked: { readonly toolRecords: number; readonly events: number; readonly userMessages: number }
+  readonly checked: { readonly toolCalls: number; readonly events: number; readonly userMessages: number }
   readonly toolExecutions: Readonly<Record<string, number>>
   readonly approvals: number
   readonly progressMs: { readonly p50: number | null; readonly max: number | null }
@@ -226,30 +227,59 @@ export const runChecks = (
     if (n > 1) atMostOnce.push(`${key} (${TOOL_EFFECTS[key.split(" ")[1]!.split("-")[0]!]}) executed ${n} times`)
   }
 
+  // A record lives in AgentToolCalls while its turn is active; the turn's end keeps its outcome as the tool
+  // result message (what the model sees), so that message is the record of a call of an ended turn.
   const finalOnce: Array<string> = []
   const contradicting: Array<string> = []
-  const finished = d.events.filter((e) => e.type === "tool_call_finished")
-  const finishedBy = new Map<string, Array<EventRow>>()
-  for (const e of finished) {
-    const key = `${e.session} ${e.payload.tool_call_id}`
-    finishedBy.set(key, [...(finishedBy.get(key) ?? []), e])
-  }
   const executed = new Set(execs.map((e) => `${e.session} ${e.toolCallId}`))
+  const eventsOf = (type: string) => {
+    const by = new Map<string, Array<EventRow>>()
+    for (const e of d.events.filter((x) => x.type === type)) {
+      const key = `${e.session} ${e.payload.tool_call_id}`
+      by.set(key, [...(by.get(key) ?? []), e])
+    }
+    return by
+  }
+  const deferred = eventsOf("tool_call_deferred")
+  const finishedBy = eventsOf("tool_call_finished")
+  const results = new Map<string, Array<Record<string, any>>>()
+  for (const [session, messages] of d.messages) {
+    for (const m of messages.filter((x) => x.role === "tool")) {
+      const key = `${session} ${m.tool_call_id}`
+      results.set(key, [...(results.get(key) ?? []), m])
+    }
+  }
   for (const [session, records] of d.records) {
     for (const r of records) {
-      const key = `${session} ${r.tool_call_id}`
-      const ends = finishedBy.get(key) ?? []
-      if (!FINAL.has(r.status)) finalOnce.push(`${key}: record is ${r.status}, not final`)
-      if (ends.length !== 1) finalOnce.push(`${key}: ${ends.length} tool_call_finished events`)
-      for (const e of ends) {
-        if (e.payload.status !== r.status) {
-          contradicting.push(
-            `${key}: tool_call_finished says ${e.payload.status} (${e.stepExecutionId} attempt ${e.attempt}), the record ${r.status}`
-          )
-        }
-      }
-      if (r.status === "succeeded" && !executed.has(key)) finalOnce.push(`${key}: succeeded without an execution`)
+      if (!FINAL.has(r.status)) finalOnce.push(`${session} ${r.tool_call_id}: record is ${r.status}, not final`)
     }
+  }
+  for (const key of new Set([...deferred.keys(), ...finishedBy.keys(), ...results.keys()])) {
+    const ends = finishedBy.get(key) ?? []
+    const result = results.get(key) ?? []
+    if (ends.length !== 1) finalOnce.push(`${key}: ${ends.length} tool_call_finished events`)
+    if (result.length !== 1) finalOnce.push(`${key}: ${result.length} tool results stored`)
+    const output = result[0]?.tool_output
+    const stored =
+      output === undefined
+        ? undefined
+        : output === `${result[0]!.tool_name} ok`
+          ? "succeeded"
+          : output === OUTCOME_UNKNOWN_TEXT
+            ? "outcome_unknown"
+            : "another final status"
+    for (const e of ends) {
+      const said =
+        e.payload.status === "succeeded" || e.payload.status === "outcome_unknown"
+          ? e.payload.status
+          : "another final status"
+      if (stored !== undefined && said !== stored) {
+        contradicting.push(
+          `${key}: tool_call_finished says ${e.payload.status} (${e.stepExecutionId} attempt ${e.attempt}), the stored result ${stored}`
+        )
+      }
+    }
+    if (stored === "succeeded" && !executed.has(key)) finalOnce.push(`${key}: succeeded without an execution`)
   }
 
   const duplicates: Array<string> = []
@@ -443,7 +473,7 @@ export const runSoak = async (options: {
       },
       turnsCompleted,
       checked: {
-        toolRecords: [...durable.records.values()].reduce((n, r) => n + r.length, 0),
+        toolCalls: durable.events.filter((e) => e.type === "tool_call_deferred").length,
         events: durable.events.length,
         userMessages: [...durable.messages.values()].reduce((n, m) => n + m.filter((x) => x.role === "user").length, 0)
       },
@@ -456,7 +486,8 @@ export const runSoak = async (options: {
     }
   } finally {
     await database?.drop()
-    rmSync(dir, { recursive: true, force: true })
+    if (process.env.SOAK_KEEP_DIR === "1") log(`kept ${dir}`)
+    else rmSync(dir, { recursive: true, force: true })
   }
 }
 
@@ -468,7 +499,7 @@ const report = (r: SoakResult, log: (line: string) => void) => {
   )
   log(`  turns completed ${r.turnsCompleted}, approvals ${r.approvals}`)
   log(
-    `  checked ${r.checked.toolRecords} tool records, ${r.checked.events} events, ${r.checked.userMessages} user messages`
+    `  checked ${r.checked.toolCalls} tool calls, ${r.checked.events} events, ${r.checked.userMessages} user messages`
   )
   log(
     `  tool executions: ${Object.entries(r.toolExecutions)
