@@ -18,7 +18,7 @@
 // to the ledger too. Prints PROGRESS <json> every 2 s, and ALL_SETTLED <turns> once every session is settled
 // after the deadline.
 import { appendFileSync } from "node:fs"
-import { Engine } from "@durable-agent/engine"
+import { Client, Engine } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as References from "effect/References"
@@ -118,7 +118,22 @@ const settled = (s: Wire.AgentSnapshot) =>
 
 const program = Effect.gen(function* () {
   const client = yield* AgentSessionClient.AgentSessionClient
+  const engineClient = yield* Client.Client
   const ids = sessionIds(sessionCount)
+  // a message taken off the queue whose turn has not started shows as a ready or running AwaitUserMessage only
+  const stepsIdle = (id: string) =>
+    Effect.map(
+      bounded(engineClient.stepExecutions(id)),
+      (steps) =>
+        steps !== undefined &&
+        steps.every(
+          (s) =>
+            s.status === "completed" ||
+            s.status === "failed" ||
+            s.status === "cancelled" ||
+            (s.status === "waiting" && s.stepType === "AwaitUserMessage")
+        )
+    )
   yield* print(`READY ${process.pid}`)
   yield* Effect.forEach(ids, (id) => bounded(client.startSession(id, { requestId: `start/${id}` })), {
     concurrency: 4,
@@ -147,7 +162,8 @@ const program = Effect.gen(function* () {
         }
         if (settled(s)) {
           if (Date.now() >= sendUntil) {
-            done.add(id)
+            if (yield* stepsIdle(id)) done.add(id)
+            else done.delete(id)
             return
           }
           const t = s.state.turnCount + 1

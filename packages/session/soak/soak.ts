@@ -33,7 +33,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { SqlClient } from "effect/sql"
 import { createTestDatabase } from "../../engine/test/support/postgres.ts"
-import { OUTCOME_UNKNOWN_TEXT } from "../src/wire/index.ts"
+import { OUTCOME_UNKNOWN_TEXT, settleEvents } from "../src/wire/index.ts"
 import { sessionIds, TOOL_EFFECTS } from "./scenario.ts"
 
 const workerPath = fileURLToPath(new URL("./soak-worker.ts", import.meta.url))
@@ -209,6 +209,7 @@ const countBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string) => {
 
 const SINGLE_ATTEMPT = new Set(["non_idempotent_write", "unclassified"])
 const DELTA_TYPES = new Set(["text_delta", "reasoning_delta"])
+const TURN_ENDS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"])
 
 /** The soak's checks over the ledger and the durable state; exported for the checks' own test. */
 export const runChecks = (
@@ -232,16 +233,20 @@ export const runChecks = (
   const finalOnce: Array<string> = []
   const contradicting: Array<string> = []
   const executed = new Set(execs.map((e) => `${e.session} ${e.toolCallId}`))
-  const eventsOf = (type: string) => {
+  const eventsOf = (events: ReadonlyArray<EventRow>, type: string) => {
     const by = new Map<string, Array<EventRow>>()
-    for (const e of d.events.filter((x) => x.type === type)) {
+    for (const e of events.filter((x) => x.type === type)) {
       const key = `${e.session} ${e.payload.tool_call_id}`
       by.set(key, [...(by.get(key) ?? []), e])
     }
     return by
   }
-  const deferred = eventsOf("tool_call_deferred")
-  const finishedBy = eventsOf("tool_call_finished")
+  // the outcomes a reader takes: the settled stream of each session (wire/EventLog.ts)
+  const settledEvents = [...d.messages.keys()].flatMap((session) =>
+    settleEvents(d.events.filter((e) => e.session === session))
+  )
+  const deferred = eventsOf(d.events, "tool_call_deferred")
+  const finishedBy = eventsOf(settledEvents, "tool_call_finished")
   const results = new Map<string, Array<Record<string, any>>>()
   for (const [session, messages] of d.messages) {
     for (const m of messages.filter((x) => x.role === "tool")) {
@@ -257,7 +262,7 @@ export const runChecks = (
   for (const key of new Set([...deferred.keys(), ...finishedBy.keys(), ...results.keys()])) {
     const ends = finishedBy.get(key) ?? []
     const result = results.get(key) ?? []
-    if (ends.length !== 1) finalOnce.push(`${key}: ${ends.length} tool_call_finished events`)
+    if (ends.length !== 1) finalOnce.push(`${key}: ${ends.length} settled tool_call_finished events`)
     if (result.length !== 1) finalOnce.push(`${key}: ${result.length} tool results stored`)
     const output = result[0]?.tool_output
     const stored =
@@ -317,9 +322,13 @@ export const runChecks = (
       const n = answers.filter((a) => a === `done ${t}`).length
       if (n !== 1) answered.push(`${session}: "turn ${t}" answered ${n} times`)
     }
-    const completed = d.events.filter((e) => e.session === session && e.type === "turn_completed").length
-    if (completed !== turns.length)
-      answered.push(`${session}: ${completed} turn_completed events for ${turns.length} turns`)
+    const ends = settleEvents(d.events.filter((e) => e.session === session)).filter((e) => TURN_ENDS.has(e.type))
+    const completed = ends.filter((e) => e.type === "turn_completed").length
+    if (completed !== turns.length || ends.length !== turns.length) {
+      answered.push(
+        `${session}: ${completed} settled turn_completed of ${ends.length} turn ends for ${turns.length} turns`
+      )
+    }
   }
   for (const s of ledger.filter((l) => l.kind === "sent" && l.ok === true)) {
     const users = (d.messages.get(s.session) ?? []).filter((m) => m.role === "user").map((m) => m.text)

@@ -155,20 +155,30 @@ describe("soak checks", () => {
       ]
     })
 
+    // a later outcome of another Step settles over the first: it must agree with the stored result
     const contradicted = clean()
     contradicted.durable.events.push(
       event({
         type: "tool_call_finished",
-        stepExecutionId: "CallSingleAttemptTool-1",
-        attempt: 1,
+        stepExecutionId: "RecordToolOutcomeUnknown-1",
         payload: { tool_call_id: "charge-1", status: "outcome_unknown" }
       })
     )
-    const found = violationsOf(contradicted.ledger, contradicted.durable)
-    assert.deepStrictEqual(found["no contradicting event"], [
-      "s charge-1: tool_call_finished says outcome_unknown (CallSingleAttemptTool-1 attempt 1), the stored result succeeded"
-    ])
-    assert.deepStrictEqual(found["every tool record final exactly once"], ["s charge-1: 2 tool_call_finished events"])
+    assert.deepStrictEqual(violationsOf(contradicted.ledger, contradicted.durable), {
+      "no contradicting event": [
+        "s charge-1: tool_call_finished says outcome_unknown (RecordToolOutcomeUnknown-1 attempt 1), the stored result succeeded"
+      ]
+    })
+
+    const unfinished = clean()
+    unfinished.durable.events.splice(1, 1)
+    unfinished.ledger.splice(1, 1)
+    assert.deepStrictEqual(violationsOf(unfinished.ledger, unfinished.durable), {
+      "every tool record final exactly once": [
+        "s charge-1: 0 settled tool_call_finished events",
+        "s charge-1: succeeded without an execution"
+      ]
+    })
 
     const unanswered = clean()
     unanswered.ledger.push({ kind: "sent", session: "s", turn: 2, ok: true, pid: 1, at: 2 })
@@ -176,7 +186,7 @@ describe("soak checks", () => {
     assert.deepStrictEqual(violationsOf(unanswered.ledger, unanswered.durable)["every user message answered"], [
       's: "turn 1" stored 2 times',
       's: user message 2 is "turn 1"',
-      "s: 1 turn_completed events for 2 turns",
+      "s: 1 settled turn_completed of 1 turn ends for 2 turns",
       's: acknowledged "turn 2" is missing'
     ])
 
