@@ -48,9 +48,11 @@ export interface SoakResult {
     readonly kills: number
     readonly stops: number
     readonly survived: number
+    /** The faults not survived: a session whose turn was under way then wrote no event after it. */
+    readonly unprogressed: ReadonlyArray<string>
   }
   readonly turnsCompleted: number
-  /** What the checks read: tool records, events and user messages (a check over nothing proves nothing). */
+  /** What the checks read: tool calls, events and user messages (a check over nothing proves nothing). */
   readonly checked: { readonly toolCalls: number; readonly events: number; readonly userMessages: number }
   readonly toolExecutions: Readonly<Record<string, number>>
   readonly approvals: number
@@ -359,12 +361,16 @@ export const runChecks = (
 const FINAL = new Set(["succeeded", "failed", "rejected", "cancelled", "outcome_unknown"])
 
 /** For each fault, how long until every session whose turn was under way at that moment wrote its next event. */
-const progressAfterFaults = (faults: ReadonlyArray<{ readonly at: number }>, events: ReadonlyArray<EventRow>) => {
+const progressAfterFaults = (
+  faults: ReadonlyArray<{ readonly kind: string; readonly at: number; readonly start: number }>,
+  events: ReadonlyArray<EventRow>,
+  unprogressed: Array<string>
+) => {
   const bySession = new Map<string, Array<EventRow>>()
   for (const e of events) bySession.set(e.session, [...(bySession.get(e.session) ?? []), e])
   return faults.map((f) => {
     let worst: number | null = 0
-    for (const list of bySession.values()) {
+    for (const [session, list] of bySession) {
       const before = list.filter((e) => e.at <= f.at)
       const last = before[before.length - 1]
       // a session between turns at the fault has nothing to resume
@@ -372,6 +378,7 @@ const progressAfterFaults = (faults: ReadonlyArray<{ readonly at: number }>, eve
       const next = list.find((e) => e.at > f.at)
       if (next === undefined) {
         worst = null
+        unprogressed.push(`${f.kind} at +${f.at - f.start} ms: ${session} wrote nothing after it (last: ${last.type})`)
         break
       }
       worst = Math.max(worst, next.at - f.at)
@@ -404,7 +411,7 @@ export const runSoak = async (options: {
   const sendUntil = start + options.minutes * 60_000
   const args = [target, ledger, String(options.sessions), String(sendUntil)]
   const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, () => startWorker(args))
-  const faults: Array<{ readonly kind: "kill" | "stop"; readonly at: number }> = []
+  const faults: Array<{ readonly kind: "kill" | "stop"; readonly at: number; readonly start: number }> = []
   let settledAt: number | null = null
   try {
     log(`soak: ${mode}, ${options.sessions} sessions, ${options.minutes} min of faults, ${slots.length} worker(s)`)
@@ -415,13 +422,13 @@ export const runSoak = async (options: {
       const slot = between(0, slots.length)
       const worker = slots[slot]!
       if (Math.random() < 0.5) {
-        faults.push({ kind: "kill", at: Date.now() })
+        faults.push({ kind: "kill", at: Date.now(), start })
         await killWorker(worker)
         log(`fault ${faults.length}: SIGKILL worker ${slot + 1}`)
         await sleep(between(1000, 2000))
         slots[slot] = startWorker(args)
       } else {
-        faults.push({ kind: "stop", at: Date.now() })
+        faults.push({ kind: "stop", at: Date.now(), start })
         signal(worker, "SIGSTOP")
         worker.stopped = true
         const pause = mode === "cluster" ? between(5000, 7000) : between(1000, 4000)
@@ -464,7 +471,8 @@ export const runSoak = async (options: {
       readDurable(sessions).pipe(Effect.provide(sqlLayer)) as Effect.Effect<Durable>
     )
     const checks = runChecks(sessions, ledgerLines, durable, settledAt !== null, options.settleSeconds)
-    const progress = progressAfterFaults(faults, durable.events)
+    const unprogressed: Array<string> = []
+    const progress = progressAfterFaults(faults, durable.events, unprogressed)
     const measured = progress.filter((p): p is number => p !== null)
     const execs = ledgerLines.filter((l) => l.kind === "exec")
     const toolExecutions: Record<string, number> = {}
@@ -478,7 +486,8 @@ export const runSoak = async (options: {
         injected: faults.length,
         kills: faults.filter((f) => f.kind === "kill").length,
         stops: faults.filter((f) => f.kind === "stop").length,
-        survived: measured.length
+        survived: measured.length,
+        unprogressed
       },
       turnsCompleted,
       checked: {
@@ -506,6 +515,7 @@ const report = (r: SoakResult, log: (line: string) => void) => {
   log(
     `  faults injected ${r.faults.injected} (SIGKILL ${r.faults.kills}, SIGSTOP/SIGCONT ${r.faults.stops}), survived ${r.faults.survived}`
   )
+  for (const u of r.faults.unprogressed) log(`       ${u}`)
   log(`  turns completed ${r.turnsCompleted}, approvals ${r.approvals}`)
   log(
     `  checked ${r.checked.toolCalls} tool calls, ${r.checked.events} events, ${r.checked.userMessages} user messages`
