@@ -125,14 +125,13 @@ const program = Effect.gen(function* () {
     Effect.map(
       bounded(engineClient.stepExecutions(id)),
       (steps) =>
-        steps !== undefined &&
-        steps.every(
+        steps?.every(
           (s) =>
             s.status === "completed" ||
             s.status === "failed" ||
             s.status === "cancelled" ||
             (s.status === "waiting" && s.stepType === "AwaitUserMessage")
-        )
+        ) === true
     )
   yield* print(`READY ${process.pid}`)
   yield* Effect.forEach(ids, (id) => bounded(client.startSession(id, { requestId: `start/${id}` })), {
