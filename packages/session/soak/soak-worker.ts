@@ -18,12 +18,12 @@
 // to the ledger too. Prints PROGRESS <json> every 2 s, and ALL_SETTLED <turns> once every session is settled
 // after the deadline.
 import { appendFileSync } from "node:fs"
-import { Client, Engine } from "@durable-agent/engine"
+import { Client } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as References from "effect/References"
-import { freePort } from "../../engine/test/support/ports.ts"
 import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, type Wire } from "../src/index.ts"
+import { engineFor } from "../test/support/engine-target.ts"
 import { sessionIds, TOOL_EFFECTS, TURN_TOOLS } from "./scenario.ts"
 
 const [target, ledger, sessionsArg, untilArg] = process.argv.slice(2)
@@ -85,13 +85,7 @@ const flow = AgentSessionFlow.make({
   }
 })
 
-const engine = target!.startsWith("postgres://")
-  ? Layer.unwrap(
-      Effect.map(Effect.promise(freePort), (runnerPort) =>
-        Engine.layerCluster({ url: target!, runnerPort, pollInterval: "50 millis", maxConcurrentTasks: 64 })
-      )
-    )
-  : Engine.layerEmbedded({ filename: target!, pollInterval: "50 millis", maxConcurrentTasks: 64 })
+const engine = engineFor(target!)
 
 const layer = Layer.mergeAll(
   AgentSessionFlow.layerWorker(flow).pipe(
