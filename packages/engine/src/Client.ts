@@ -22,6 +22,7 @@ import {
   type FlowAlreadyStarted,
   type FlowNotActive,
   type FlowNotFound,
+  type IdempotencyKeyReused,
   InvalidInput,
   InvalidResumeToken,
   LongPollTimeout,
@@ -31,9 +32,9 @@ import {
 } from "./Errors.ts"
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
-import { ControlPayload, FlowEntity, InvokePayload, StartPayload } from "./internal/protocol.ts"
+import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
-import { loadAttribute } from "./internal/store.ts"
+import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
 
 /** Options of `startFlow`. */
 export interface StartFlowOptions {
@@ -76,6 +77,23 @@ export interface InitialAttribute {
   readonly key?: string | undefined
 }
 
+/** Options of `invokeRpc`. */
+export interface InvokeRpcOptions {
+  /**
+   * The caller's idempotency key (1 to 200 characters): makes a retry after an ambiguous failure (a timeout, a
+   * dropped connection, a crash of the owner between its commit and its reply) safe. The reply is stored with
+   * the RPC's transition under the key and the call's fingerprint (the RPC's name and encoded input), so a
+   * repeat with the same key and arguments returns the first call's output and commits nothing, on whichever
+   * runner owns the Flow then; the same key with another RPC or input fails with `IdempotencyKeyReused`. A call
+   * that failed committed nothing, so its key may be retried. Keys are scoped to the Flow and kept as long as
+   * its stored replies (until the Flow is purged).
+   */
+  readonly requestId?: string | undefined
+}
+
+/** The longest `InvokeRpcOptions.requestId`. */
+export const MAX_REQUEST_ID_LENGTH = 200
+
 /** How `stopFlow` ends a Flow. */
 export type StopMode = "cancel" | "terminate" | "fail"
 
@@ -104,11 +122,13 @@ export interface ClientShape {
     flow: FlowDef<any, any>,
     rpc: RpcDef<I, O, any>,
     flowId: string,
-    input: I
+    input: I,
+    options?: InvokeRpcOptions
   ) => Effect.Effect<
     O,
     | FlowNotFound
     | FlowNotActive
+    | IdempotencyKeyReused
     | RpcLockConflict
     | ChannelMessageNotFound
     | RpcFailed
@@ -117,6 +137,11 @@ export interface ClientShape {
     | InvalidInput
     | ClusterError
   >
+  /**
+   * Whether an `invokeRpc` call with this `requestId` (idempotency key) committed on the Flow, whatever its RPC
+   * and input: a caller about to retry tells a replay from a new request with it (the UI stream does).
+   */
+  readonly requestCommitted: (flowId: string, requestId: string) => Effect.Effect<boolean, EngineError>
   readonly publish: <A>(
     flowId: string,
     channel: Channel<A> | ChannelMap<A>,
@@ -294,14 +319,35 @@ export const make = Effect.gen(function* () {
           )
         )
       }),
-    invokeRpc: (_flow, rpc, flowId, input) =>
+    invokeRpc: (_flow, rpc, flowId, input, options) =>
       Effect.gen(function* () {
         const text = yield* encodeInput(rpc.input, input, `input of RPC ${rpc.name}`)
-        const output = yield* mapClusterErrors(
-          flows(flowId).Invoke(new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() }))
-        )
+        const key = options?.requestId
+        if (key !== undefined && (key.length === 0 || key.length > MAX_REQUEST_ID_LENGTH)) {
+          return yield* new InvalidInput({
+            what: `request ID of RPC ${rpc.name}`,
+            detail: `a request ID has 1 to ${MAX_REQUEST_ID_LENGTH} characters; this one has ${key.length}`
+          })
+        }
+        const payload =
+          key === undefined
+            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
+            : new InvokePayload({
+                flowId,
+                rpc: rpc.name,
+                input: text,
+                requestId: keyedRequestId(key, rpc.name, text),
+                idempotencyKey: key,
+                sendId: requestId()
+              })
+        const output = yield* mapClusterErrors(flows(flowId).Invoke(payload))
         return decodeJson(rpc.output, output)
       }),
+    requestCommitted: (flowId, key) =>
+      Effect.map(
+        loadKeyedRequestIds(sql, flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
+        (ids) => ids.length > 0
+      ),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)

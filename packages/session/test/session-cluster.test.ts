@@ -4,6 +4,7 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { continuationSuite } from "./suites/continuation.ts"
 import { effectsSuite } from "./suites/effects.ts"
+import { idempotencySuite } from "./suites/idempotency.ts"
 import { inputSuite } from "./suites/input.ts"
 import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
@@ -24,3 +25,4 @@ questionsSuite(clusterEngine)
 planSuite(clusterEngine)
 continuationSuite(clusterEngine)
 taskQuestionsSuite(clusterEngine)
+idempotencySuite(clusterEngine)

@@ -5,6 +5,7 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { continuationSuite } from "./suites/continuation.ts"
 import { effectsSuite } from "./suites/effects.ts"
+import { idempotencySuite } from "./suites/idempotency.ts"
 import { inputSuite } from "./suites/input.ts"
 import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
@@ -25,3 +26,4 @@ questionsSuite(embeddedEngine)
 planSuite(embeddedEngine)
 continuationSuite(embeddedEngine)
 taskQuestionsSuite(embeddedEngine)
+idempotencySuite(embeddedEngine)

@@ -13,7 +13,10 @@
  * | `POST {base}/{id}/stop`   | stops the active turn (a durable `cancel_turn`), unlike closing the connection    |
  *
  * Every route asks the application's `authorize` hook first, and reads or changes nothing when it says no
- * (403). See `docs/ui-stream.md`.
+ * (403). The POST routes take an `Idempotency-Key` header (1 to 150 characters): a retry with the same key after
+ * a lost response sends, answers or stops nothing again; `POST {base}` and `POST {base}/{id}/answer` then stream
+ * the session's active turn (or its last turn) from its start, `POST {base}/{id}/stop` answers the first call's
+ * result. See `docs/ui-stream.md`.
  *
  * @since 0.1.0
  */
@@ -80,7 +83,12 @@ export interface ChatHandlerOptions {
    * Stops the active turn of a session (the stop button); the session client's `cancelTurn` (the durable
    * `cancel_turn` RPC) by default.
    */
-  readonly cancelTurn?: ((sessionId: string) => Effect.Effect<boolean, unknown, Services>) | undefined
+  readonly cancelTurn?:
+    | ((
+        sessionId: string,
+        options?: { readonly requestId?: string | undefined }
+      ) => Effect.Effect<boolean, unknown, Services>)
+    | undefined
   /** Starts a session that does not exist yet with the first message; true by default. */
   readonly startSessions?: boolean | undefined
   /** The largest request body; 1 MiB by default. */
@@ -108,6 +116,23 @@ const fail = (status: number, code: string, message: string) =>
 
 const json = (status: number, body: unknown, headers?: Record<string, string>) =>
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } })
+
+/** The longest `Idempotency-Key` header: its derived request IDs stay within the engine's 200 characters. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 150
+
+/** The request's `Idempotency-Key` header, if any; a 400 for an empty or overlong one. */
+const idempotencyKey = (request: Request) => {
+  const key = request.headers.get("idempotency-key")
+  if (key === null) return Effect.succeed(undefined)
+  if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    return fail(400, "bad_idempotency_key", `an Idempotency-Key has 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`)
+  }
+  return Effect.succeed(key)
+}
+
+/** The request options of one session RPC under the header's key (`part` tells apart several RPCs of a request). */
+const keyed = (key: string | undefined, part?: string) =>
+  key === undefined ? undefined : { requestId: part === undefined ? key : `${key}/${part}` }
 
 const errorResponse = (e: ChatRequestError) => json(e.status, { error: { code: e.code, message: e.message } })
 
@@ -204,6 +229,12 @@ const rpcFailure = (e: { readonly _tag: string; readonly message?: string }) => 
       return new ChatRequestError({ status: 404, code: "session_not_found", message: "no such session" })
     case "FlowNotActive":
       return new ChatRequestError({ status: 409, code: "session_closed", message: "the session has ended" })
+    case "IdempotencyKeyReused":
+      return new ChatRequestError({
+        status: 422,
+        code: "idempotency_key_reused",
+        message: "this Idempotency-Key was used for another request"
+      })
     default:
       return new ChatRequestError({ status: 500, code: "engine_error", message: e.message ?? e._tag })
   }
@@ -290,10 +321,42 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       )
     )
 
+  /** Whether a request under one of these idempotency keys already committed on the session. */
+  const committed = (sessionId: string, keys: ReadonlyArray<string>) =>
+    Effect.flatMap(Client.Client, (engine) =>
+      Effect.map(
+        Effect.forEach(keys, (key) => engine.requestCommitted(sessionId, key)),
+        (found) => found.some((c) => c)
+      )
+    ).pipe(Effect.mapError(rpcFailure))
+
+  /**
+   * The answer to a retried request that already committed: the active turn from its start, else the turn a
+   * queued message starts, else the last turn (204 before any turn).
+   */
+  const replay = (sessionId: string) =>
+    Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
+      const st = snapshot.state
+      const turnId =
+        st?.activeTurnId ??
+        (st === null
+          ? null
+          : snapshot.queuedMessageCount > 0
+            ? Wire.formatTurnId(st.turnCount + 1)
+            : st.turnCount > 0
+              ? Wire.formatTurnId(st.turnCount)
+              : null)
+      if (turnId === null) return new Response(null, { status: 204 })
+      return yield* uiStreamResponse(turn(sessionId, turnId, { _tag: "TurnStart", after: null }))
+    })
+
   // POST {base}
   const chat = (request: Request) =>
     Effect.gen(function* () {
       const sessions = yield* AgentSessionClient.AgentSessionClient
+      const key = yield* idempotencyKey(request)
       const text = yield* readBody(request, maxBody)
       const body: ChatBody = yield* decodeChatBody(text).pipe(
         Effect.mapError(
@@ -312,12 +375,27 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         }
         const planMode = body.planMode === true
         const snapshot = yield* snapshotOrNull(sessionId)
+        // the initial message of StartAgentSession has no plan_mode: a plan-mode session starts empty and
+        // its first message follows
+        const startOptions = { ...(planMode ? {} : { initialMessage: message }), ...keyed(key) }
+        const send = sessions
+          .sendUserMessage(sessionId, planMode ? { text: message, planMode: true } : message, keyed(key))
+          .pipe(Effect.mapError(rpcFailure))
+        if (key !== undefined && Option.isSome(snapshot)) {
+          // a retry: the keyed send answers from its stored reply (or refuses another message under the key)
+          if (yield* committed(sessionId, [key])) return yield* Effect.andThen(send, replay(sessionId))
+          // a retry of the request that started the session: the start with the same key returns its run
+          const started = yield* sessions.startSession(sessionId, startOptions).pipe(
+            Effect.as(true),
+            Effect.catchTag("FlowAlreadyStarted", () => Effect.succeed(false)),
+            Effect.mapError((e) => rpcFailure(e as { readonly _tag: string; readonly message?: string }))
+          )
+          if (started && !planMode) return yield* replay(sessionId)
+        }
         if (Option.isNone(snapshot)) {
           if (options.startSessions === false) return yield* fail(404, "session_not_found", "no such session")
-          // the initial message of StartAgentSession has no plan_mode: a plan-mode session starts empty and
-          // its first message follows
           yield* sessions
-            .startSession(sessionId, planMode ? {} : { initialMessage: message })
+            .startSession(sessionId, startOptions)
             .pipe(Effect.mapError((e) => rpcFailure(e as { readonly _tag: string; readonly message?: string })))
           if (!planMode) {
             return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(1), { _tag: "TurnStart", after: null }))
@@ -326,9 +404,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         const st = Option.isNone(snapshot) ? null : snapshot.value.state
         const next = st === null ? 1 : st.turnCount + (st.activeTurnId === null ? 1 : 2)
         const after = Option.isNone(snapshot) ? null : yield* lastToken(sessionId)
-        const accepted = yield* sessions
-          .sendUserMessage(sessionId, planMode ? { text: message, planMode: true } : message)
-          .pipe(Effect.mapError(rpcFailure))
+        const accepted = yield* send
         if (!accepted) {
           return yield* planMode
             ? fail(400, "plan_mode_refused", "the session refused the plan-mode message (is plan mode enabled?)")
@@ -340,6 +416,25 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       const answers = approvalAnswers(last.parts)
       if (answers.length === 0) {
         return yield* fail(400, "nothing_to_send", "the last assistant message holds no approval answer")
+      }
+      const resolve = (answer: ApprovalAnswer) =>
+        sessions
+          .resolveInterrupt(
+            sessionId,
+            { interruptId: answer.approvalId, approved: answer.approved, rejectionMessage: answer.reason },
+            keyed(key, answer.approvalId)
+          )
+          .pipe(Effect.mapError(rpcFailure))
+      if (
+        key !== undefined &&
+        (yield* committed(
+          sessionId,
+          answers.map((a) => keyed(key, a.approvalId)!.requestId)
+        ))
+      ) {
+        // a retry: each keyed answer is its stored reply, or completes what the first request did not reach
+        yield* Effect.forEach(answers, resolve, { discard: true })
+        return yield* replay(sessionId)
       }
       const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
       const active = snapshot.state?.activeTurnId ?? null
@@ -365,15 +460,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         }
         if (pending !== undefined) toResolve.push(answer)
       }
-      for (const answer of toResolve) {
-        yield* sessions
-          .resolveInterrupt(sessionId, {
-            interruptId: answer.approvalId,
-            approved: answer.approved,
-            rejectionMessage: answer.reason
-          })
-          .pipe(Effect.mapError(rpcFailure))
-      }
+      yield* Effect.forEach(toResolve, resolve, { discard: true })
       const metadata = last.metadata as { readonly resumeToken?: unknown } | undefined
       return yield* continueTurn(
         sessionId,
@@ -401,6 +488,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "write")
       const sessions = yield* AgentSessionClient.AgentSessionClient
+      const key = yield* idempotencyKey(request)
       const text = yield* readBody(request, maxBody)
       const body: AnswerBody = yield* decodeAnswerBody(text).pipe(
         Effect.mapError(
@@ -418,6 +506,18 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       if ((body.answer ?? body.reason ?? "").length > maxChars) {
         return yield* fail(413, "message_too_large", `the answer is longer than ${maxChars} characters`)
       }
+      const submit = (
+        body.answer !== undefined
+          ? sessions.answerQuestion(sessionId, { interruptId: body.interruptId, answer: body.answer }, keyed(key))
+          : sessions.resolveInterrupt(
+              sessionId,
+              { interruptId: body.interruptId, approved: false, rejectionMessage: body.reason ?? null },
+              keyed(key)
+            )
+      ).pipe(Effect.mapError(rpcFailure))
+      // a retry: the keyed answer is its stored reply (or refuses another answer under the key)
+      if (key !== undefined && (yield* committed(sessionId, [key])))
+        return yield* Effect.andThen(submit, replay(sessionId))
       const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
       const active = snapshot.state?.activeTurnId ?? null
       const pending = snapshot.pendingInterrupts.find((i) => i.interruptId === body.interruptId)
@@ -443,15 +543,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
           `the answer must be one of the choices: ${pending.choices.map((c) => JSON.stringify(c)).join(", ")}`
         )
       }
-      const accepted = yield* (
-        body.answer !== undefined
-          ? sessions.answerQuestion(sessionId, { interruptId: body.interruptId, answer: body.answer })
-          : sessions.resolveInterrupt(sessionId, {
-              interruptId: body.interruptId,
-              approved: false,
-              rejectionMessage: body.reason ?? null
-            })
-      ).pipe(Effect.mapError(rpcFailure))
+      const accepted = yield* submit
       if (!accepted) {
         return yield* fail(
           409,
@@ -533,10 +625,12 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   const stop = (request: Request, sessionId: string) =>
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "write")
+      const key = yield* idempotencyKey(request)
       const cancel =
         options.cancelTurn ??
-        ((id: string) => Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) => sessions.cancelTurn(id)))
-      const cancelled = yield* cancel(sessionId).pipe(
+        ((id: string, o?: { readonly requestId?: string | undefined }) =>
+          Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) => sessions.cancelTurn(id, o)))
+      const cancelled = yield* cancel(sessionId, keyed(key)).pipe(
         Effect.mapError((e) =>
           typeof e === "object" && e !== null && "_tag" in e
             ? rpcFailure(e as { readonly _tag: string; readonly message?: string })

@@ -33,6 +33,7 @@ import {
   FlowAlreadyStarted,
   FlowNotActive,
   FlowNotFound,
+  IdempotencyKeyReused,
   InvalidInput,
   RpcFailed,
   RpcLockConflict,
@@ -77,6 +78,7 @@ import {
   loadAttempt,
   loadAttrVersions,
   loadFlow,
+  loadKeyedRequestIds,
   loadMessages,
   loadReply,
   normalizeAttempt,
@@ -739,6 +741,13 @@ const build = Effect.gen(function* () {
         const cache = l.cache
         const stored = yield* storedReply(p.requestId)
         if (stored !== undefined) return stored
+        if (p.idempotencyKey !== undefined) {
+          // the key committed with other arguments: another request, not a retry of this one
+          const used = yield* sqlDefect(loadKeyedRequestIds(sql, flowId, p.idempotencyKey))
+          if (used.length > 0) {
+            return yield* new IdempotencyKeyReused({ flowId, rpc: p.rpc, requestId: p.idempotencyKey })
+          }
+        }
         if (cache.flow.status !== "running") return yield* new FlowNotActive({ flowId, status: cache.flow.status })
         const reg = yield* registered(cache.flow.flow_type)
         const rpc = reg.rpcs.get(p.rpc)

@@ -506,6 +506,17 @@ export const loadReply = (sql: Sql, flowId: string, requestId: string) =>
   )
 
 /**
+ * The request IDs stored under the idempotency key `key` (see `protocol.keyedRequestId`): `idem/`, a
+ * 64-digit fingerprint and `/` take the first 70 characters, the key the rest.
+ */
+export const loadKeyedRequestIds = (sql: Sql, flowId: string, key: string) =>
+  Effect.map(
+    sql<{ request_id: string }>`SELECT request_id FROM dex_replies WHERE flow_id = ${flowId}
+      AND request_id LIKE 'idem/%' AND substr(request_id, 71) = ${key}`,
+    (rows) => rows.map((r) => r.request_id)
+  )
+
+/**
  * A heartbeat: the attempt's first one marks it as having produced output. Fenced in the same statement:
  * `false` when `fence` is no longer the Flow's owner (nothing is written).
  */
