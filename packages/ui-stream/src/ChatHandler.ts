@@ -255,7 +255,9 @@ const awaitsInput = (snapshot: Wire.AgentSnapshot): boolean => {
   const active = snapshot.state?.activeTurnId ?? null
   return (
     active !== null &&
-    snapshot.pendingInterrupts.some((i) => snapshot.toolCalls.some((r) => r.toolCallId === i.toolCallId && r.turnId === active))
+    snapshot.pendingInterrupts.some((i) =>
+      snapshot.toolCalls.some((r) => r.toolCallId === i.toolCallId && r.turnId === active)
+    )
   )
 }
 

@@ -868,7 +868,7 @@ export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = {
  * @category encoding
  * @since 0.1.0
  */
-export const isResumablePoint = (chunk: TurnChunk): boolean => {
+export const isResumablePoint = (chunk: { readonly type: string }): boolean => {
   switch (chunk.type) {
     case "start":
     case "finish-step":
@@ -917,8 +917,6 @@ export const KEEP_ALIVE_COMMENT = ": keep-alive\n\n"
 export const withKeepAlive =
   (interval: Duration.Input) =>
   <E, R>(sse: Stream.Stream<string, E, R>): Stream.Stream<string, E, R> =>
-    Stream.merge(
-      sse,
-      Stream.tick(interval).pipe(Stream.drop(1), Stream.as(KEEP_ALIVE_COMMENT)),
-      { haltStrategy: "left" }
-    )
+    Stream.merge(sse, Stream.tick(interval).pipe(Stream.drop(1), Stream.as(KEEP_ALIVE_COMMENT)), {
+      haltStrategy: "left"
+    })

@@ -366,7 +366,9 @@ export const fromSnapshot = (
           toolCallId: m.toolCallId,
           state: "input-available",
           input,
-          ...(known === undefined ? {} : { toolMetadata: { effect: known.effect, requiresApproval: known.requiresApproval } })
+          ...(known === undefined
+            ? {}
+            : { toolMetadata: { effect: known.effect, requiresApproval: known.requiresApproval } })
         })
         if (m.toolName === "ask_user") parts.push(askUserPart(m.toolCallId, input))
       } else if (m.text !== null && m.text.length > 0) {
