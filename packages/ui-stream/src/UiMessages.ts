@@ -131,8 +131,7 @@ export const messageMetadataSchema = Schema.toStandardSchemaV1(TurnMetadata)
  * @category models
  * @since 0.1.0
  */
-export interface TurnDataParts {
-  readonly [key: string]: unknown
+export type TurnDataParts = {
   readonly "tool-status": ToolStatusData
   readonly question: QuestionData
   readonly plan: PlanData
