@@ -125,6 +125,13 @@ const atBottom = async (page: Page) => {
 
 const LONG_END = "That is all."
 
+/** How much of the long answer to `message` the last assistant message shows (0 before it starts). */
+const streamedOf = async (page: Page, message: string) => {
+  const text = (await lastAnswer(page).allTextContents()).join("")
+  const start = `You said "${message}".`
+  return text.startsWith(start) ? text.length - start.length : 0
+}
+
 beforeAll(async () => {
   mkdirSync(output, { recursive: true })
   dir = mkdtempSync(join(tmpdir(), "das-web-e2e-"))
@@ -180,9 +187,7 @@ describe("web chat in Chromium", () => {
 
     // 1. streamed text: the answer grows while the status says streaming; the conversation takes its title
     await send(page, "hello there")
-    await expect
-      .poll(async () => (await lastAnswer(page).allTextContents()).join("").length, { timeout: 30_000 })
-      .toBeGreaterThan(20)
+    await expect.poll(async () => streamedOf(page, "hello there"), { timeout: 30_000 }).toBeGreaterThan(20)
     expect(await page.getByTestId("status").textContent()).toBe("streaming")
     const partial = (await lastAnswer(page).allTextContents()).join("")
     expect(partial.endsWith(LONG_END)).toBe(false)
@@ -252,9 +257,7 @@ describe("web chat in Chromium", () => {
 
     // 5. stop: a durable cancel_turn ends the turn; the answer keeps its words and says "Stopped", also after a reload
     await send(page, "tell me a story")
-    await expect
-      .poll(async () => (await lastAnswer(page).allTextContents()).join("").length, { timeout: 30_000 })
-      .toBeGreaterThan(10)
+    await expect.poll(async () => streamedOf(page, "tell me a story"), { timeout: 30_000 }).toBeGreaterThan(10)
     await page.getByTestId("stop").click()
     await expect.poll(() => page.getByTestId("status").textContent(), { timeout: 30_000 }).toBe("ready")
     await expect.poll(async () => (await snapshot(page)).snapshot.state.active_turn_id, { timeout: 30_000 }).toBeNull()
@@ -270,9 +273,7 @@ describe("web chat in Chromium", () => {
 
     // 6. kill the server (the worker) with SIGKILL mid-turn, start it again: the page recovers and the turn ends
     await send(page, "one more long answer")
-    await expect
-      .poll(async () => (await lastAnswer(page).allTextContents()).join("").length, { timeout: 30_000 })
-      .toBeGreaterThan(10)
+    await expect.poll(async () => streamedOf(page, "one more long answer"), { timeout: 30_000 }).toBeGreaterThan(10)
     await killServer(server!)
     await expect.poll(() => page.getByTestId("status").textContent(), { timeout: 30_000 }).toBe("reconnecting…")
     await shot(page, "6-server-killed")
@@ -327,7 +328,7 @@ describe("web chat in Chromium", () => {
     await page.getByTestId("menu").click()
     await page.getByTestId("new-chat").waitFor({ state: "visible" })
     await shot(page, "9-phone-menu")
-    await page.getByTestId("menu").click()
+    await page.getByTestId("close-menu").click()
     await page.setViewportSize(DESKTOP)
 
     // 10. conversations: new, switch, rename, delete

@@ -76,7 +76,11 @@ export const App = () => {
     await open(conversation.id)
   }, [refresh, open])
 
+  // once per page (React may run an effect twice): a second run must not create a second conversation
+  const started = useRef(false)
   useEffect(() => {
+    if (started.current) return
+    started.current = true
     const load = async () => {
       await api("/api/me")
       const list = await refresh()
@@ -114,9 +118,20 @@ export const App = () => {
   return (
     <div className={`layout ${menuOpen ? "menu-open" : ""}`}>
       <aside className="sidebar" data-testid="sidebar">
-        <button className="new" data-testid="new-chat" type="button" onClick={() => void create()}>
-          + New chat
-        </button>
+        <div className="sidebar-head">
+          <button className="new" data-testid="new-chat" type="button" onClick={() => void create()}>
+            + New chat
+          </button>
+          <button
+            className="icon close-menu"
+            data-testid="close-menu"
+            type="button"
+            title="Close"
+            onClick={() => setMenuOpen(false)}
+          >
+            ✕
+          </button>
+        </div>
         <ul className="conversations">
           {conversations.map((c) => (
             <ConversationItem
@@ -204,7 +219,7 @@ const ConversationItem = ({
         ✎
       </button>
       <button className="icon" data-testid="delete" type="button" title="Delete" onClick={onDelete}>
-        🗑
+        ✕
       </button>
     </li>
   )
