@@ -358,6 +358,15 @@ const Chat = ({
     const element = scroller.current
     if (element !== null && pinned.current) element.scrollTop = element.scrollHeight
   })
+  // a smaller window (a phone turned, a keyboard opening) keeps the newest message in view too
+  useEffect(() => {
+    const follow = () => {
+      const element = scroller.current
+      if (element !== null && pinned.current) element.scrollTop = element.scrollHeight
+    }
+    window.addEventListener("resize", follow)
+    return () => window.removeEventListener("resize", follow)
+  }, [])
   const onScroll = () => {
     const element = scroller.current
     if (element !== null) pinned.current = element.scrollHeight - element.scrollTop - element.clientHeight < 48
