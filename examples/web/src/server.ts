@@ -196,4 +196,17 @@ const main = Effect.gen(function* () {
   )
 })
 
-main.pipe(NodeRuntime.runMain)
+main.pipe(
+  // a port in use (or another listen failure): say which port and what to do, not an empty "ServeError:"
+  Effect.catchTag("ServeError", (e) =>
+    Effect.sync(() => {
+      const cause = e.cause as { readonly code?: string; readonly message?: string } | undefined
+      const why = cause?.code === "EADDRINUSE" ? "the port is in use" : (cause?.message ?? String(e.cause))
+      process.stderr.write(
+        `web chat: cannot listen on 127.0.0.1:${port}: ${why}. Set PORT to another port (PORT=0 picks a free one).\n`
+      )
+      process.exitCode = 1
+    })
+  ),
+  NodeRuntime.runMain
+)

@@ -376,4 +376,27 @@ describe("web chat in Chromium", () => {
     await expect.poll(() => page.getByTestId("plan").count(), { timeout: 30_000 }).toBe(1)
     await shot(page, "11-browser-reopened")
   }, 420_000)
+
+  it("a port in use: the server says so and exits 1, no empty ServeError", async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", () => resolve()))
+    const address = taken.address()
+    const busy = typeof address === "object" && address !== null ? address.port : 0
+    try {
+      const child = spawn(process.execPath, [serverFile], {
+        env: { ...process.env, PORT: String(busy), WEB_DB: join(dir, "busy.db"), WEB_SKIP_BUILD: "1" },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stderr = ""
+      child.stderr?.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString()
+      })
+      const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)))
+      expect(code).toBe(1)
+      expect(stderr).toContain(`web chat: cannot listen on 127.0.0.1:${busy}: the port is in use`)
+      expect(stderr).not.toContain("ServeError")
+    } finally {
+      await new Promise<void>((resolve) => taken.close(() => resolve()))
+    }
+  }, 120_000)
 })
