@@ -3,7 +3,7 @@
 // (CHAT_WORKSPACE) in a temp folder, without OPENAI_API_KEY (the scripted demo model), on its own tmux server
 // (`tmux -S <temp folder>/tmux.sock`).
 import { execFileSync } from "node:child_process"
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -19,6 +19,11 @@ import { FLOW_TYPE } from "../src/agent.ts"
 const TMUX = "/usr/bin/tmux"
 const REPO = fileURLToPath(new URL("../../..", import.meta.url))
 const SEED = fileURLToPath(new URL("../workspace", import.meta.url))
+/**
+ * The workspace's tracked seed files. A demo run (`npm start`) writes more files there (an approved
+ * `summary.md`), which the tests must not copy: they expect the seed only.
+ */
+const SEED_FILES = ["notes.md", "todo.md"]
 
 let counter = 0
 
@@ -40,7 +45,8 @@ const makeChat = Effect.acquireRelease(
   Effect.sync((): Chat => {
     const dir = mkdtempSync(join(tmpdir(), "chat-example-"))
     const workspace = join(dir, "workspace")
-    cpSync(SEED, workspace, { recursive: true })
+    mkdirSync(workspace, { recursive: true })
+    for (const file of SEED_FILES) cpSync(join(SEED, file), join(workspace, file))
     // the tmux server's socket lives in the temp folder too, so nothing is left behind
     return { socket: join(dir, "tmux.sock"), name: `chat-${++counter}`, db: join(dir, "chat.db"), workspace }
   }),

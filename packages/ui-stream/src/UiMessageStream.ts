@@ -31,37 +31,23 @@ import * as ResumeToken from "./ResumeToken.ts"
 import * as UiMessages from "./UiMessages.ts"
 
 /**
- * The metadata of the streamed assistant message: its turn, and the token to continue after the last `finish`.
+ * The metadata of the streamed assistant message: its turn, and the token to continue after the last `finish`
+ * (`UiMessages.TurnMetadata`; its Standard Schema is `UiMessages.messageMetadataSchema`).
  *
  * @category models
  * @since 0.1.0
  */
-export interface TurnMessageMetadata {
-  readonly turnId: string
-  readonly resumeToken?: string | undefined
-  readonly turnStatus?:
-    | "completed"
-    | "failed"
-    | "cancelled"
-    | "steered"
-    | "awaiting_approval"
-    | "awaiting_answer"
-    | undefined
-}
+export type TurnMessageMetadata = UiMessages.TurnMetadata
 
 /**
- * The data parts this stream writes: `data-tool-status` while a tool Step runs, `data-question` per question
- * (ID: the interrupt ID), and `data-plan` (ID `plan`) for the session's plan.
+ * The data parts this stream writes: the transient `data-tool-status` while a tool Step runs, `data-question`
+ * per question (ID: the interrupt ID), and `data-plan` (ID `plan`) for the session's plan
+ * (`UiMessages.TurnDataParts`; their Standard Schemas are `UiMessages.dataPartSchemas`).
  *
  * @category models
  * @since 0.1.0
  */
-export interface TurnDataParts {
-  readonly [key: string]: unknown
-  readonly "tool-status": { readonly toolCallId: string; readonly status: "running" }
-  readonly question: UiMessages.QuestionData
-  readonly plan: UiMessages.PlanData
-}
+export type TurnDataParts = UiMessages.TurnDataParts
 
 /**
  * A UI message chunk as this stream writes it.
@@ -654,7 +640,9 @@ export const turnStream = (
               out.push({
                 type: "data-tool-status",
                 id: `status-${toolCallId}`,
-                data: { toolCallId, status: "running" }
+                data: { toolCallId, status: "running" },
+                // a status, not content: useChat's onData gets it, the message does not keep it
+                transient: true
               })
               return
             }
@@ -871,14 +859,64 @@ export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = {
 }
 
 /**
- * Encodes parts as the UI message stream's SSE: `id: <token>` and `data: <chunk JSON>` per part, then
- * `data: [DONE]`.
+ * Whether a chunk ends at a resumable point, where the SSE event carries its resume token as `id:`: the
+ * message's `start`, the end of each AI SDK step (`finish-step`), a tool part that waits for the user
+ * (`tool-approval-request`, a `data-question`), and `finish` (whose metadata has the token too). The chunks
+ * between them (text and reasoning deltas, tool inputs and outputs) carry none: a resume replays the turn from its
+ * start by default, and an exact continuation needs no more than these points.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const isResumablePoint = (chunk: { readonly type: string }): boolean => {
+  switch (chunk.type) {
+    case "start":
+    case "finish-step":
+    case "tool-approval-request":
+    case "data-question":
+    case "finish":
+      return true
+    default:
+      return false
+  }
+}
+
+/**
+ * Encodes parts as the UI message stream's SSE: `data: <chunk JSON>` per part, with `id: <token>` at each
+ * resumable point ({@link isResumablePoint}), then `data: [DONE]`.
  *
  * @category encoding
  * @since 0.1.0
  */
 export const toSse = <E, R>(parts: Stream.Stream<UiPart, E, R>): Stream.Stream<string, E, R> =>
   Stream.concat(
-    Stream.map(parts, (p) => `id: ${p.token}\ndata: ${JSON.stringify(p.chunk)}\n\n`),
+    Stream.map(parts, (p) =>
+      isResumablePoint(p.chunk)
+        ? `id: ${p.token}\ndata: ${JSON.stringify(p.chunk)}\n\n`
+        : `data: ${JSON.stringify(p.chunk)}\n\n`
+    ),
     Stream.succeed("data: [DONE]\n\n")
   )
+
+/**
+ * The SSE comment a stream sends at the keep-alive interval while it has nothing else to send, so a proxy does
+ * not cut an idle connection (a long tool Step, a wait for an approval's commit). Clients ignore comments.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const KEEP_ALIVE_COMMENT = ": keep-alive\n\n"
+
+/**
+ * Adds keep-alive comments ({@link KEEP_ALIVE_COMMENT}) to an SSE stream, one per `interval` while the stream
+ * runs; the stream's end ends them.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const withKeepAlive =
+  (interval: Duration.Input) =>
+  <E, R>(sse: Stream.Stream<string, E, R>): Stream.Stream<string, E, R> =>
+    Stream.merge(sse, Stream.tick(interval).pipe(Stream.drop(1), Stream.as(KEEP_ALIVE_COMMENT)), {
+      haltStrategy: "left"
+    })
