@@ -10,6 +10,7 @@ import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
+import { storageSuite } from "./suites/storage.ts"
 import { taskQuestionsSuite } from "./suites/task-questions.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { embeddedEngine } from "./support.ts"
@@ -25,3 +26,4 @@ questionsSuite(embeddedEngine)
 planSuite(embeddedEngine)
 continuationSuite(embeddedEngine)
 taskQuestionsSuite(embeddedEngine)
+storageSuite(embeddedEngine)
