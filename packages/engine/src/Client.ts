@@ -32,6 +32,7 @@ import {
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
 import { ControlPayload, FlowEntity, InvokePayload, StartPayload } from "./internal/protocol.ts"
+import { queryRpc } from "./internal/query.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
 import { loadAttribute } from "./internal/store.ts"
 
@@ -115,6 +116,21 @@ export interface ClientShape {
     | InvalidInput
     | ClusterError
   >
+  /**
+   * Runs a read-only RPC's handler on the Flow's committed state, read from the database in one statement:
+   * no cluster message, no history row, no stored reply, no task slot, no wait for a running Step, and no
+   * write. It returns what {@link invokeRpc} would return at that commit (the same handler on the same state,
+   * the output through the same codec), and fails as it does for a missing (FlowNotFound) or closed
+   * (FlowNotActive) Flow. A handler that stages a write, schedules or cancels Steps fails with RpcFailed
+   * (errorType `ReadOnlyViolation`), and so do a handler that fails and a read the database refuses
+   * (errorType `DatabaseError`). `flow` must declare what the handler reads.
+   */
+  readonly queryRpc: <I, O>(
+    flow: FlowDef<any, any>,
+    rpc: RpcDef<I, O, never>,
+    flowId: string,
+    input: I
+  ) => Effect.Effect<O, FlowNotFound | FlowNotActive | RpcFailed | InvalidInput>
   readonly publish: <A>(
     flowId: string,
     channel: Channel<A> | ChannelMap<A>,
@@ -292,6 +308,7 @@ export const make = Effect.gen(function* () {
         )
         return decodeJson(rpc.output, output)
       }),
+    queryRpc: (flow, rpc, flowId, input) => queryRpc(sql, flow, rpc, flowId, input),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)

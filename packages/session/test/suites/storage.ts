@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { AgentSessionClient, type ModelClient, Persistence as P, Wire } from "../../src/index.ts"
-import { allEvents, awaitTurns, type EngineFactory, sessionOn } from "../support.ts"
+import { allEvents, awaitTurns, type EngineFactory, FLOW_TYPE, sessionOn } from "../support.ts"
 
 /** A scripted answer per turn. */
 const answers = (n: number): Array<ModelClient.ScriptedStep> =>
@@ -176,6 +176,52 @@ export const storageSuite = (engine: EngineFactory) => {
             assert.deepStrictEqual(last.messages[2], { role: "user", text: big })
             assert.strictEqual(last.messages.length, 11)
           })
+      )
+    )
+
+    it.live("reads never write: the snapshot and the pages come from committed state and equal the RPCs' replies", () =>
+      withSession({ script: answers(3), flow: { messageStorage: { messageWindowSize: 2, messageChunkSize: 2 } } }, () =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient.AgentSessionClient
+          const db = yield* Client.Client
+          const flow = AgentSessionClient.clientFlow(FLOW_TYPE)
+          yield* client.startSession("s-read", { initialMessage: "one" })
+          yield* awaitTurns("s-read", 1)
+          for (const text of ["two", "three"]) {
+            assert.isTrue(yield* client.sendUserMessage("s-read", text))
+            yield* awaitTurns("s-read", (yield* client.getSnapshot("s-read")).state!.turnCount + 1)
+          }
+          const history = (yield* db.history("s-read")).length
+          const snapshots = []
+          for (let i = 0; i < 10; i++) snapshots.push(yield* client.getSnapshot("s-read"))
+          const page = yield* client.listMessages("s-read", { beforeSequence: 5, limit: 3 })
+          assert.strictEqual((yield* db.history("s-read")).length, history, "no history row")
+          // what the RPCs return through the owner, at the same commit
+          const viaRpc = yield* db.invokeRpc(flow, flow.rpcs_.get_agent_snapshot, "s-read", null)
+          assert.strictEqual((yield* db.history("s-read")).length, history + 1, "the RPC itself commits (RpcCompleted)")
+          for (const snapshot of snapshots) assert.deepStrictEqual(snapshot, viaRpc)
+          assert.deepStrictEqual(
+            viaRpc.messages.map((m) => m.sequence),
+            range(1, 6)
+          )
+          assert.deepStrictEqual(
+            page,
+            yield* db.invokeRpc(flow, flow.rpcs_.list_agent_messages, "s-read", { beforeSequence: 5, limit: 3 })
+          )
+          assert.deepStrictEqual(
+            page.messages.map((m) => m.sequence),
+            [2, 3, 4]
+          )
+          // a handler that writes is refused by the query path, and nothing is queued
+          const refused = yield* Effect.flip(
+            db.queryRpc(flow, flow.rpcs_.send_user_message, "s-read", { text: "sneaky", planMode: false })
+          )
+          assert.strictEqual(refused._tag, "RpcFailed")
+          assert.strictEqual(refused._tag === "RpcFailed" ? refused.errorType : "", "ReadOnlyViolation")
+          assert.strictEqual((yield* client.getSnapshot("s-read")).queuedMessageCount, 0)
+          // a missing session fails as the RPC does
+          assert.strictEqual((yield* Effect.flip(client.getSnapshot("nobody")))._tag, "FlowNotFound")
+        })
       )
     )
 
