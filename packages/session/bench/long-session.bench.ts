@@ -1,8 +1,8 @@
 /**
  * The long-session benchmark (`npm run bench`): one session of 1,000 turns with one tool call per turn on the
  * embedded engine. Cost must stay flat in the session's length: it reports the stored bytes each turn adds
- * near the start (turns 1-10) and at the end, their ratio (target <= 1.3x), the turn latency and the snapshot
- * latency late in the session against turns 2-11 (targets <= 1.3x), and the bytes on disk as a user's disk
+ * near the start (turns 1-10) and at the end, their ratio (target <= 1.3x), the turn latency late in the
+ * session against turns 11-20 and the snapshot latency against turn 10 (targets <= 1.3x), the bytes on disk as a user's disk
  * sees them, the SQLite file plus its WAL, measured before any checkpoint the bench forces, against the live
  * data (target <= 2x), with the deleted-value rows (tombstones) the engine left behind.
  *
@@ -57,7 +57,7 @@ const lookup = ToolSource.tool({
 
 const storedBytes = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+  // page_count sees the WAL's committed pages: no checkpoint needed, and none forced (the WAL is measured too)
   const [pages] = yield* sql.unsafe<{ page_count: number }>("PRAGMA page_count")
   const [free] = yield* sql.unsafe<{ freelist_count: number }>("PRAGMA freelist_count")
   const [size] = yield* sql.unsafe<{ page_size: number }>("PRAGMA page_size")
@@ -136,10 +136,11 @@ const run = (file: string) =>
     const disk = onDisk(file)
     const checkpoint = yield* checkpointState
     const deleted = yield* tombstones
+    yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)"))
     const end = yield* storedBytes
     const early = (used[WINDOW]! - used[0]!) / WINDOW
     const late = (used[used.length - 1]! - used[used.length - 1 - WINDOW]!) / WINDOW
-    const turnEarly = summarize(turnMs.slice(1, WINDOW + 1)).p50
+    const turnEarly = summarize(turnMs.slice(WINDOW, 2 * WINDOW)).p50
     const turnLate = summarize(turnMs.slice(-WINDOW)).p50
     return {
       early,
@@ -202,7 +203,7 @@ const main = async () => {
       },
       {
         mode: "embedded",
-        metric: `turn p50, turns 2-${WINDOW + 1} vs the last ${WINDOW}`,
+        metric: `turn p50, turns ${WINDOW + 1}-${2 * WINDOW} vs the last ${WINDOW}`,
         result: `${fmtMs(r.turnEarly)} vs ${fmtMs(r.turnLate)} (${fmtRatio(r.turnLate / r.turnEarly)})`,
         target: `<= ${RATIO_TARGET}x`,
         verdict: r.turnLate / r.turnEarly <= RATIO_TARGET ? "PASS" : "MISS"
@@ -247,7 +248,7 @@ const main = async () => {
       "session.long.turn_p50_ms_late": {
         value: r.turnLate,
         unit: "ms",
-        baseline: { name: `turn p50, turns 2-${WINDOW + 1}`, value: r.turnEarly, unit: "ms" },
+        baseline: { name: `turn p50, turns ${WINDOW + 1}-${2 * WINDOW}`, value: r.turnEarly, unit: "ms" },
         target: `<= ${RATIO_TARGET}x the baseline`,
         met: r.turnLate / r.turnEarly <= RATIO_TARGET
       },
