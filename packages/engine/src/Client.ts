@@ -33,6 +33,7 @@ import {
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
 import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
+import { queryRpc } from "./internal/query.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
 import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
 
@@ -142,6 +143,21 @@ export interface ClientShape {
    * and input: a caller about to retry tells a replay from a new request with it (the UI stream does).
    */
   readonly requestCommitted: (flowId: string, requestId: string) => Effect.Effect<boolean, EngineError>
+  /**
+   * Runs a read-only RPC's handler on the Flow's committed state, read from the database in one statement:
+   * no cluster message, no history row, no stored reply, no task slot, no wait for a running Step, and no
+   * write. It returns what {@link invokeRpc} would return at that commit (the same handler on the same state,
+   * the output through the same codec), and fails as it does for a missing (FlowNotFound) or closed
+   * (FlowNotActive) Flow. A handler that stages a write, schedules or cancels Steps fails with RpcFailed
+   * (errorType `ReadOnlyViolation`), and so do a handler that fails and a read the database refuses
+   * (errorType `DatabaseError`). `flow` must declare what the handler reads.
+   */
+  readonly queryRpc: <I, O>(
+    flow: FlowDef<any, any>,
+    rpc: RpcDef<I, O, never>,
+    flowId: string,
+    input: I
+  ) => Effect.Effect<O, FlowNotFound | FlowNotActive | RpcFailed | InvalidInput>
   readonly publish: <A>(
     flowId: string,
     channel: Channel<A> | ChannelMap<A>,
@@ -348,6 +364,7 @@ export const make = Effect.gen(function* () {
         loadKeyedRequestIds(sql, flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
         (ids) => ids.length > 0
       ),
+    queryRpc: (flow, rpc, flowId, input) => queryRpc(sql, flow, rpc, flowId, input),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)

@@ -74,6 +74,11 @@ export interface EmbeddedOptions extends CommonOptions {
   readonly filename: string
   /** `FULL` (default) survives power loss; `NORMAL` survives a process crash and may lose the last commits on power loss. */
   readonly synchronous?: "FULL" | "NORMAL" | undefined
+  /**
+   * Called with the text of every statement the engine runs on the file, `BEGIN` and `COMMIT` included,
+   * before it runs (a statement trace for benchmarks and diagnostics; keep it cheap).
+   */
+  readonly onStatement?: ((sql: string) => void) | undefined
 }
 
 /** The embedded engine: one process, one SQLite file, no server. */
@@ -81,7 +86,8 @@ export const layerEmbedded = (options: EmbeddedOptions): Layer.Layer<EngineServi
   const sql = NodeSqlite.layer({
     filename: options.filename,
     synchronous: options.synchronous ?? "FULL",
-    exclusive: true
+    exclusive: true,
+    ...(options.onStatement === undefined ? {} : { onStatement: options.onStatement })
   }).pipe(mapLayerError((e: any) => e?.message ?? String(e)))
   const cluster = SingleRunner.layer({
     runnerStorage: "memory",

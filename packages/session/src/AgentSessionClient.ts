@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Client, type EngineError, Flow, type FlowDef, Step } from "@durable-agent/engine"
+import { Client, type EngineError, Flow, type FlowDef, type RpcDef, Step } from "@durable-agent/engine"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -187,9 +187,9 @@ export interface AgentSessionClientShape {
   readonly executePlan: (sessionId: string, revision: number) => Effect.Effect<boolean, RpcError>
   /** `delete_queued_message`: removes a queued message by its ID; false when it is not queued. */
   readonly deleteQueuedMessage: (sessionId: string, messageId: string) => Effect.Effect<boolean, RpcError>
-  /** `get_agent_snapshot`. */
+  /** `get_agent_snapshot`, read from committed state (`Client.queryRpc`): it never writes or waits for a Step. */
   readonly getSnapshot: (sessionId: string) => Effect.Effect<Wire.AgentSnapshot, RpcError>
-  /** `list_agent_messages`, oldest first; `limit` defaults to 50. */
+  /** `list_agent_messages`, oldest first; `limit` defaults to 50. Read from committed state, as `getSnapshot`. */
   readonly listMessages: (
     sessionId: string,
     request?: { readonly beforeSequence?: number | null | undefined; readonly limit?: number | undefined }
@@ -273,6 +273,9 @@ export const clientFlow = (flowType: string): FlowDef<StartInput> & { readonly r
       execute: () => Effect.die(new Error("a client-side Flow definition does not run Steps"))
     }),
     rpcs: Object.values(rpcs),
+    // What the read-only RPCs read, so that the client can run them on committed state (Client.queryRpc).
+    attributes: [...P.attributes],
+    channels: [...P.channels],
     streams: [P.AgentEvents]
   })
   return { ...flow, rpcs_: rpcs }
@@ -299,6 +302,9 @@ export const makeAgentSessionClient = (flowType: string) =>
           options?.requestId === undefined ? undefined : { requestId: options.requestId }
         )
       )
+    // The reads run their handlers on committed state: they never write, queue or wait for a running Step.
+    const query = <I, O>(rpc: RpcDef<I, O, never>, sessionId: string, input: I) =>
+      engine.queryRpc<I, O>(flow, rpc, sessionId, input)
 
     const shape: AgentSessionClientShape = {
       flowType,
@@ -365,9 +371,9 @@ export const makeAgentSessionClient = (flowType: string) =>
         invoke<Wire.ExecutePlanRequest, boolean>(rpcs.execute_plan, sessionId, { revision }),
       deleteQueuedMessage: (sessionId, messageId) =>
         invoke<Wire.DeleteQueuedMessageRequest, boolean>(rpcs.delete_queued_message, sessionId, { messageId }),
-      getSnapshot: (sessionId) => invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null),
+      getSnapshot: (sessionId) => query(rpcs.get_agent_snapshot, sessionId, null),
       listMessages: (sessionId, request) =>
-        invoke<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>(rpcs.list_agent_messages, sessionId, {
+        query(rpcs.list_agent_messages, sessionId, {
           beforeSequence: request?.beforeSequence ?? null,
           limit: request?.limit ?? Wire.DEFAULT_LIST_AGENT_MESSAGES_LIMIT
         }),
@@ -399,7 +405,7 @@ export const makeAgentSessionClient = (flowType: string) =>
                 (step.status === "waiting" && step.stepType === "AwaitUserMessage")
             )
           )
-          const snapshot = invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null)
+          const snapshot = query(rpcs.get_agent_snapshot, sessionId, null)
           return yield* Effect.flatMap(idle, (steps) =>
             Effect.map(snapshot, (s) => (steps ? s : { ...s, queuedMessageCount: s.queuedMessageCount + 1 }))
           ).pipe(

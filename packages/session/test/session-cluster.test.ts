@@ -10,6 +10,7 @@ import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
+import { storageSuite } from "./suites/storage.ts"
 import { taskQuestionsSuite } from "./suites/task-questions.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { clusterEngine } from "./support.ts"
@@ -26,3 +27,4 @@ planSuite(clusterEngine)
 continuationSuite(clusterEngine)
 taskQuestionsSuite(clusterEngine)
 idempotencySuite(clusterEngine)
+storageSuite(clusterEngine)

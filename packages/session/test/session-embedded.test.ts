@@ -11,6 +11,7 @@ import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
+import { storageSuite } from "./suites/storage.ts"
 import { taskQuestionsSuite } from "./suites/task-questions.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { embeddedEngine } from "./support.ts"
@@ -27,3 +28,4 @@ planSuite(embeddedEngine)
 continuationSuite(embeddedEngine)
 taskQuestionsSuite(embeddedEngine)
 idempotencySuite(embeddedEngine)
+storageSuite(embeddedEngine)

@@ -320,9 +320,16 @@ export const turnStream = (
 
       /**
        * Waits until the snapshot shows what the event says (the event's Step attempt committed); `None` when that
-       * attempt ended without committing, so the event is dropped.
+       * attempt ended without committing, so the event is dropped. `settledSince`, when given, decides once the
+       * event's Step has completed (committed) and `check` still finds nothing: what committed after it may
+       * have moved the state on already (the snapshot is read from committed state, so it can land between an
+       * RPC's commit and the commit of the Step that applies it).
        */
-      const awaitCommitted = <A>(check: (snapshot: Wire.AgentSnapshot) => A | undefined, event: Wire.AgentEvent) =>
+      const awaitCommitted = <A>(
+        check: (snapshot: Wire.AgentSnapshot) => A | undefined,
+        event: Wire.AgentEvent,
+        settledSince?: (snapshot: Wire.AgentSnapshot) => A | undefined
+      ) =>
         Effect.gen(function* () {
           const began = Date.now()
           while (true) {
@@ -331,6 +338,10 @@ export const turnStream = (
             const found = check(snapshot)
             if (found !== undefined) return Option.some(found)
             const step = steps.find((s) => s.stepExecutionId === event.stepExecutionId)
+            if (settledSince !== undefined && step?.status === "completed") {
+              const settled = settledSince(snapshot)
+              if (settled !== undefined) return Option.some(settled)
+            }
             const over =
               step !== undefined &&
               (step.status === "completed" ||
@@ -575,11 +586,17 @@ export const turnStream = (
                 }
                 // shown as pending only once the pending interrupt is committed; a question settled already is
                 // shown by its interrupt_resolved
-                const committed = yield* awaitCommitted((s) => {
-                  const pending = s.pendingInterrupts.find((i) => i.interruptId === interruptId)
-                  if (pending !== undefined) return UiMessages.questionPart(pending)?.data
-                  return questionSettled(s, interruptId, toolCallId) ? null : undefined
-                }, event)
+                const committed = yield* awaitCommitted(
+                  (s) => {
+                    const pending = s.pendingInterrupts.find((i) => i.interruptId === interruptId)
+                    if (pending !== undefined) return UiMessages.questionPart(pending)?.data
+                    return questionSettled(s, interruptId, toolCallId) ? null : undefined
+                  },
+                  event,
+                  // the question committed and is no longer pending: answered or declined, and the Step that
+                  // applies the resolution has not committed yet; its interrupt_resolved shows it
+                  (s) => (s.pendingInterrupts.some((i) => i.interruptId === interruptId) ? undefined : null)
+                )
                 if (Option.isNone(committed)) return
                 asked.set(interruptId, committed.value ?? data)
                 if (committed.value === null) return

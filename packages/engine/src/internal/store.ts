@@ -707,3 +707,32 @@ export const purgeClosedFlows = (sql: Sql, cutoff: number, limit: number) =>
       return ids
     })
   )
+
+// ------------------------------------------------------------------------------------------------
+// Committed-state reads (the query path: internal/query.ts)
+// ------------------------------------------------------------------------------------------------
+
+/** One row of a Flow's committed state: a current attribute value or a queued channel message. */
+export interface CommittedStateRow {
+  readonly kind: "attr" | "message"
+  /** The attribute or channel name. */
+  readonly name: string
+  readonly key: string
+  readonly value: string
+  /** The message ID; `null` for an attribute. */
+  readonly id: unknown
+}
+
+/**
+ * A Flow's committed state in one statement (one consistent snapshot on both databases): the newest stored
+ * version of each attribute key that holds a value, and every queued message, oldest first. Writes nothing.
+ */
+export const loadCommittedState = (sql: Sql, flowId: string) =>
+  sql<CommittedStateRow>`
+    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, NULL AS id FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND a.value IS NOT NULL AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)
+    UNION ALL
+    SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id FROM dex_messages m
+      WHERE m.flow_id = ${flowId}
+    ORDER BY kind, id`

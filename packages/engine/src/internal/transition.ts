@@ -864,7 +864,11 @@ export const collectGarbage = (
   /** Written keys that are not stored at all: hard-delete attributes deleted by this transition. */
   const dropped = new Set<string>()
   for (const [k, w] of written) {
-    if (w.value === null && hardDelete.has(w.name)) {
+    // A delete that no running Step's view reads past (every view is at or after it, or none reads an older
+    // value) leaves no version behind: a tombstone alone reads as absent, exactly as no row does.
+    const unread =
+      w.value === null && ![...visible].some((v) => v < w.version && (stored.get(k) ?? []).some((x) => x <= v))
+    if (w.value === null && (hardDelete.has(w.name) || unread)) {
       for (const x of stored.get(k) ?? []) deletes.push({ name: w.name, key: w.key, version: x })
       versions.delete(k)
       dropped.add(k)

@@ -26,6 +26,7 @@ import {
   initialState,
   isBlank,
   isFinal,
+  messageStorageFor,
   messagesOversize,
   nowIso,
   provideStepServices,
@@ -306,6 +307,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       const nowMs = yield* Clock.currentTimeMillis
       const now = new Date(nowMs).toISOString()
       const limit = yield* maxValueBytes
+      const storage = messageStorageFor(config, limit)
       yield* recordUsage(ctx, events, outcome.usage)
       // Size rules: a message or record that cannot be stored fails the turn, and a run state that cannot be
       // stored ends the session, decided here so that no event claims what the commit would not keep.
@@ -332,12 +334,12 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       }
       switch (outcome._tag) {
         case "TurnCompleted": {
-          const next = appendMessages(ctx, state, turnId, outcome.newMessages, now)
+          const next = appendMessages(ctx, storage, state, turnId, outcome.newMessages, now)
           yield* endTurn(ctx, config, next, turnId, outcome.turnError ?? null)
           return StepDecision.goTo(AwaitUserMessage, null)
         }
         case "TurnContinued": {
-          const next = appendMessages(ctx, state, turnId, outcome.newMessages, now)
+          const next = appendMessages(ctx, storage, state, turnId, outcome.newMessages, now)
           ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
           ctx.set(P.AgentState, { ...next, status: "running_model" })
           return StepDecision.goTo(RunModel, null)
@@ -357,7 +359,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
             }
             used.add(call.toolCallId)
           }
-          const next = appendMessages(ctx, state, turnId, outcome.newMessages ?? [], now)
+          const next = appendMessages(ctx, storage, state, turnId, outcome.newMessages ?? [], now)
           ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
           const pending = [...Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])]
           const movements: Array<StepMovement> = []
