@@ -4,12 +4,15 @@ import type { Wire } from "../src/index.ts"
 /** The soak's session IDs. */
 export const sessionIds = (n: number) => Array.from({ length: n }, (_, i) => `soak-${i + 1}`)
 
-/** The tools of each turn pattern (`turn <t>` uses pattern t % 4): every class, approvals in two of them. */
+/**
+ * The tools of each turn pattern (`turn <t>` uses pattern t % 4): every class, approvals in two of them; the
+ * first turn uses all four.
+ */
 export const TURN_TOOLS: ReadonlyArray<ReadonlyArray<string>> = [
   ["lookup", "upsert"],
+  ["lookup", "upsert", "charge", "deploy"],
   ["charge"],
-  ["deploy", "lookup"],
-  ["lookup", "upsert", "charge", "deploy"]
+  ["deploy", "lookup"]
 ]
 
 /** Each tool's effect class. */

@@ -57,9 +57,6 @@ const soakRun = (mode: "embedded" | "cluster") =>
     assert.isAbove(result.turnsCompleted, 0)
     assert.isAbove(result.checked.toolCalls, 0, "the checks read tool calls")
     assert.isAbove(result.checked.userMessages, 0, "the checks read user messages")
-    for (const effect of ["read", "idempotent_write", "non_idempotent_write", "unclassified"]) {
-      assert.isAbove(result.toolExecutions[effect] ?? 0, 0, `a ${effect} tool ran`)
-    }
   })
 
 describe("soak", () => {
