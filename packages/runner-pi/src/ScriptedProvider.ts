@@ -32,8 +32,11 @@ import {
 } from "@mariozechner/pi-ai"
 import * as Duration from "effect/Duration"
 
+/** A scripted response: the session's `ScriptedResponse` (text, reasoning, tool calls, usage, delay, fail). */
+export type Response = ModelClient.ScriptedResponse
+
 /** One scripted model call: a response, or a function of the context pi-ai was given and the call index. */
-export type Step = ModelClient.ScriptedResponse | ((context: Context, index: number) => ModelClient.ScriptedResponse)
+export type Step = Response | ((context: Context, index: number) => Response)
 
 /** A model's price, in dollars per million tokens (pi-ai's `Model.cost`). */
 export interface Price {
