@@ -5,6 +5,7 @@
 export const projects = [
   "packages/engine",
   "packages/session",
+  "packages/runner-kit",
   "packages/runner-ai-sdk",
   "packages/runner-openai-agents",
   "packages/runner-mastra",

@@ -20,7 +20,7 @@
  * @since 0.1.0
  */
 
-import { Errors, EventWriter, Heartbeat, type Policy, Runner, ToolSource, type Wire } from "@durable-agent/session"
+import { Errors, EventWriter, Heartbeat, Policy, Runner, ToolSource, type Wire } from "@durable-agent/session"
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import {
   type CallToolResult,
@@ -143,7 +143,7 @@ export interface McpToolSourceShape extends ToolSource.ToolSourceShape {
  * @since 0.1.0
  */
 export const annotationEffect = (annotations: McpTool["annotations"]): Wire.ToolEffect | undefined =>
-  annotations?.readOnlyHint === true ? "read" : annotations?.idempotentHint === true ? "idempotent_write" : undefined
+  Policy.hintsEffect(annotations)
 
 interface Resolved {
   readonly handshakeTimeout: Duration.Duration

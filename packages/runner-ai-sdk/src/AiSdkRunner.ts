@@ -18,7 +18,8 @@
  *
  * @since 0.1.0
  */
-import { BuiltInTools, Errors, EventWriter, Runner, Wire } from "@durable-agent/session"
+import { BuiltIns, EffectClass, Replay, RunState, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
+import { Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
 import {
   asSchema,
   type FlexibleSchema,
@@ -33,15 +34,8 @@ import * as Layer from "effect/Layer"
 import { callModel } from "./internal/call.ts"
 import { fromStoredMessages, toFrameworkMessages, toUsage } from "./internal/convert.ts"
 
-/** What a tool's `execute` receives besides its input. */
-export interface AiSdkToolCallOptions {
-  readonly toolCallId: string
-  /** `<flowId>/<turnId>/<toolCallId>`: the same on every attempt; pass it to the system you write to. */
-  readonly idempotencyKey: string
-  readonly attempt: number
-  /** Aborted when the Step is cancelled or times out. */
-  readonly abortSignal: AbortSignal
-}
+/** What a tool's `execute` receives besides its input (the kit's `ToolCallOptions`). */
+export type AiSdkToolCallOptions = ToolCall.ToolCallOptions
 
 /**
  * A tool of the runner: an AI SDK input schema (zod, `jsonSchema(...)`, any Standard Schema), its
@@ -59,10 +53,8 @@ export interface AiSdkTool<Input = any> {
 /** Declares a tool with its input type inferred from the schema. */
 export const aiSdkTool = <Input>(definition: AiSdkTool<Input>): AiSdkTool<Input> => definition
 
-/** Thrown by a tool when this attempt failed in a way worth another attempt (a timeout, a 503). */
-export class ToolRetryableError extends Error {
-  override readonly name = "ToolRetryableError"
-}
+/** Thrown by a tool when this attempt failed in a way worth another attempt: the kit's one class. */
+export { ToolRetryableError }
 
 /** What `instructions` and `model` functions receive. */
 export interface AiSdkTurnInfo {
@@ -82,23 +74,8 @@ export interface AiSdkAgent {
   readonly maxOutputTokens?: number | undefined
 }
 
-/** The framework run state between RunModel Steps of one turn. */
-interface RunState {
-  readonly v: 1
-  /** The turn's messages after its user message, as the SDK produced them. */
-  readonly messages: ReadonlyArray<ModelMessage>
-  readonly pending: ReadonlyArray<{ readonly toolCallId: string; readonly toolName: string }>
-}
-
-const parseRunState = (text: string | null): RunState | undefined => {
-  if (text === null) return undefined
-  try {
-    const parsed = JSON.parse(text) as RunState
-    return parsed?.v === 1 && Array.isArray(parsed.messages) ? parsed : undefined
-  } catch {
-    return undefined
-  }
-}
+/** The framework run state between RunModel Steps of one turn: the turn's SDK messages and the calls it waits for. */
+const runState = RunState.pending<ModelMessage>()
 
 const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
   const set: ToolSet = {}
@@ -116,8 +93,7 @@ const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
 /** The enabled built-ins as SDK tools without `execute`, from their `BuiltInTools.definitions`. */
 const builtInToolSet = (turn: Runner.AgentTurnContext): ToolSet => {
   const set: ToolSet = {}
-  for (const d of BuiltInTools.definitions) {
-    if (turn.enabledBuiltInTools?.includes(d.name) !== true) continue
+  for (const d of BuiltIns.enabled(turn)) {
     set[d.name] = tool({
       description: d.description,
       // a plain JSON Schema object; the SDK's `jsonSchema` takes its own JSONSchema7 type
@@ -141,24 +117,17 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
   const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const history = fromStoredMessages(turn.messages)
-    const state = parseRunState(turn.frameworkRunState)
+    const state = runState.decode(turn.frameworkRunState)
     const turnMessages: Array<ModelMessage> = [...(state?.messages ?? [])]
     if (state !== undefined && state.pending.length > 0) {
       turnMessages.push({
         role: "tool",
-        content: state.pending.map((p) => {
-          const record = turn.toolCalls.find((r) => r.toolCallId === p.toolCallId)
-          const value =
-            record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
-              ? Wire.modelVisibleResult({ ...record, status: record.status })
-              : Wire.OUTCOME_UNKNOWN_TEXT
-          return {
-            type: "tool-result" as const,
-            toolCallId: p.toolCallId,
-            toolName: p.toolName,
-            output: { type: "text" as const, value }
-          }
-        })
+        content: Replay.replay(turn, state.pending).map((p) => ({
+          type: "tool-result" as const,
+          toolCallId: p.toolCallId,
+          toolName: p.toolName,
+          output: { type: "text" as const, value: p.text }
+        }))
       })
     }
     const model = typeof agent.model === "function" ? agent.model(info(turn)) : agent.model
@@ -184,16 +153,16 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
       })
     }
     return Runner.AgentTurnOutcome.toolCallsRequested({
-      frameworkRunState: JSON.stringify({
+      frameworkRunState: runState.encode({
         v: 1,
         messages,
         pending: result.toolCalls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName }))
-      } satisfies RunState),
+      }),
       toolCalls: result.toolCalls.map((c) => ({
         toolCallId: c.toolCallId,
         toolName: c.toolName,
         arguments: typeof c.input === "string" ? c.input : JSON.stringify(c.input ?? {}),
-        policy: turn.resolveToolPolicy(c.toolName, tools[c.toolName]?.effect)
+        policy: EffectClass.resolve(turn, c.toolName, Object.hasOwn(tools, c.toolName) ? tools[c.toolName] : undefined)
       })),
       usage,
       modelCallMetadata: result.metadata
@@ -203,39 +172,23 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
   const executeDeferredToolCall = Effect.fn("AiSdkRunner.executeDeferredToolCall")(function* (
     call: Runner.DeferredToolExecution
   ) {
-    const t = tools[call.toolCall.toolName]
-    if (t === undefined) {
-      return yield* new Errors.ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
-    }
-    const raw = yield* Effect.try({
-      try: () => JSON.parse(call.toolCall.arguments) as unknown,
-      catch: () => new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
-    })
+    const name = call.toolCall.toolName
+    const t = Object.hasOwn(tools, name) ? tools[name] : undefined
+    if (t === undefined) return yield* ToolCall.unknownTool(call)
     const schema = asSchema(t.inputSchema)
-    const validated = schema.validate
-      ? yield* Effect.promise(async () => schema.validate!(raw))
-      : { success: true as const, value: raw }
-    if (!validated.success) {
-      return yield* new Errors.ToolExecutionError({
-        message: `invalid ${call.toolCall.toolName} arguments: ${validated.error.message}`
-      })
-    }
-    const value = yield* Effect.tryPromise({
-      try: (abortSignal) =>
-        Promise.resolve(
-          t.execute(validated.value, {
-            toolCallId: call.toolCall.toolCallId,
-            idempotencyKey: call.idempotencyKey,
-            attempt: call.attempt,
-            abortSignal
-          })
+    return yield* ToolCall.run(call, {
+      validate: (raw) =>
+        Effect.flatMap(
+          Effect.promise(async () => (schema.validate ? schema.validate(raw) : { success: true as const, value: raw })),
+          (validated) =>
+            validated.success
+              ? Effect.succeed(validated.value)
+              : Effect.fail(
+                  new Errors.ToolExecutionError({ message: `invalid ${name} arguments: ${validated.error.message}` })
+                )
         ),
-      catch: (error) =>
-        error instanceof ToolRetryableError
-          ? new Errors.ToolAttemptError({ message: error.message })
-          : new Errors.ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+      execute: t.execute
     })
-    return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
   })
 
   return {

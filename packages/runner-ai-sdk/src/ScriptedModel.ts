@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type * as Conformance from "@durable-agent/runner-kit/Conformance"
 import type { ModelClient } from "@durable-agent/session"
 import { MockLanguageModelV4 } from "ai/test"
 import * as Duration from "effect/Duration"
@@ -20,8 +21,8 @@ export type Response = ModelClient.ScriptedResponse & {
   readonly providerMetadata?: Record<string, Record<string, unknown>>
 }
 
-/** One scripted model call: a response, or a function of the call options and the call index. */
-export type Step = Response | ((options: CallOptions, index: number) => Response)
+/** One scripted model call: a response, or a function (possibly async) of the call options and the call index. */
+export type Step = Response | ((options: CallOptions, index: number) => Response | Promise<Response>)
 
 const sleep = (ms: number, signal: AbortSignal | undefined, onAbort: () => void) =>
   new Promise<void>((resolve, reject) => {
@@ -61,7 +62,7 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?:
       const index = next++
       const entry = script[index]
       if (entry === undefined) throw new Error(`script exhausted after ${script.length} model calls`)
-      const response = typeof entry === "function" ? entry(call, index) : entry
+      const response = typeof entry === "function" ? await entry(call, index) : entry
       if (response.delay !== undefined) {
         await sleep(Duration.toMillis(Duration.fromInputUnsafe(response.delay)), call.abortSignal, () =>
           abortedCalls.push(index)
@@ -120,3 +121,50 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly modelId?:
   })
   return Object.assign(model, { abortedCalls })
 }
+
+const textOf = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+      ? content.map((p: { type?: string; text?: string }) => (p.type === "text" ? (p.text ?? "") : "")).join("")
+      : ""
+
+const resultsOf = (message: { readonly content: unknown }): Array<Conformance.PromptToolResult> =>
+  (Array.isArray(message.content) ? message.content : [])
+    .filter((p: { type?: string }) => p.type === "tool-result")
+    .map((p: { toolCallId: string; toolName: string; output?: { type?: string; value?: unknown } }) => ({
+      toolCallId: p.toolCallId,
+      toolName: p.toolName,
+      text: typeof p.output?.value === "string" ? p.output.value : (JSON.stringify(p.output?.value) ?? "")
+    }))
+
+/**
+ * The conformance suite's view of a call's prompt (`Conformance.ModelCallView`): user texts, tool results,
+ * the offered tool names.
+ */
+export const promptView = (call: CallOptions): Conformance.ModelCallView => {
+  const prompt = call.prompt as ReadonlyArray<{ readonly role: string; readonly content: unknown }>
+  const last = prompt[prompt.length - 1]
+  return {
+    userTexts: prompt.filter((m) => m.role === "user").map((m) => textOf(m.content)),
+    toolResults: prompt.filter((m) => m.role === "tool").flatMap(resultsOf),
+    lastToolResults: last?.role === "tool" ? resultsOf(last) : [],
+    offeredTools: (call.tools ?? []).map((t) => t.name)
+  }
+}
+
+/**
+ * A scripted model that plays the conformance suite's script (`Conformance.ScriptPlayer`): every call is
+ * answered with `player.play(promptView(call), call.abortSignal)`. Any runner over AI SDK models (the AI
+ * SDK runner, Mastra) builds its conformance harness on it.
+ */
+export const fromPlayer = (
+  player: Conformance.ScriptPlayer,
+  options?: { readonly calls?: number }
+): ScriptedLanguageModel =>
+  make(
+    Array.from(
+      { length: options?.calls ?? 200 },
+      () => (call: CallOptions) => player.play(promptView(call), call.abortSignal)
+    )
+  )

@@ -8,5 +8,4 @@
 export * as AiSdkModelClient from "./AiSdkModelClient.ts"
 export * as AiSdkRunner from "./AiSdkRunner.ts"
 export { type AiSdkTool, aiSdkTool, ToolRetryableError } from "./AiSdkRunner.ts"
-export * as DeltaBuffer from "./DeltaBuffer.ts"
 export * as ScriptedModel from "./ScriptedModel.ts"

@@ -1,8 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { ModelMessage } from "ai"
 import * as Effect from "effect/Effect"
-import * as TestClock from "effect/testing/TestClock"
-import { AiSdkModelClient, DeltaBuffer, ScriptedModel } from "../src/index.ts"
+import { AiSdkModelClient, ScriptedModel } from "../src/index.ts"
 import { fromStoredMessages, toFrameworkMessages, toJsonSafe } from "../src/internal/convert.ts"
 
 describe("AI SDK message storage", () => {
@@ -78,26 +77,6 @@ describe("AI SDK message storage", () => {
         }
       ])
       assert.deepStrictEqual(rebuilt, [{ role: "user", content: "hi" }])
-    })
-  )
-})
-
-describe("DeltaBuffer", () => {
-  it.effect("merges deltas up to 1,024 characters or 100 ms, and flushes the rest", () =>
-    Effect.gen(function* () {
-      const out: Array<string> = []
-      const buffer = DeltaBuffer.make((t) => Effect.sync(() => void out.push(t)))
-      yield* buffer.push("a")
-      yield* buffer.push("b")
-      assert.deepStrictEqual(out, [])
-      yield* TestClock.adjust("150 millis")
-      yield* buffer.push("c")
-      assert.deepStrictEqual(out, ["abc"])
-      yield* buffer.push("x".repeat(1100))
-      assert.deepStrictEqual(out, ["abc", "x".repeat(1100)])
-      yield* buffer.push("tail")
-      yield* buffer.flush
-      assert.deepStrictEqual(out, ["abc", "x".repeat(1100), "tail"])
     })
   )
 })

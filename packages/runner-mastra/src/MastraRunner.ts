@@ -29,8 +29,8 @@
  *
  * @since 0.1.0
  */
-import { ToolRetryableError } from "@durable-agent/runner-ai-sdk"
-import { BuiltInTools, Errors, EventWriter, type ModelClient, Policy, Runner, Wire } from "@durable-agent/session"
+import { BuiltIns, EffectClass, Replay, RunState, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
+import { Errors, EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
@@ -40,7 +40,6 @@ import { createTool, type ToolAnnotations } from "@mastra/core/tools"
 import { jsonSchema } from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import { type RunUsage, run } from "./internal/call.ts"
 import * as Guard from "./internal/guard.ts"
 import {
@@ -119,30 +118,11 @@ export interface MastraAgent {
   readonly logger?: IMastraLogger | undefined
 }
 
-/** The framework run state between RunModel Steps of one turn. */
-interface RunState {
-  readonly v: 1
-  /** The turn's Mastra messages after the stored history, with the calls of the last round in state `call`. */
-  readonly messages: ReadonlyArray<DbMessage>
-  readonly pending: ReadonlyArray<{ readonly toolCallId: string; readonly toolName: string }>
-}
-
-const parseRunState = (text: string | null): RunState | undefined => {
-  if (text === null) return undefined
-  try {
-    const parsed = JSON.parse(text) as RunState
-    return parsed?.v === 1 && Array.isArray(parsed.messages) && Array.isArray(parsed.pending) ? parsed : undefined
-  } catch {
-    return undefined
-  }
-}
-
-const annotationEffect = (tool: MastraTool): Wire.ToolEffect | undefined => {
-  const hints = tool.mcp?.annotations
-  if (hints?.readOnlyHint === true) return "read"
-  if (hints?.idempotentHint === true) return "idempotent_write"
-  return undefined
-}
+/**
+ * The framework run state between RunModel Steps of one turn: the turn's Mastra messages after the stored
+ * history (the calls of the last round in state `call`) and the calls that wait for results.
+ */
+const runState = RunState.pending<DbMessage>()
 
 const clientTools = (tools: Readonly<Record<string, MastraTool>>): ToolsInput => {
   const set: ToolsInput = {}
@@ -163,8 +143,7 @@ const clientTools = (tools: Readonly<Record<string, MastraTool>>): ToolsInput =>
 /** The enabled built-ins as client tools (no `execute`), with their JSON Schemas. */
 const builtInClientTools = (turn: Runner.AgentTurnContext): ToolsInput => {
   const set: ToolsInput = {}
-  for (const d of BuiltInTools.definitions) {
-    if (turn.enabledBuiltInTools?.includes(d.name) !== true) continue
+  for (const d of BuiltIns.enabled(turn)) {
     // a plain JSON Schema object; `jsonSchema` takes the SDK's own JSONSchema7 type
     set[d.name] = createTool({ id: d.name, description: d.description, inputSchema: jsonSchema(d.parameters as any) })
   }
@@ -200,26 +179,17 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
   const effectOf = (name: string): Wire.ToolEffect | undefined => {
     const t = toolNamed(name)
     const named = agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
-    return named ? agent.toolEffects![name] : t !== undefined ? annotationEffect(t) : undefined
+    return named ? agent.toolEffects![name] : EffectClass.fromHints(t?.mcp?.annotations)
   }
 
   const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const history = fromStoredMessages(turn.messages)
     const historyParts = partCounts(history)
-    const state = parseRunState(turn.frameworkRunState)
+    const state = runState.decode(turn.frameworkRunState)
     const turnMessages = copy(state?.messages ?? [])
     // every call of the last round gets a result: the record's, or "unknown" for a record that is not final
-    const results = new Map(
-      (state?.pending ?? []).map((p) => {
-        const record = turn.toolCalls.find((r) => r.toolCallId === p.toolCallId)
-        const value =
-          record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)
-            ? Wire.modelVisibleResult({ ...record, status: record.status })
-            : Wire.OUTCOME_UNKNOWN_TEXT
-        return [p.toolCallId, value] as const
-      })
-    )
+    const results = Replay.results(turn, state?.pending ?? [])
     const resultMessage =
       state !== undefined && state.pending.length > 0
         ? [
@@ -304,11 +274,11 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
       })
     }
     return Runner.AgentTurnOutcome.toolCallsRequested({
-      frameworkRunState: JSON.stringify({
+      frameworkRunState: runState.encode({
         v: 1,
         messages: newTurnMessages,
         pending: result.toolCalls.map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName }))
-      } satisfies RunState),
+      }),
       toolCalls: result.toolCalls.map((c) => {
         const known = toolNamed(c.toolName) !== undefined
         return {
@@ -330,30 +300,28 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
   const executeDeferredToolCall = Effect.fn("MastraRunner.executeDeferredToolCall")(function* (
     call: Runner.DeferredToolExecution
   ) {
-    const name = call.toolCall.toolName
-    const t = toolNamed(name)
-    if (t?.execute === undefined) return yield* new Errors.ToolExecutionError({ message: `unknown tool ${name}` })
-    const input = Policy.parseToolArguments(call.toolCall.arguments)
-    if (Option.isNone(input))
-      return yield* new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
-    const durable: DurableToolCall = {
-      toolCallId: call.toolCall.toolCallId,
-      idempotencyKey: call.idempotencyKey,
-      attempt: call.attempt
-    }
+    const t = toolNamed(call.toolCall.toolName)
+    if (t?.execute === undefined) return yield* ToolCall.unknownTool(call)
     // Mastra's execute types are generic over the tool's schema; the input was validated by Mastra's wrapper
     const execute = t.execute as (input: unknown, context: unknown) => Promise<unknown>
-    const value = yield* Effect.tryPromise({
-      try: (abortSignal) =>
-        execute(input.value, { abortSignal, requestContext: new RequestContext([[TOOL_CALL_KEY, durable]]) }),
-      catch: (error) =>
-        error instanceof ToolRetryableError
-          ? new Errors.ToolAttemptError({ message: error.message })
-          : new Errors.ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
+    return yield* ToolCall.run(call, {
+      execute: (input, options) => {
+        const durable: DurableToolCall = {
+          toolCallId: options.toolCallId,
+          idempotencyKey: options.idempotencyKey,
+          attempt: options.attempt
+        }
+        return execute(input, {
+          abortSignal: options.abortSignal,
+          requestContext: new RequestContext([[TOOL_CALL_KEY, durable]])
+        })
+      },
+      output: (value) => {
+        if (isValidationError(value)) return Effect.fail(new Errors.ToolExecutionError({ message: value.message }))
+        const visible = t.toModelOutput !== undefined ? (t.toModelOutput as (output: unknown) => unknown)(value) : value
+        return Effect.succeed(resultText(visible ?? null))
+      }
     })
-    if (isValidationError(value)) return yield* new Errors.ToolExecutionError({ message: value.message })
-    const visible = t.toModelOutput !== undefined ? (t.toModelOutput as (output: unknown) => unknown)(value) : value
-    return { output: resultText(visible ?? null) }
   })
 
   return {

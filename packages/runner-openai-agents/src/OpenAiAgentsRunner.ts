@@ -41,7 +41,7 @@
  * @since 0.1.0
  */
 
-import * as DeltaBuffer from "@durable-agent/runner-ai-sdk/DeltaBuffer"
+import { DeltaBuffer, EffectClass, Replay, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
 import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
 import {
   type Agent,
@@ -64,15 +64,8 @@ import * as Stream from "effect/Stream"
 import { fromStoredMessage, toFrameworkMessage, toUsage, userItem } from "./internal/items.ts"
 import * as State from "./internal/state.ts"
 
-/** What a tool's `execute` receives besides its input. */
-export interface OpenAiAgentsToolCallOptions {
-  readonly toolCallId: string
-  /** `<flowId>/<turnId>/<toolCallId>`: the same on every attempt; pass it to the system you write to. */
-  readonly idempotencyKey: string
-  readonly attempt: number
-  /** Aborted when the Step is cancelled or times out. */
-  readonly abortSignal: AbortSignal
-}
+/** What a tool's `execute` receives besides its input (the kit's `ToolCallOptions`). */
+export type OpenAiAgentsToolCallOptions = ToolCall.ToolCallOptions
 
 /**
  * A tool of the runner: a name, a description, parameters as a zod object or a JSON Schema (with
@@ -94,10 +87,8 @@ export interface OpenAiAgentsToolDefinition<TParameters extends ToolInputParamet
   ) => PromiseLike<unknown> | unknown
 }
 
-/** Thrown by a tool when this attempt failed in a way worth another attempt (a timeout, a 503). */
-export class ToolRetryableError extends Error {
-  override readonly name = "ToolRetryableError"
-}
+/** Thrown by a tool when this attempt failed in a way worth another attempt: the kit's one class. */
+export { ToolRetryableError }
 
 /** The tool definition behind each gated SDK tool, and the recorded results of one resumed run. */
 const definitions = new WeakMap<object, OpenAiAgentsToolDefinition<any>>()
@@ -279,12 +270,12 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       const agent = yield* agentNamed(saved.agent)
       // `saved` was parsed for this call alone, so its items may be patched in place
       const json = saved.runState as Json
-      const records = new Map(turn.toolCalls.map((r) => [r.toolCallId, r]))
       // calls the SDK answered itself (arguments that are not JSON): the model sees the session's record
       for (const item of Array.isArray(json.generatedItems) ? json.generatedItems : []) {
-        const record = item?.type === "tool_call_output_item" ? records.get(item.rawItem?.callId) : undefined
-        if (record !== undefined && Wire.isAgentToolCallFinalStatus(record.status)) {
-          const text = Wire.modelVisibleResult({ ...record, status: record.status })
+        const record =
+          item?.type === "tool_call_output_item" ? Replay.finalRecord(turn.toolCalls, item.rawItem?.callId) : undefined
+        if (record !== undefined) {
+          const text = Wire.modelVisibleResult(record)
           item.rawItem = { ...item.rawItem, output: { type: "text", text } }
           if ("output" in item) item.output = text
         }
@@ -301,13 +292,13 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       state._originalInput = [...stored, ...(Array.isArray(json.originalInput) ? json.originalInput : [])]
       for (const interruption of state.getInterruptions()) {
         const callId = (interruption.rawItem as Json).callId as string | undefined
-        const record: Wire.AgentToolCall | undefined = callId === undefined ? undefined : records.get(callId)
-        if (record === undefined || !Wire.isAgentToolCallFinalStatus(record.status)) {
+        const record = callId === undefined ? undefined : Replay.finalRecord(turn.toolCalls, callId)
+        if (record === undefined) {
           // cannot happen while the session keeps its rule (RunModel runs once every record is final)
           state.reject(interruption, { message: Wire.OUTCOME_UNKNOWN_TEXT })
           continue
         }
-        const text = Wire.modelVisibleResult({ ...record, status: record.status })
+        const text = Wire.modelVisibleResult(record)
         if (record.status === "rejected") {
           state.reject(interruption, { message: text })
         } else {
@@ -428,12 +419,12 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     if (end.guarded && handoffs.length > 0) {
       // the guard stopped the next agent's model call: the next RunModel makes it
       return SessionRunner.AgentTurnOutcome.turnContinued({
-        frameworkRunState: JSON.stringify({
+        frameworkRunState: State.encode({
           v: 1,
           kind: "history",
           agent: state.currentAgent.name,
           items: history.slice(stored.length)
-        } satisfies State.HandoffState),
+        }),
         newMessages: [],
         usage,
         modelCallMetadata
@@ -446,11 +437,11 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
         toolCallId: String(c.callId),
         toolName: String(c.name),
         arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}),
-        policy: turn.resolveToolPolicy(c.name, graph.tools.get(c.name)?.effect)
+        policy: EffectClass.resolve(turn, c.name, graph.tools.get(c.name))
       }))
     if (calls.length > 0 && (waiting || end.guarded)) {
       return SessionRunner.AgentTurnOutcome.toolCallsRequested({
-        frameworkRunState: JSON.stringify(
+        frameworkRunState: State.encode(
           State.interrupted(start.agent.name, stored.length, withoutStored(state, stored.length))
         ),
         toolCalls: calls,
@@ -479,30 +470,8 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     call: SessionRunner.DeferredToolExecution
   ) {
     const t = graph.tools.get(call.toolCall.toolName)
-    if (t === undefined) {
-      return yield* new Errors.ToolExecutionError({ message: `unknown tool ${call.toolCall.toolName}` })
-    }
-    const raw = yield* Effect.try({
-      try: () => JSON.parse(call.toolCall.arguments) as unknown,
-      catch: () => new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
-    })
-    const input = yield* validate(t, raw)
-    const value = yield* Effect.tryPromise({
-      try: (abortSignal) =>
-        Promise.resolve(
-          t.execute(input, {
-            toolCallId: call.toolCall.toolCallId,
-            idempotencyKey: call.idempotencyKey,
-            attempt: call.attempt,
-            abortSignal
-          })
-        ),
-      catch: (error) =>
-        error instanceof ToolRetryableError
-          ? new Errors.ToolAttemptError({ message: error.message })
-          : new Errors.ToolExecutionError({ message: error instanceof Error ? error.message : String(error) })
-    })
-    return { output: typeof value === "string" ? value : (JSON.stringify(value) ?? "null") }
+    if (t === undefined) return yield* ToolCall.unknownTool(call)
+    return yield* ToolCall.run(call, { validate: (raw) => validate(t, raw), execute: t.execute })
   })
 
   return {

@@ -69,6 +69,54 @@ export const EFFECT_TABLE: {
 }
 
 /**
+ * Tool behaviour hints as MCP annotations carry them (effect/ai's `Tool.Readonly` / `Tool.Idempotent` /
+ * `Tool.Destructive` are the same hints).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolHints {
+  readonly readOnlyHint?: boolean | undefined
+  readonly idempotentHint?: boolean | undefined
+  readonly destructiveHint?: boolean | undefined
+}
+
+/**
+ * The effect class a tool's hints decide, the one mapping every adapter uses (the adapters spec, "Effects
+ * and policies" and "MCP"): `readOnlyHint` is `read`, otherwise `idempotentHint` is `idempotent_write`
+ * whatever `destructiveHint` says; anything else decides nothing (`undefined`: an explicit `ToolPolicy`,
+ * then the session's `defaultToolEffect`, apply). `destructiveHint` alone never decides an effect.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const hintsEffect = (hints: ToolHints | undefined): ToolEffect | undefined =>
+  hints?.readOnlyHint === true ? "read" : hints?.idempotentHint === true ? "idempotent_write" : undefined
+
+/**
+ * The hints that say an effect class, the inverse of {@link hintsEffect} for a framework that takes hints
+ * (MCP annotations, effect/ai annotations): `read` is read-only, `idempotent_write` idempotent (and
+ * destructive), `non_idempotent_write` destructive and not idempotent, `unclassified` no hints.
+ * `hintsEffect(effectHints(e))` is `e` for `read` and `idempotent_write`, and `undefined` (the session's
+ * default decides) for the single-attempt classes.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const effectHints = (effect: ToolEffect): ToolHints => {
+  switch (effect) {
+    case "read":
+      return { readOnlyHint: true, idempotentHint: true, destructiveHint: false }
+    case "idempotent_write":
+      return { readOnlyHint: false, idempotentHint: true, destructiveHint: true }
+    case "non_idempotent_write":
+      return { readOnlyHint: false, idempotentHint: false, destructiveHint: true }
+    case "unclassified":
+      return {}
+  }
+}
+
+/**
  * The session's default effect for tools without a policy or framework metadata.
  *
  * @category constants

@@ -14,6 +14,7 @@ import { type ToolAttemptError, ToolExecutionError } from "./Errors.ts"
 import type { EventWriter } from "./EventWriter.ts"
 import type { Heartbeat } from "./Heartbeat.ts"
 import type { ModelToolDefinition } from "./ModelClient.ts"
+import { effectHints } from "./Policy.ts"
 import {
   isToolInputRequested,
   type ToolExecutionResult,
@@ -155,14 +156,16 @@ export interface ToolOptions {
   readonly toolSourceReference?: string | undefined
 }
 
-const annotate = (aiTool: AiTool.Any, effect: ToolEffect | undefined): AiTool.Any =>
-  effect === "read"
-    ? aiTool.annotate(AiTool.Readonly, true)
-    : effect === "idempotent_write"
-      ? aiTool.annotate(AiTool.Idempotent, true)
-      : effect === "non_idempotent_write"
-        ? aiTool.annotate(AiTool.Destructive, true)
-        : aiTool
+/** The effect/ai annotations that say the effect class: the session's one mapping (`Policy.effectHints`). */
+const annotate = (aiTool: AiTool.Any, effect: ToolEffect | undefined): AiTool.Any => {
+  if (effect === undefined) return aiTool
+  const hints = effectHints(effect)
+  let annotated = aiTool
+  if (hints.readOnlyHint !== undefined) annotated = annotated.annotate(AiTool.Readonly, hints.readOnlyHint)
+  if (hints.idempotentHint !== undefined) annotated = annotated.annotate(AiTool.Idempotent, hints.idempotentHint)
+  if (hints.destructiveHint !== undefined) annotated = annotated.annotate(AiTool.Destructive, hints.destructiveHint)
+  return annotated
+}
 
 /**
  * Declares a tool: a thin helper over effect/ai's `Tool.make` (with a Schema) or `Tool.dynamic` (with JSON

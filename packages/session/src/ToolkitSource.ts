@@ -42,6 +42,7 @@ import * as Stream from "effect/Stream"
 import { ToolExecutionError } from "./Errors.ts"
 import type { EventWriter } from "./EventWriter.ts"
 import type { Heartbeat } from "./Heartbeat.ts"
+import { hintsEffect } from "./Policy.ts"
 import { type ToolDefinition, ToolSource, type ToolSourceShape } from "./ToolSource.ts"
 import type { ToolEffect } from "./wire/index.ts"
 
@@ -52,11 +53,12 @@ import type { ToolEffect } from "./wire/index.ts"
  * @category accessors
  * @since 0.1.0
  */
-export const effectOf = (tool: Tool.Any): ToolEffect | undefined => {
-  if (Context.get(tool.annotations, Tool.Readonly)) return "read"
-  if (Context.get(tool.annotations, Tool.Idempotent)) return "idempotent_write"
-  return undefined
-}
+export const effectOf = (tool: Tool.Any): ToolEffect | undefined =>
+  hintsEffect({
+    readOnlyHint: Context.get(tool.annotations, Tool.Readonly),
+    idempotentHint: Context.get(tool.annotations, Tool.Idempotent),
+    destructiveHint: Context.get(tool.annotations, Tool.Destructive)
+  })
 
 /** A tool result as the model's output text: strings as they are, anything else as JSON. */
 const outputText = (value: unknown): string => (typeof value === "string" ? value : (JSON.stringify(value) ?? "null"))

@@ -1,4 +1,5 @@
 // One AI SDK model call with `streamText`: tools without `execute`, one step, no SDK retries.
+import { DeltaBuffer } from "@durable-agent/runner-kit"
 import { Errors, type ModelClient } from "@durable-agent/session"
 import {
   isStepCount,
@@ -10,7 +11,6 @@ import {
 } from "ai"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import * as DeltaBuffer from "../DeltaBuffer.ts"
 import { toJsonSafe } from "./convert.ts"
 
 export interface CallOptions {

@@ -1,7 +1,7 @@
 // One Mastra agent run with `agent.stream`: client tools only, one step, no framework retries, the turn's
 // cancellation signal and the fiber's interruption wired to the run's abort signal, text and reasoning deltas
 // streamed as they arrive.
-import { DeltaBuffer } from "@durable-agent/runner-ai-sdk"
+import { DeltaBuffer } from "@durable-agent/runner-kit"
 import { Errors } from "@durable-agent/session"
 import type { Agent, ToolsInput } from "@mastra/core/agent"
 import * as Effect from "effect/Effect"

@@ -1,5 +1,7 @@
 // The framework run state between RunModel Steps of one turn, as JSON text.
+import { RunState } from "@durable-agent/runner-kit"
 import type { AgentInputItem } from "@openai/agents"
+import * as Schema from "effect/Schema"
 
 /**
  * While tool calls run: the SDK's `RunState` JSON, minus the stored messages at the start of its
@@ -30,20 +32,30 @@ export interface HandoffState {
 /** The framework run state. */
 export type FrameworkRunState = InterruptedState | HandoffState
 
+const codec = RunState.make(
+  Schema.Union([
+    Schema.Struct({
+      v: Schema.Literal(1),
+      kind: Schema.Literal("run_state"),
+      agent: Schema.String,
+      stored: Schema.Number,
+      runState: Schema.Record(Schema.String, Schema.Unknown)
+    }),
+    Schema.Struct({
+      v: Schema.Literal(1),
+      kind: Schema.Literal("history"),
+      agent: Schema.String,
+      items: Schema.Array(Schema.Unknown)
+    })
+  ])
+)
+
 /** Parses the stored run state; `undefined` for none or for text this runner did not write. */
-export const decode = (text: string | null): FrameworkRunState | undefined => {
-  if (text === null) return undefined
-  try {
-    const parsed = JSON.parse(text) as FrameworkRunState
-    if (parsed?.v !== 1 || typeof parsed.agent !== "string") return undefined
-    if (parsed.kind === "run_state" && typeof parsed.runState === "object" && typeof parsed.stored === "number") {
-      return parsed
-    }
-    return parsed.kind === "history" && Array.isArray(parsed.items) ? parsed : undefined
-  } catch {
-    return undefined
-  }
-}
+export const decode = (text: string | null): FrameworkRunState | undefined =>
+  codec.decode(text) as FrameworkRunState | undefined
+
+/** The stored text of a run state. */
+export const encode = (state: FrameworkRunState): string => codec.encode(state as never)
 
 /** The run state of an interrupted run, from the SDK's `RunState.toJSON()` without the stored messages. */
 export const interrupted = (
