@@ -22,7 +22,8 @@
  *
  * @since 0.1.0
  */
-import { BuiltInTools, EventWriter, type ModelClient, Runner, Wire } from "@durable-agent/session"
+import { BuiltIns, Replay, RunState } from "@durable-agent/runner-kit"
+import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
 import type { AgentMessage, AgentTool, StreamFn } from "@mariozechner/pi-agent-core"
 import type { Api, AssistantMessage, Message, Model, SimpleStreamOptions, TSchema } from "@mariozechner/pi-ai"
 import * as Clock from "effect/Clock"
@@ -30,7 +31,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { callModel } from "./internal/call.ts"
 import { fromStoredMessages, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
-import { type DurableToolCall, durableCalls, runTool } from "./internal/tools.ts"
+import { type DurableToolCall, durableCalls, runDeferred } from "./internal/tools.ts"
 
 export type { DurableToolCall } from "./internal/tools.ts"
 
@@ -68,38 +69,25 @@ export interface PiAgent {
   readonly streamFn?: StreamFn | undefined
 }
 
-/** The framework run state between RunModel Steps of one turn: the turn's part of Pi's context. */
-interface RunState {
-  readonly v: 1
-  /** The turn's Pi messages after the stored history, the last one the assistant message that asked for tools. */
-  readonly messages: ReadonlyArray<Message>
-  readonly pending: ReadonlyArray<{ readonly toolCallId: string; readonly toolName: string }>
-}
-
-const parseRunState = (text: string | null | undefined): RunState | undefined => {
-  if (text === null || text === undefined) return undefined
-  try {
-    const parsed = JSON.parse(text) as RunState
-    return parsed?.v === 1 && Array.isArray(parsed.messages) && Array.isArray(parsed.pending) ? parsed : undefined
-  } catch {
-    return undefined
-  }
-}
+/**
+ * The framework run state between RunModel Steps of one turn: the turn's part of Pi's context (its Pi
+ * messages after the stored history, the last one the assistant message that asked for tools) and the calls
+ * that wait for results.
+ */
+const runState = RunState.pending<Message>()
 
 /** The durable call the current tool runs in, inside a Pi tool's `execute` in a tool Step (else `undefined`). */
 export const currentToolCall = (): DurableToolCall | undefined => durableCalls.getStore()
 
 /** The enabled built-ins as Pi tools (their JSON Schemas; a TypeBox schema is JSON Schema), never executed here. */
 const builtInTools = (turn: Runner.AgentTurnContext): Array<AgentTool<any>> =>
-  BuiltInTools.definitions
-    .filter((d) => turn.enabledBuiltInTools?.includes(d.name) === true)
-    .map((d) => ({
-      name: d.name,
-      label: d.name,
-      description: d.description,
-      parameters: d.parameters as unknown as TSchema,
-      execute: () => Promise.reject(new Error("a built-in tool runs in the session's own Steps"))
-    }))
+  BuiltIns.enabled(turn).map((d) => ({
+    name: d.name,
+    label: d.name,
+    description: d.description,
+    parameters: d.parameters as unknown as TSchema,
+    execute: () => Promise.reject(new Error("a built-in tool runs in the session's own Steps"))
+  }))
 
 const toUsage = (message: AssistantMessage): Wire.AgentUsage => ({
   modelCalls: 1,
@@ -109,28 +97,16 @@ const toUsage = (message: AssistantMessage): Wire.AgentUsage => ({
   reasoningTokens: 0
 })
 
-/** The record's result as the model sees it; a record that is not final reads as an unknown outcome. */
-const recordedResult = (
-  turn: Pick<Runner.AgentTurnContext, "toolCalls">,
-  call: { readonly toolCallId: string; readonly toolName: string },
-  timestamp: number
-): Message => {
-  const record = turn.toolCalls.find((r) => r.toolCallId === call.toolCallId)
-  if (record === undefined || !Wire.isAgentToolCallFinalStatus(record.status)) {
-    return toolResultMessage(call, Wire.OUTCOME_UNKNOWN_TEXT, true, timestamp)
-  }
-  const text = Wire.modelVisibleResult({ ...record, status: record.status })
-  return toolResultMessage(call, text, record.status !== "succeeded", timestamp)
-}
-
 /** The turn's messages from run state, with a result for every call that waited for one. */
 const turnMessages = (
   turn: Runner.AgentTurnContext,
-  state: RunState | undefined,
+  state: RunState.PendingState<Message> | undefined,
   timestamp: number
 ): Array<Message> => [
   ...(state?.messages ?? []),
-  ...(state?.pending ?? []).map((p) => recordedResult(turn, p, timestamp))
+  ...Replay.replay(turn, state?.pending ?? []).map((p) =>
+    toolResultMessage(p, p.text, Replay.finalRecord(turn.toolCalls, p.toolCallId)?.status !== "succeeded", timestamp)
+  )
 ]
 
 /** Builds the runner. */
@@ -151,7 +127,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     const events = yield* EventWriter.EventWriter
     const now = yield* Clock.currentTimeMillis
     const history = fromStoredMessages(turn.messages)
-    const state = parseRunState(turn.frameworkRunState)
+    const state = runState.decode(turn.frameworkRunState)
     const current = turnMessages(turn, state, now)
     const builtIns = builtInTools(turn)
     const builtInNames = new Set(builtIns.map((t) => t.name))
@@ -214,11 +190,11 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
       })
     }
     return Runner.AgentTurnOutcome.toolCallsRequested({
-      frameworkRunState: JSON.stringify({
+      frameworkRunState: runState.encode({
         v: 1,
         messages,
         pending: calls.map((c) => ({ toolCallId: c.id, toolName: c.name }))
-      } satisfies RunState),
+      }),
       toolCalls: calls.map((c) => ({
         toolCallId: c.id,
         toolName: c.name,
@@ -235,18 +211,12 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
   })
 
   const executeDeferredToolCall = (call: Runner.DeferredToolExecution) =>
-    runTool(byName.get(call.toolCall.toolName), {
-      toolCallId: call.toolCall.toolCallId,
-      toolName: call.toolCall.toolName,
-      argumentsText: call.toolCall.arguments,
-      idempotencyKey: call.idempotencyKey,
-      attempt: call.attempt
-    }).pipe(Effect.withSpan("PiRunner.executeDeferredToolCall"))
+    runDeferred(byName.get(call.toolCall.toolName), call).pipe(Effect.withSpan("PiRunner.executeDeferredToolCall"))
 
   const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
     Effect.map(Clock.currentTimeMillis, (now) =>
       toFrameworkMessages(
-        turnMessages(turn, parseRunState(turn.frameworkRunState), now),
+        turnMessages(turn, runState.decode(turn.frameworkRunState), now),
         (i) => `${turn.turnId}/unfinished/${i}`
       )
     )

@@ -6,16 +6,16 @@
  *
  * @since 0.1.0
  */
-import { ToolSource } from "@durable-agent/session"
+import { Errors, ToolSource, type Wire } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { runTool } from "./internal/tools.ts"
+import { runParsed } from "./internal/tools.ts"
 import type { PiTool } from "./PiRunner.ts"
 
 /** Options of {@link make}. */
 export interface PiToolSourceOptions {
   /** Effect classes by tool name; wins over a tool's own `effect`. */
-  readonly toolEffects?: Readonly<Record<string, import("@durable-agent/session").Wire.ToolEffect>> | undefined
+  readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
 }
 
 /**
@@ -36,14 +36,16 @@ export const make = (tools: ReadonlyArray<PiTool<any>>, options?: PiToolSourceOp
           ? { effect: t.effect }
           : {})
     })),
-    call: (request) =>
-      runTool(byName.get(request.toolName), {
-        toolCallId: request.toolCallId,
-        toolName: request.toolName,
-        argumentsText: request.argumentsText,
-        idempotencyKey: request.idempotencyKey,
-        attempt: request.attempt
-      }).pipe(Effect.withSpan("PiToolSource.call"))
+    call: (request) => {
+      const tool = byName.get(request.toolName)
+      return tool === undefined
+        ? Effect.fail(new Errors.ToolExecutionError({ message: `unknown tool ${request.toolName}` }))
+        : runParsed(tool, request.arguments, {
+            toolCallId: request.toolCallId,
+            idempotencyKey: request.idempotencyKey,
+            attempt: request.attempt
+          }).pipe(Effect.withSpan("PiToolSource.call"))
+    }
   }
 }
 

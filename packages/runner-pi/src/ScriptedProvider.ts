@@ -10,6 +10,7 @@
  *
  * @since 0.1.0
  */
+import type * as Conformance from "@durable-agent/runner-kit/Conformance"
 import type { ModelClient } from "@durable-agent/session"
 import {
   type AssistantMessage,
@@ -35,8 +36,11 @@ import * as Duration from "effect/Duration"
 /** A scripted response: the session's `ScriptedResponse` (text, reasoning, tool calls, usage, delay, fail). */
 export type Response = ModelClient.ScriptedResponse
 
-/** One scripted model call: a response, or a function of the context pi-ai was given and the call index. */
-export type Step = Response | ((context: Context, index: number) => Response)
+/**
+ * One scripted model call: a response, or a function (possibly async) of the context pi-ai was given and the
+ * call index. A function that rejects makes the call end in an error (pi-ai's `stopReason: "error"`).
+ */
+export type Step = Response | ((context: Context, index: number, signal?: AbortSignal) => Response | Promise<Response>)
 
 /** A model's price, in dollars per million tokens (pi-ai's `Model.cost`). */
 export interface Price {
@@ -125,7 +129,7 @@ export const make = (script: ReadonlyArray<Step>, options?: ScriptedProviderOpti
   const model = { ...faux.getModel(), api: `${faux.api}:scripted` }
   faux.setResponses(
     script.map((entry, index) => async (context: Context, streamOptions: SimpleStreamOptions | undefined) => {
-      const response = typeof entry === "function" ? entry(context, index) : entry
+      const response = typeof entry === "function" ? await entry(context, index, streamOptions?.signal) : entry
       if (response.delay !== undefined) {
         const ms = Duration.toMillis(Duration.fromInputUnsafe(response.delay))
         const completed = await sleep(ms, streamOptions?.signal, () => abortedCalls.push(index))
@@ -189,3 +193,38 @@ export const make = (script: ReadonlyArray<Step>, options?: ScriptedProviderOpti
     }
   }
 }
+
+const textOf = (content: string | ReadonlyArray<{ readonly type: string; readonly text?: string }>): string =>
+  typeof content === "string" ? content : content.map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("")
+
+/** What the conformance suite reads of one call: its user texts, tool results and offered tools. */
+export const promptView = (context: Context): Conformance.ModelCallView => {
+  const results = (messages: Context["messages"]) =>
+    messages.flatMap((m) =>
+      m.role === "toolResult" ? [{ toolCallId: m.toolCallId, toolName: m.toolName, text: textOf(m.content) }] : []
+    )
+  let start = context.messages.length
+  while (start > 0 && context.messages[start - 1]!.role === "toolResult") start--
+  return {
+    userTexts: context.messages.flatMap((m) => (m.role === "user" ? [textOf(m.content)] : [])),
+    toolResults: results(context.messages),
+    lastToolResults: results(context.messages.slice(start)),
+    offeredTools: (context.tools ?? []).map((t) => t.name)
+  }
+}
+
+/**
+ * A scripted provider that plays the conformance suite's script (`Conformance.ScriptPlayer`): every call
+ * is answered with `player.play(promptView(context), signal)`.
+ */
+export const fromPlayer = (
+  player: Conformance.ScriptPlayer,
+  options?: ScriptedProviderOptions & { readonly calls?: number | undefined }
+): ScriptedProvider =>
+  make(
+    Array.from(
+      { length: options?.calls ?? 200 },
+      () => (context: Context, _index: number, signal?: AbortSignal) => player.play(promptView(context), signal)
+    ),
+    options
+  )

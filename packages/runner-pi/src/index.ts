@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 
-export { ToolRetryableError } from "@durable-agent/runner-ai-sdk"
+export { ToolRetryableError } from "@durable-agent/runner-kit"
 export * as PiRunner from "./PiRunner.ts"
 export { currentToolCall, type PiTool } from "./PiRunner.ts"
 export * as PiToolSource from "./PiToolSource.ts"

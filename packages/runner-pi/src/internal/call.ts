@@ -2,7 +2,7 @@
 // (`shouldStopAfterTurn`), every tool call is blocked before it runs (`beforeToolCall`), and the blocked
 // placeholders it writes are dropped; the stream function refuses any second call. The turn's cancellation
 // signal and the fiber's interruption abort the call; text, thinking and tool-call deltas stream as they come.
-import { DeltaBuffer } from "@durable-agent/runner-ai-sdk"
+import { DeltaBuffer } from "@durable-agent/runner-kit"
 import { Errors } from "@durable-agent/session"
 import {
   type AgentContext,

@@ -1,13 +1,12 @@
 // Runs one Pi AgentTool call the way Pi's agent loop does (prepareArguments, then validateToolArguments
 // against the TypeBox schema, then execute), inside a tool Step: the Step's abort signal, the durable call in
-// an AsyncLocalStorage, partial results as events, thrown errors as the session's tool errors.
+// an AsyncLocalStorage, partial results as events, thrown errors mapped by the runner kit.
 import { AsyncLocalStorage } from "node:async_hooks"
-import { ToolRetryableError } from "@durable-agent/runner-ai-sdk"
-import { Errors, EventWriter, Policy } from "@durable-agent/session"
+import { ToolCall as KitToolCall } from "@durable-agent/runner-kit"
+import { Errors, EventWriter, type Runner } from "@durable-agent/session"
 import type { AgentTool, AgentToolResult } from "@mariozechner/pi-agent-core"
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import { blocksText } from "./messages.ts"
 
 /** The durable call a tool's `execute` runs in. */
@@ -20,73 +19,46 @@ export interface DurableToolCall {
 
 export const durableCalls = new AsyncLocalStorage<DurableToolCall>()
 
-/** One call as a tool Step hands it over. */
-export interface ToolRun {
-  readonly toolCallId: string
-  readonly toolName: string
-  readonly argumentsText: string
-  readonly idempotencyKey: string
-  readonly attempt: number
-}
-
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /**
- * Runs `tool` once. Arguments that are not a JSON object or fail the schema, a thrown error, and a result
- * with `isError` fail the call with `ToolExecutionError` (the model sees it); a thrown
+ * Runs `tool` once on arguments already parsed as a JSON object. Arguments that fail the schema, a thrown
+ * error, and a result with `isError` fail the call with `ToolExecutionError` (the model sees it); a thrown
  * `ToolRetryableError` fails the attempt (`ToolAttemptError`), and the effect class decides what follows.
  * The output is the result's text blocks (images as `[image <mime type>]`).
  */
-export const runTool = (
-  tool: AgentTool<any> | undefined,
-  run: ToolRun
+export const runParsed = (
+  tool: AgentTool<any>,
+  raw: { readonly [key: string]: unknown },
+  call: DurableToolCall
 ): Effect.Effect<
-  { readonly output: string },
+  Runner.ToolExecutionResult,
   Errors.ToolExecutionError | Errors.ToolAttemptError,
   EventWriter.EventWriter
 > =>
   Effect.gen(function* () {
-    if (tool === undefined) return yield* new Errors.ToolExecutionError({ message: `unknown tool ${run.toolName}` })
-    const parsed = Policy.parseToolArguments(run.argumentsText)
-    if (Option.isNone(parsed)) {
-      return yield* new Errors.ToolExecutionError({ message: "arguments must be a JSON object" })
-    }
-    const call: ToolCall = {
-      type: "toolCall",
-      id: run.toolCallId,
-      name: run.toolName,
-      arguments: parsed.value as ToolCall["arguments"]
-    }
+    const toolCall: ToolCall = { type: "toolCall", id: call.toolCallId, name: tool.name, arguments: { ...raw } }
     const args = yield* Effect.try({
       try: () => {
         const prepared: ToolCall =
           tool.prepareArguments === undefined
-            ? call
-            : { ...call, arguments: tool.prepareArguments(call.arguments) as ToolCall["arguments"] }
+            ? toolCall
+            : { ...toolCall, arguments: tool.prepareArguments(toolCall.arguments) as ToolCall["arguments"] }
         return validateToolArguments(tool, prepared) as unknown
       },
-      catch: (error) =>
-        new Errors.ToolExecutionError({ message: `invalid ${run.toolName} arguments: ${message(error)}` })
+      catch: (error) => new Errors.ToolExecutionError({ message: `invalid ${tool.name} arguments: ${message(error)}` })
     })
     const events = yield* EventWriter.EventWriter
-    const durable: DurableToolCall = {
-      toolCallId: run.toolCallId,
-      idempotencyKey: run.idempotencyKey,
-      attempt: run.attempt
-    }
     const onUpdate = (partial: AgentToolResult<unknown>) =>
       void Effect.runFork(
         events.write({
           type: "pi.tool_update",
-          payload: { tool_call_id: run.toolCallId, tool_name: run.toolName, text: blocksText(partial.content ?? []) }
+          payload: { tool_call_id: call.toolCallId, tool_name: tool.name, text: blocksText(partial.content ?? []) }
         })
       )
     const result = yield* Effect.tryPromise({
-      try: (signal) => durableCalls.run(durable, () => tool.execute(run.toolCallId, args, signal, onUpdate)),
-      catch: (error) =>
-        error instanceof ToolRetryableError
-          ? new Errors.ToolAttemptError({ message: error.message })
-          : new Errors.ToolExecutionError({ message: message(error) })
+      try: (signal) => durableCalls.run(call, () => tool.execute(call.toolCallId, args, signal, onUpdate)),
+      catch: KitToolCall.fromThrown
     })
     const output = blocksText(result?.content ?? [])
     // a later pi-agent-core marks a failure in the result; this version only throws, but honour it
@@ -95,3 +67,15 @@ export const runTool = (
     }
     return { output }
   })
+
+/** Runs one deferred call of a tool Step (`unknown tool <name>` when the runner has no such tool). */
+export const runDeferred = (tool: AgentTool<any> | undefined, call: Runner.DeferredToolExecution) =>
+  tool === undefined
+    ? Effect.fail(KitToolCall.unknownTool(call))
+    : Effect.flatMap(KitToolCall.parseArguments(call), (raw) =>
+        runParsed(tool, raw, {
+          toolCallId: call.toolCall.toolCallId,
+          idempotencyKey: call.idempotencyKey,
+          attempt: call.attempt
+        })
+      )

@@ -1,6 +1,7 @@
-// The spec's test matrix for the Pi runner, as one suite registered for each engine (matrix-*.test.ts), plus
-// the Pi-specific cases: TypeBox validation, retryable tool errors, deltas, usage and cost, steering and
-// follow-ups. Cases 3 with a restart, 5, 6 and 9 need process kills: see kill.test.ts.
+// What the Pi runner adds to the runner kit's conformance suite (conformance.test.ts runs the spec's matrix,
+// the controls and the kill tests), registered once per engine (matrix-*.test.ts): Pi's context between the
+// RunModel Steps and across turns, sequential rounds, a retried tool, the unfinished-turn messages of a failed,
+// steered and cancelled turn, TypeBox validation, and text, thinking and tool-call deltas with usage and cost.
 import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -19,7 +20,7 @@ import {
 export const matrixSuite = (engineName: string, engine: EngineFactory) =>
   describe(`Pi runner on the ${engineName} engine: the session matrix`, () => {
     it.live(
-      "1. two model calls and a READ tool: RunModel -> CallTool -> ResumeTurn -> RunModel; the history replays",
+      "Pi's context: the next RunModel continues it with the recorded result; the next turn replays Pi's messages",
       () =>
         withPiSession(
           [
@@ -126,144 +127,6 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
       )
     )
 
-    it.live("2. parallel tool calls of one response run as parallel Steps", () =>
-      withPiSession(
-        [
-          {
-            toolCalls: [
-              { id: "a", name: "get_weather", arguments: { city: "Oslo" } },
-              { id: "b", name: "get_weather", arguments: { city: "Rome" } },
-              { id: "c", name: "save_note", arguments: { text: "x" } }
-            ]
-          },
-          { text: "Done." }
-        ],
-        { engine },
-        (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("p2", { initialMessage: "both" })
-            yield* awaitTurns("p2", 1)
-            const shape = yield* stepShape("p2")
-            assert.deepStrictEqual(shape.slice(0, 2), ["StartAgentSession", "RunModel"])
-            assert.deepStrictEqual(shape.slice(2, 5).sort(), ["CallTool", "CallTool", "CallTool"])
-            assert.deepStrictEqual(shape.slice(5), ["ResumeTurn", "RunModel", "AwaitUserMessage"])
-            assert.strictEqual(kit.count("get_weather"), 2)
-            assert.deepStrictEqual(promptShape(prompt(kit, 1)), [
-              "user",
-              "assistant[a,b,c]",
-              "toolResult[a]",
-              "toolResult[b]",
-              "toolResult[c]"
-            ])
-            const turnId = (yield* client.getSnapshot("p2")).messages[0]!.turnId
-            assert.deepStrictEqual(kit.idempotencyKeys, [`p2/${turnId}/c`])
-          })
-      )
-    )
-
-    it.live(
-      "3+7. a write that needs approval waits beside a READ tool, runs once after approval; a second resolve is false",
-      () =>
-        withPiSession(
-          [
-            {
-              toolCalls: [
-                { id: "w1", name: "send_email", arguments: { to: "ann" } },
-                { id: "r1", name: "get_weather", arguments: { city: "Oslo" } }
-              ]
-            },
-            { text: "Sent." }
-          ],
-          { engine },
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("p3", { initialMessage: "email ann" })
-              yield* awaitSnapshot(
-                "p3",
-                (s) =>
-                  s.toolCalls.some((c) => c.toolCallId === "r1" && c.status === "succeeded") &&
-                  s.pendingInterrupts.length === 1,
-                "the read result and the approval"
-              )
-              assert.strictEqual(kit.count("send_email"), 0)
-              assert.isTrue(yield* client.resolveInterrupt("p3", { interruptId: "w1", approved: true }))
-              assert.isFalse(yield* client.resolveInterrupt("p3", { interruptId: "w1", approved: true }))
-              yield* awaitTurns("p3", 1)
-              assert.strictEqual(kit.count("send_email"), 1)
-              assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), {
-                w1: "sent to ann",
-                r1: '{"city":"Oslo","temperature":21}'
-              })
-              assert.isTrue((yield* stepShape("p3")).includes("CallSingleAttemptTool"))
-            })
-        )
-    )
-
-    it.live(
-      '7. an approval deadline rejects the call with "approval deadline passed"; resolving after it is false',
-      () =>
-        withPiSession(
-          [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "cy" } }] }, { text: "Too late." }],
-          { engine, interruptDeadline: "1 second" },
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("p7", { initialMessage: "email cy" })
-              yield* awaitTurns("p7", 1)
-              assert.isFalse(yield* client.resolveInterrupt("p7", { interruptId: "w1", approved: true }))
-              assert.strictEqual(kit.count("send_email"), 0)
-              assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), { w1: "approval deadline passed" })
-              const result = prompt(kit, 1).messages.find((m) => m.role === "toolResult")
-              assert.isTrue(result?.role === "toolResult" && result.isError, "a rejection is an error result for Pi")
-            })
-        )
-    )
-
-    it.live("4. a rejected write never runs, and the model sees the rejection message", () =>
-      withPiSession(
-        [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "bob" } }] }, { text: "OK, I will not." }],
-        { engine },
-        (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("p4", { initialMessage: "email bob" })
-            yield* awaitSnapshot("p4", (s) => s.pendingInterrupts.length === 1, "the approval")
-            assert.isTrue(
-              yield* client.resolveInterrupt("p4", {
-                interruptId: "w1",
-                approved: false,
-                rejectionMessage: "Not today."
-              })
-            )
-            yield* awaitTurns("p4", 1)
-            assert.strictEqual(kit.count("send_email"), 0)
-            assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), { w1: "Not today." })
-          })
-      )
-    )
-
-    it.live(
-      "a single-attempt write whose tool throws records failed with the error, runs once, the model sees it",
-      () =>
-        withPiSession(
-          [{ toolCalls: [{ id: "f1", name: "flaky_write", arguments: {} }] }, { text: "It may have gone through." }],
-          { engine, toolPolicies: { flaky_write: { effect: "non_idempotent_write", requiresApproval: true } } },
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("p5", { initialMessage: "do it" })
-              yield* awaitSnapshot("p5", (s) => s.pendingInterrupts.length === 1, "the approval")
-              assert.isTrue(yield* client.resolveInterrupt("p5", { interruptId: "f1", approved: true }))
-              yield* awaitTurns("p5", 1)
-              assert.strictEqual(kit.count("flaky_write"), 1)
-              assert.include(toolResultsIn(prompt(kit, 1)).f1, "the mail server hung up")
-              assert.notStrictEqual(toolResultsIn(prompt(kit, 1)).f1, Wire.OUTCOME_UNKNOWN_TEXT)
-            })
-        )
-    )
-
     it.live("a READ tool that throws ToolRetryableError is retried by its CallTool Step and succeeds", () =>
       withPiSession(
         [{ toolCalls: [{ id: "b1", name: "busy_read", arguments: {} }] }, { text: "Got it." }],
@@ -279,7 +142,7 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
       )
     )
 
-    it.live("8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated", () =>
+    it.live("a failed turn keeps Pi's transcript (the unfinished-turn messages), then the turn-failure note", () =>
       withPiSession(
         [
           { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
@@ -315,32 +178,6 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
             assert.strictEqual(kit.count("save_note"), 1)
           })
       )
-    )
-
-    it.live(
-      "10+11. a message sent during a turn is queued (Pi's follow-up) and handled after it; the snapshot returns the conversation",
-      () =>
-        withPiSession([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], { engine }, (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("p10", { initialMessage: "one" })
-            yield* awaitSnapshot("p10", (s) => s.state?.activeTurnId !== null, "the first turn")
-            assert.isTrue(yield* client.sendUserMessage("p10", "two"))
-            const snapshot = yield* awaitTurns("p10", 2)
-            assert.deepStrictEqual(
-              snapshot.messages.map((m) => [m.role, m.text]),
-              [
-                ["user", "one"],
-                ["assistant", "First answer."],
-                ["user", "two"],
-                ["assistant", "Second answer."]
-              ]
-            )
-            assert.strictEqual(kit.provider.calls.length, 2)
-            assert.deepStrictEqual(promptShape(prompt(kit, 1)), ["user", "assistant[text]", "user"])
-            assert.isFalse(yield* client.sendUserMessage("p10", "   "), "a blank message is refused")
-          })
-        )
     )
 
     it.live(
@@ -385,6 +222,11 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
                 r1: '{"city":"Oslo","temperature":21}',
                 w1: '{"status":"cancelled","reason":"superseded_by_steered_user_message"}'
               })
+              const abandoned = prompt(kit, 1).messages.find((m) => m.role === "toolResult" && m.toolCallId === "w1")
+              assert.isTrue(
+                abandoned?.role === "toolResult" && abandoned.isError,
+                "an abandoned call is an error for Pi"
+              )
               assert.deepStrictEqual(
                 snapshot.messages.map((m) => [m.role, m.text ?? m.toolOutput ?? m.toolCallId]),
                 [
@@ -397,6 +239,42 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
                   ["assistant", "Rome, then."]
                 ]
               )
+            })
+        )
+    )
+
+    it.live(
+      "cancel_turn during the second model call: the call is aborted, the turn keeps Pi's transcript of the first round",
+      () =>
+        withPiSession(
+          [
+            { toolCalls: [{ id: "r1", name: "get_weather", arguments: { city: "Oslo" } }] },
+            { text: "never seen", delay: "10 minutes" },
+            { text: "Oslo is 21 degrees." }
+          ],
+          { engine },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              yield* client.startSession("pc", { initialMessage: "weather in Oslo" })
+              yield* awaitSnapshot("pc", () => kit.provider.calls.length === 2, "the second model call")
+              assert.isTrue(yield* client.cancelTurn("pc"))
+              const cancelled = yield* awaitTurns("pc", 1)
+              yield* awaitSnapshot("pc", () => kit.provider.abortedCalls.length === 1, "the provider to see the abort")
+              assert.deepStrictEqual(kit.provider.abortedCalls, [1])
+              // the unfinished-turn messages, not the cancelled note: the call and its result stay
+              assert.deepStrictEqual(
+                cancelled.messages.map((m) => [m.role, m.text ?? m.toolOutput ?? m.toolCallId]),
+                [
+                  ["user", "weather in Oslo"],
+                  ["assistant", "r1"],
+                  ["tool", '{"city":"Oslo","temperature":21}']
+                ]
+              )
+              assert.isTrue(yield* client.sendUserMessage("pc", "so?"))
+              yield* awaitTurns("pc", 2)
+              assert.deepStrictEqual(promptShape(prompt(kit, 2)), ["user", "assistant[r1]", "toolResult[r1]", "user"])
+              assert.strictEqual(kit.count("get_weather"), 1)
             })
         )
     )
