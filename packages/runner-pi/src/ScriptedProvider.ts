@@ -58,6 +58,8 @@ export interface ScriptedProviderOptions {
   readonly cost?: Price | undefined
   /** Whether the model reasons (pi-ai's `Model.reasoning`). */
   readonly reasoning?: boolean | undefined
+  /** The faux provider's streaming speed; default: every delta at once. */
+  readonly tokensPerSecond?: number | undefined
 }
 
 /** The scripted provider: its model, what it was asked, and the calls aborted during their scripted delay. */
@@ -120,7 +122,8 @@ export const make = (script: ReadonlyArray<Step>, options?: ScriptedProviderOpti
   const cost = options?.cost ?? { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }
   const faux = registerFauxProvider({
     provider: options?.provider ?? "scripted",
-    models: [{ id: modelId, cost: { ...cost }, reasoning: options?.reasoning ?? false }]
+    models: [{ id: modelId, cost: { ...cost }, reasoning: options?.reasoning ?? false }],
+    ...(options?.tokensPerSecond !== undefined ? { tokensPerSecond: options.tokensPerSecond } : {})
   })
   const calls: Array<Context> = []
   const callOptions: Array<Omit<SimpleStreamOptions, "signal">> = []
