@@ -81,23 +81,24 @@ const benchAgent = (provider: ScriptedProvider.ScriptedProvider): PiRunner.PiAge
 const llmMessages = (messages: Array<AgentMessage>): Array<Message> => messages as Array<Message>
 
 /** (a) Pi alone: its agent loop runs both model calls and the three tools in one run per turn. */
-const direct = async () => {
+const directTurns = () => {
   const provider = scripted()
-  const times: Array<number> = []
   let history: Array<AgentMessage> = []
-  for (let i = 0; i < TURNS; i++) {
-    const t0 = performance.now()
-    const stream = agentLoop(
-      [{ role: "user", content: `turn ${i}`, timestamp: Date.now() }],
-      { systemPrompt: "Read files.", messages: history, tools: [readTool()] },
-      { model: provider.model, convertToLlm: llmMessages, maxRetries: 0 }
-    )
-    for await (const _ of stream) void _
-    history = [...history, ...(await stream.result())]
-    times.push(performance.now() - t0)
+  let i = 0
+  return {
+    turn: async () => {
+      const t0 = performance.now()
+      const stream = agentLoop(
+        [{ role: "user", content: `turn ${i++}`, timestamp: Date.now() }],
+        { systemPrompt: "Read files.", messages: history, tools: [readTool()] },
+        { model: provider.model, convertToLlm: llmMessages, maxRetries: 0 }
+      )
+      for await (const _ of stream) void _
+      history = [...history, ...(await stream.result())]
+      return performance.now() - t0
+    },
+    close: () => provider.unregister()
   }
-  provider.unregister()
-  return times
 }
 
 /** (b) The same turns as a durable session on the embedded engine. */
@@ -169,11 +170,10 @@ const toolRecord = (
  * (d) The runner alone, in memory: per turn, runModelStep (tool calls) -> 3 x executeDeferredToolCall ->
  * runModelStep (answer), with the history growing turn by turn, as the session drives it.
  */
-const inMemory = Effect.suspend(() => {
+const inMemoryTurns = () => {
   const provider = scripted()
   const runner = PiRunner.make(benchAgent(provider))
   const history: Array<Wire.AgentMessage> = []
-  const times: Array<number> = []
   const rounds: Array<Round> = []
   const context = (
     turnId: string,
@@ -199,51 +199,62 @@ const inMemory = Effect.suspend(() => {
   ) => {
     for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
   }
-  return Effect.gen(function* () {
-    for (let i = 0; i < TURNS; i++) {
-      const t0 = performance.now()
-      const turnId = `t${i}`
-      store([runner.buildUserMessage(`turn ${i}`)], turnId)
-      const first = yield* runner.runModelStep(context(turnId, null, []))
-      if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
-      const records: Array<Wire.AgentToolCall> = []
-      for (const [n, call] of first.toolCalls.entries()) {
-        const record = toolRecord(turnId, call, n)
-        const result = yield* runner.executeDeferredToolCall({
-          flowId: "f",
-          turnId,
-          toolCall: record,
-          idempotencyKey: `f/${turnId}/${call.toolCallId}`,
-          attempt: 1,
-          heartbeatCheckpoint: Option.none()
-        })
-        records.push({ ...record, status: "succeeded", output: result.output })
-      }
-      const second = yield* runner.runModelStep(context(turnId, first.frameworkRunState, records))
-      if (second._tag !== "TurnCompleted") throw new Error("expected the answer")
-      times.push(performance.now() - t0)
-      // outside the timed part: Pi's whole context at the same point (history + the turn so far)
-      const turnMessages = (JSON.parse(first.frameworkRunState) as { messages: ReadonlyArray<unknown> }).messages
-      rounds.push({
-        runStateBytes: Buffer.byteLength(first.frameworkRunState),
-        piContextBytes: Buffer.byteLength(
-          JSON.stringify({ systemPrompt: "Read files.", messages: [...fromStoredMessages(history), ...turnMessages] })
-        )
+  let i = 0
+  const turn = Effect.gen(function* () {
+    const t0 = performance.now()
+    const turnId = `t${i++}`
+    store([runner.buildUserMessage(`turn ${i}`)], turnId)
+    const first = yield* runner.runModelStep(context(turnId, null, []))
+    if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
+    const records: Array<Wire.AgentToolCall> = []
+    for (const [n, call] of first.toolCalls.entries()) {
+      const record = toolRecord(turnId, call, n)
+      const result = yield* runner.executeDeferredToolCall({
+        flowId: "f",
+        turnId,
+        toolCall: record,
+        idempotencyKey: `f/${turnId}/${call.toolCallId}`,
+        attempt: 1,
+        heartbeatCheckpoint: Option.none()
       })
-      store(second.newMessages, turnId)
+      records.push({ ...record, status: "succeeded", output: result.output })
     }
-    return { times, rounds }
-  }).pipe(
-    Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)),
-    Effect.ensuring(Effect.sync(() => provider.unregister()))
-  )
-})
+    const second = yield* runner.runModelStep(context(turnId, first.frameworkRunState, records))
+    if (second._tag !== "TurnCompleted") throw new Error("expected the answer")
+    const ms = performance.now() - t0
+    // outside the timed part: Pi's whole context at the same point (history + the turn so far)
+    const turnMessages = (JSON.parse(first.frameworkRunState) as { messages: ReadonlyArray<unknown> }).messages
+    rounds.push({
+      runStateBytes: Buffer.byteLength(first.frameworkRunState),
+      piContextBytes: Buffer.byteLength(
+        JSON.stringify({ systemPrompt: "Read files.", messages: [...fromStoredMessages(history), ...turnMessages] })
+      )
+    })
+    store(second.newMessages, turnId)
+    return ms
+  }).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
+  return {
+    turn: () => Effect.runPromise(turn as Effect.Effect<number>),
+    rounds,
+    close: () => provider.unregister()
+  }
+}
 
 const main = async () => {
   const started = performance.now()
-  const a = await direct()
+  // (a) and (d) run turn by turn in lockstep, so a loaded machine slows both alike
+  const directRun = directTurns()
+  const memoryRun = inMemoryTurns()
+  const a: Array<number> = []
+  const dTimes: Array<number> = []
+  for (let i = 0; i < TURNS; i++) {
+    a.push(await directRun.turn())
+    dTimes.push(await memoryRun.turn())
+  }
+  directRun.close()
+  memoryRun.close()
+  const d = { times: dTimes, rounds: memoryRun.rounds }
   const b = await Effect.runPromise(durable as Effect.Effect<Array<number>>)
-  const d = await Effect.runPromise(inMemory as Effect.Effect<{ times: Array<number>; rounds: Array<Round> }>)
   const [pa, pb, pd] = [percentile(a, 50), percentile(b, 50), percentile(d.times, 50)]
   const ratio = pd / pa
   const first = d.rounds[0]!
