@@ -1,11 +1,12 @@
 /**
  * The Pi framework runner, in Step mode. Each RunModel makes exactly one pi-ai model call with the turn's
- * context, through Pi's own agent loop (`agentLoopContinue`, stopped after its first turn with every tool
- * call blocked before it runs), so Pi still converts and transforms the context and picks the provider; the
- * tool calls come back as the session's tool calls and each runs in its own Step (CallTool or
- * CallSingleAttemptTool by its effect class), where the Pi `AgentTool`'s own `execute` runs after its
- * TypeBox schema validated the arguments. The next RunModel continues the context with the recorded results
- * as `toolResult` messages, the shape `agentLoopContinue` requires.
+ * context, the way Pi's agent loop makes its calls (`transformContext`, `getApiKey`, then the stream function,
+ * pi-ai's `streamSimple` by default, with the turn's abort signal) but without the loop, which would go on to
+ * run the tools. The tool calls come back as the session's tool calls and each runs in its own Step
+ * (CallTool or CallSingleAttemptTool by its effect class), where the Pi `AgentTool`'s own `execute` runs after
+ * its TypeBox schema validated the arguments (`prepareArguments`, then `validateToolArguments`, as the loop
+ * does). The next RunModel continues the context with the recorded results as `toolResult` messages, the
+ * context `agentLoopContinue` takes.
  *
  * The framework run state is Pi's context JSON for the turn: the turn's Pi messages after the stored
  * history, and the calls that wait for results. `buildUnfinishedTurnMessages` returns those messages with a
@@ -24,7 +25,13 @@
  */
 import { BuiltIns, Replay, RunState } from "@durable-agent/runner-kit"
 import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
-import type { AgentMessage, AgentTool, StreamFn } from "@mariozechner/pi-agent-core"
+import type {
+  AgentMessage,
+  AgentTool,
+  AgentToolResult,
+  AgentToolUpdateCallback,
+  StreamFn
+} from "@mariozechner/pi-agent-core"
 import type { Api, AssistantMessage, Message, Model, SimpleStreamOptions, TSchema } from "@mariozechner/pi-ai"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -43,6 +50,24 @@ export type PiTool<TParameters extends TSchema = TSchema, TDetails = any> = Agen
   readonly effect?: Wire.ToolEffect | undefined
 }
 
+/**
+ * Any Pi tool, whatever its schema: `execute` as a method, so a tool whose arguments are typed by its
+ * schema (`piTool`, `AgentTool<typeof schema>`) fits in a list of tools.
+ */
+export type AnyPiTool = Omit<PiTool<any>, "execute"> & {
+  execute(
+    toolCallId: string,
+    params: any,
+    signal?: AbortSignal,
+    onUpdate?: AgentToolUpdateCallback<any>
+  ): Promise<AgentToolResult<any>>
+}
+
+/** Declares a Pi tool with its `execute` arguments typed by its TypeBox schema. */
+export const piTool = <TParameters extends TSchema, TDetails = any>(
+  tool: PiTool<TParameters, TDetails>
+): PiTool<TParameters, TDetails> => tool
+
 /** What `model`, `systemPrompt` and `streamOptions` functions receive. */
 export interface PiTurnInfo {
   readonly flowId: string
@@ -56,7 +81,7 @@ export interface PiAgent {
   /** A pi-ai model (`getModel("openai", "gpt-4.1-mini")`, a custom `Model`), or a function of the turn. */
   readonly model: Model<Api> | ((turn: PiTurnInfo) => Model<Api>)
   readonly systemPrompt?: string | ((turn: PiTurnInfo) => string) | undefined
-  readonly tools?: ReadonlyArray<PiTool<any>> | undefined
+  readonly tools?: ReadonlyArray<AnyPiTool> | undefined
   /** Effect classes by tool name; wins over a tool's own `effect`. */
   readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
   /** pi-ai stream options (API key, reasoning level, max tokens, headers, ...); `maxRetries` is always 0. */
@@ -111,7 +136,7 @@ const turnMessages = (
 
 /** Builds the runner. */
 export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools = agent.tools ?? []
+  const tools = (agent.tools ?? []) as ReadonlyArray<PiTool<any>>
   const byName = new Map(tools.map((t) => [t.name, t]))
   const info = (turn: Runner.AgentTurnContext): PiTurnInfo => ({
     flowId: turn.flowId,

@@ -10,7 +10,7 @@ import { Errors, ToolSource, type Wire } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { runParsed } from "./internal/tools.ts"
-import type { PiTool } from "./PiRunner.ts"
+import type { AnyPiTool, PiTool } from "./PiRunner.ts"
 
 /** Options of {@link make}. */
 export interface PiToolSourceOptions {
@@ -22,7 +22,8 @@ export interface PiToolSourceOptions {
  * A source over Pi tools. A call to a name that is not listed fails with `unknown tool <name>`; inside
  * `execute`, `PiRunner.currentToolCall()` gives the call's idempotency key.
  */
-export const make = (tools: ReadonlyArray<PiTool<any>>, options?: PiToolSourceOptions): ToolSource.ToolSourceShape => {
+export const make = (piTools: ReadonlyArray<AnyPiTool>, options?: PiToolSourceOptions): ToolSource.ToolSourceShape => {
+  const tools = piTools as ReadonlyArray<PiTool<any>>
   const byName = new Map(tools.map((t) => [t.name, t]))
   const effects = options?.toolEffects ?? {}
   return {
@@ -51,6 +52,6 @@ export const make = (tools: ReadonlyArray<PiTool<any>>, options?: PiToolSourceOp
 
 /** The source as the session's `ToolSource` layer, for `Stepwise`. */
 export const layer = (
-  tools: ReadonlyArray<PiTool<any>>,
+  tools: ReadonlyArray<AnyPiTool>,
   options?: PiToolSourceOptions
 ): Layer.Layer<ToolSource.ToolSource> => Layer.succeed(ToolSource.ToolSource, make(tools, options))

@@ -8,6 +8,6 @@
 
 export { ToolRetryableError } from "@durable-agent/runner-kit"
 export * as PiRunner from "./PiRunner.ts"
-export { currentToolCall, type PiTool } from "./PiRunner.ts"
+export { type AnyPiTool, currentToolCall, type PiTool, piTool } from "./PiRunner.ts"
 export * as PiToolSource from "./PiToolSource.ts"
 export * as ScriptedProvider from "./ScriptedProvider.ts"
