@@ -8,6 +8,7 @@
  *   npm start -- --mcp servers.json         (more tools from MCP servers; see src/mcp.ts)
  *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
  *   npm start -- --runner openai-agents     (the same tools on the OpenAI Agents SDK; see src/openai-agents.ts)
+ *   npm start -- --runner pi                (the same tools on Pi: pi-ai models, Pi AgentTools; see src/pi.ts)
  *   npm start -- --runner stepwise          (the built-in Stepwise runner, with plan mode; see src/stepwise.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
@@ -30,6 +31,7 @@ import { type ChatConfig, checkArguments, loadConfig, withArguments } from "./co
 import { mastraRunner } from "./mastra.ts"
 import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
 import { openAiAgentsRunner, runnerArgument } from "./openai-agents.ts"
+import { piRunner } from "./pi.ts"
 import { Chat } from "./session.ts"
 import { planFlow, stepwiseRunner } from "./stepwise.ts"
 import { chatLine, errorLine, Screen } from "./ui.ts"
@@ -204,8 +206,11 @@ const main = Effect.gen(function* () {
   const mastra =
     runnerArgument(process.argv.slice(2)) === "mastra" ? mastraRunner(config, model, label, mcpTools) : null
   // `--runner openai-agents`: the same tools on the OpenAI Agents SDK runner
+  // `--runner pi`: the same tools as Pi AgentTools on the Pi runner
+  const runnerName = runnerArgument(process.argv.slice(2))
   const other =
-    mastra ?? (runnerArgument(process.argv.slice(2)) === "openai-agents" ? openAiAgentsRunner(config) : null)
+    mastra ??
+    (runnerName === "openai-agents" ? openAiAgentsRunner(config) : runnerName === "pi" ? piRunner(config) : null)
   // `--runner stepwise`: the built-in Stepwise runner over the same model, with plan mode
   const stepwise = runnerArgument(process.argv.slice(2)) === "stepwise"
   yield* Effect.gen(function* () {

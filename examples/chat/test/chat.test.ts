@@ -332,4 +332,45 @@ describe("the terminal chat", () => {
       }),
     90_000
   )
+
+  it.live(
+    "--runner pi: the same turn on the Pi runner, killed while it asks for an approval, resumes on restart",
+    () =>
+      Effect.gen(function* () {
+        const chat = yield* makeChat
+        yield* start(chat, ["--runner", "pi"])
+        yield* waitFor(chat, "the greeting", (s) => s.includes("Durable chat") && s.includes("Pi runner"))
+        yield* waitForPrompt(chat, "you>")
+        yield* type(chat, "summarize the notes")
+        yield* waitFor(chat, "agent> Let me read the notes and the to-do list first.")
+        yield* waitFor(chat, 'tool> ✓ read_file(path: "notes.md") succeeded: 6 lines')
+        yield* waitFor(chat, 'tool> ✓ read_file(path: "todo.md") succeeded: 6 lines')
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* waitFor(chat, "tool> ✓ list_files() succeeded")
+
+        yield* kill(chat)
+        assert.isFalse(existsSync(summary(chat)))
+
+        yield* start(chat, ["--runner", "pi"])
+        yield* waitFor(chat, "the resumed turn", (s) => s.includes("Resuming session chat-1"))
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* type(chat, "y")
+        yield* waitFor(chat, "approve> write_file: approved")
+        yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded')
+        yield* waitFor(chat, FINAL)
+        yield* waitForPrompt(chat, "you>")
+        assert.include(readFileSync(summary(chat), "utf8"), "# Summary")
+
+        yield* type(chat, "/history")
+        const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
+        assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
+        assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
+        assert.match(history, /RunModel-3\s+completed/)
+        assert.notInclude(history, "RunModel-4", "one model call per RunModel")
+
+        yield* type(chat, "/quit")
+        yield* waitForExit(chat)
+      }),
+    90_000
+  )
 })
