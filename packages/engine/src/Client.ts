@@ -34,6 +34,7 @@ import * as Inspect from "./Inspect.ts"
 import { ControlPayload, FlowEntity, InvokePayload, StartPayload } from "./internal/protocol.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
 import { loadAttribute } from "./internal/store.ts"
+import * as Metrics from "./Metrics.ts"
 
 /** Options of `startFlow`. */
 export interface StartFlowOptions {
@@ -238,6 +239,7 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
+  const metrics = yield* Metrics.currentRegistry
   const mapClusterErrors = mapClusterErrorsOnly
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
@@ -291,7 +293,7 @@ export const make = Effect.gen(function* () {
           flows(flowId).Invoke(new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() }))
         )
         return decodeJson(rpc.output, output)
-      }),
+      }).pipe(Metrics.measureRpc(metrics, _flow.type, rpc.name)),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)

@@ -38,7 +38,7 @@ export interface AttemptInput {
   /** Whether an earlier run of this Step execution may have saved a heartbeat checkpoint. */
   readonly mayHaveCheckpoint: boolean
   /** The runner's stream counters (metrics). */
-  readonly counters?: { streamRejectedWrites: number; streamTrims: number } | undefined
+  readonly counters?: Parameters<typeof emitStream>[8] | undefined
 }
 
 /** Runs the attempt to its outcome. Interrupted when its owner cancels it. */

@@ -3,6 +3,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
+import * as Metrics from "../Metrics.ts"
 import { byteLength, encodeJson } from "./state.ts"
 import type { Sql } from "./store.ts"
 
@@ -16,7 +17,7 @@ export const emitStream = <A>(
   stepExecutionId: string,
   attempt: number,
   value: A,
-  counters?: { streamRejectedWrites: number; streamTrims: number }
+  counters?: { streamRejectedWrites: number; streamTrims: number; readonly registry?: Metrics.Registry }
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     const text = encodeJson(stream.schema, value)
@@ -44,6 +45,8 @@ export const emitStream = <A>(
         yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at)
           VALUES (${flowType}, ${stream.name}, ${flowId}, ${stepExecutionId}, ${attempt}, ${text}, ${charge}, ${now})`
         used += charge
+        if (counters?.registry)
+          Metrics.record(counters.registry, Metrics.streamBytes, size, { flow_type: flowType, stream: stream.name })
         let trimmedThrough: number | undefined
         if (used > stream.capacityBytes * 0.9) {
           const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
