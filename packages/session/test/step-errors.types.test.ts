@@ -3,7 +3,7 @@ import type { Defect, RecoveryError, StepDecision, StepDef, StepFailure } from "
 import { describe, expectTypeOf, it } from "@effect/vitest"
 import type * as Effect from "effect/Effect"
 import { AgentSessionFlow, type Errors, type Runner } from "../src/index.ts"
-import type { makeSteps } from "../src/internal/steps.ts"
+import type { makeSteps } from "../src/internal/steps/index.ts"
 
 const { steps } = AgentSessionFlow.make({ flowType: "Types" }).session
 type Steps = typeof steps

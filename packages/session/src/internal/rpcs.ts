@@ -10,7 +10,7 @@ import * as P from "../Persistence.ts"
 import * as Wire from "../wire/index.ts"
 import { NoInput, UpdateSettingsInput } from "./schemas.ts"
 import { isBlank, isTurnCancelled, settingsProblem, storedMessages, turnRecords, ZERO_USAGE } from "./session.ts"
-import type { SessionSteps } from "./steps.ts"
+import type { SessionSteps } from "./steps/index.ts"
 
 export interface SessionRpcs {
   readonly send_user_message: RpcDef<Wire.AgentUserMessage, boolean>
