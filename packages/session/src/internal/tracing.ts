@@ -13,8 +13,10 @@ import * as Option from "effect/Option"
 import * as EffectTracer from "effect/Tracer"
 import type { ModelCallMetadata } from "../ModelClient.ts"
 import * as P from "../Persistence.ts"
+import * as SessionMetrics from "../SessionMetrics.ts"
 import { FrameworkSpans, type RecordedSpan, Tracer, type TracerShape } from "../Tracer.ts"
 import type * as Wire from "../wire/index.ts"
+import type { SessionConfig } from "./session.ts"
 
 // ---------------------------------------------------------------------------------------------------------
 // traceparent
@@ -192,25 +194,27 @@ export const noteChat = (ctx: ExecuteContext, chat: ChatNote): void => {
 
 const tracerOption = Effect.serviceOption(Tracer)
 
-/** Runs `body`, then `finish` with its exit and start time when tracing is on; `finish` never fails it. */
+/**
+ * Runs `body`, then `finish` with its exit, the tracer (if any) and the start time; `finish` (the metrics, and
+ * the span when tracing is on) never fails the body.
+ */
 const around = <A, E, R>(
   ctx: ExecuteContext,
   body: Effect.Effect<A, E, R>,
-  finish: (shape: TracerShape, exit: Exit.Exit<A, E>, startTime: bigint) => Effect.Effect<void>
+  finish: (tracer: TracerShape | undefined, exit: Exit.Exit<A, E>, startTime: bigint) => Effect.Effect<void>
 ): Effect.Effect<A, E, R> =>
-  Effect.flatMap(tracerOption, (tracer) => {
-    if (Option.isNone(tracer)) return body
-    return Effect.flatMap(Clock.currentTimeNanos, (startTime) =>
+  Effect.flatMap(tracerOption, (tracer) =>
+    Effect.flatMap(Clock.currentTimeNanos, (startTime) =>
       body.pipe(
         Effect.onExit((exit) =>
-          finish(tracer.value, exit, startTime).pipe(
-            Effect.catchCause((cause) => Effect.logWarning("tracing failed; the span is skipped", cause))
+          finish(Option.getOrUndefined(tracer), exit, startTime).pipe(
+            Effect.catchCause((cause) => Effect.logWarning("tracing failed; the span is skipped", cause)),
+            Effect.ensuring(Effect.sync(() => notes.delete(ctx)))
           )
-        ),
-        Effect.ensuring(Effect.sync(() => notes.delete(ctx)))
+        )
       )
     )
-  })
+  )
 
 // ---------------------------------------------------------------------------------------------------------
 // The spans
@@ -219,20 +223,26 @@ const around = <A, E, R>(
 /**
  * An activation Step's `invoke_agent {agent}` root: emitted when the body called {@link noteActivation}
  * (StartAgentSession always), linked to the previous root, and stored in `AgentTraceContext` (deleted when the
- * root has no valid context).
+ * root has no valid context). A turn the attempt started is counted.
  */
 export const activationSpan = <A, E, R>(
+  config: SessionConfig<any>,
   ctx: ExecuteContext,
   stepType: string,
-  agentName: string,
   body: Effect.Effect<A, E, R>,
-  always = false
+  always: boolean
 ): Effect.Effect<A, E, R> => {
   if (always) noteActivation(ctx)
+  const turnBefore = activeTurn(ctx)
   return around(ctx, body, (shape, exit, startTime) =>
     Effect.gen(function* () {
+      if (!Exit.isSuccess(exit)) return
+      const turnAfter = activeTurn(ctx)
+      if (turnAfter !== null && turnAfter !== turnBefore) yield* SessionMetrics.turnStarted
       const activation = notes.get(ctx)?.activation
-      if (activation === undefined || !Exit.isSuccess(exit)) return
+      if (shape === undefined || activation === undefined) return
+      const runner = yield* Effect.serviceOption(config.runner)
+      const agentName = Option.match(runner, { onNone: () => config.flowType, onSome: (r) => r.name })
       const previous = parseTraceparent(Option.getOrUndefined(ctx.get(P.AgentTraceContext)))
       const root = yield* emit(shape, {
         name: `invoke_agent ${agentName}`,
@@ -241,7 +251,7 @@ export const activationSpan = <A, E, R>(
         links: previous === undefined ? [] : [previous],
         startTime,
         attributes: {
-          ...stepAttributes(ctx, stepType, activeTurn(ctx), "invoke_agent"),
+          ...stepAttributes(ctx, stepType, turnAfter, "invoke_agent"),
           "gen_ai.agent.name": agentName
         },
         exit
@@ -278,7 +288,7 @@ const usageAttributes = (shape: TracerShape, usage: Wire.AgentUsage, metadata: M
  * A RunModel attempt's `chat` span under the root in `AgentTraceContext`: CLIENT with usage when the body
  * reported one model call ({@link noteChat}), INTERNAL without otherwise. The framework spans the runner
  * recorded in {@link FrameworkSpans} become its children. The body runs with `FrameworkSpans` enabled, and
- * every tool call record it wrote gets the root as its `traceContext`.
+ * every tool call record it wrote gets the root as its `traceContext`. The model call is counted.
  */
 export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: Effect.Effect<A, E, R>) => {
   const recorded: Array<RecordedSpan> = []
@@ -294,6 +304,8 @@ export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: E
     (shape, exit, startTime) =>
       Effect.gen(function* () {
         const chat = notes.get(ctx)?.chat
+        yield* SessionMetrics.modelCall(exit, chat?.usage, startTime)
+        if (shape === undefined) return
         const oneCall = chat !== undefined && chat.usage.modelCalls === 1
         const model = chat?.metadata?.requestModel ?? chat?.metadata?.responseModel
         yield* emit(shape, {
@@ -318,7 +330,7 @@ export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: E
           exit,
           children: recorded
         })
-        if (root !== undefined && chat !== undefined) {
+        if (root !== undefined && chat !== undefined && Exit.isSuccess(exit)) {
           for (const id of chat.toolCallIds) {
             const record = ctx.getAt(P.AgentToolCalls, id)
             if (Option.isSome(record) && record.value.traceContext === null) {
@@ -344,7 +356,10 @@ export const toolSpan = <A, E, R>(
   return around(ctx, body, (shape, exit, startTime) => {
     if (before === undefined) return Effect.void
     const after = Option.getOrElse(ctx.getAt(P.AgentToolCalls, toolCallId), () => before)
-    return Effect.asVoid(
+    const counted = SessionMetrics.toolCall(before.effect, Exit.isSuccess(exit) ? after.status : "attempt_failed")
+    if (shape === undefined) return counted
+    return Effect.andThen(
+      counted,
       emit(shape, {
         name: `execute_tool ${before.toolName}`,
         kind: "internal",
@@ -368,3 +383,30 @@ export const toolSpan = <A, E, R>(
     )
   })
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Step wrappers
+// ---------------------------------------------------------------------------------------------------------
+
+/** An activation Step's execute with its `invoke_agent` root (StartAgentSession: `always`). */
+export const tracedActivation =
+  <I, A, E, R>(
+    config: SessionConfig<any>,
+    stepType: string,
+    execute: (ctx: ExecuteContext, input: I) => Effect.Effect<A, E, R>,
+    always = false
+  ) =>
+  (ctx: ExecuteContext, input: I): Effect.Effect<A, E, R> =>
+    activationSpan(config, ctx, stepType, execute(ctx, input), always)
+
+/** RunModel's execute with its `chat` span. */
+export const tracedChat =
+  <I, A, E, R>(stepType: string, execute: (ctx: ExecuteContext, input: I) => Effect.Effect<A, E, R>) =>
+  (ctx: ExecuteContext, input: I): Effect.Effect<A, E, R> =>
+    chatSpan(ctx, stepType, execute(ctx, input))
+
+/** A tool Step's execute with its `execute_tool` span. */
+export const tracedTool =
+  <A, E, R>(stepType: string, execute: (ctx: ExecuteContext, toolCallId: string) => Effect.Effect<A, E, R>) =>
+  (ctx: ExecuteContext, toolCallId: string): Effect.Effect<A, E, R> =>
+    toolSpan(ctx, stepType, toolCallId, execute(ctx, toolCallId))
