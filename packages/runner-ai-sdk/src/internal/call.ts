@@ -1,5 +1,5 @@
 // One AI SDK model call with `streamText`: tools without `execute`, one step, no SDK retries.
-import { Errors, type ModelClient, Tracer } from "@durable-agent/session"
+import { Errors, type ModelClient, SessionTracer } from "@durable-agent/session"
 import {
   isStepCount,
   type LanguageModel,
@@ -58,7 +58,7 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     const signal =
       options.abortSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, options.abortSignal])
     // with the session's tracing on, the SDK's own telemetry nests under the attempt's chat span
-    const frameworkSpans = yield* Tracer.FrameworkSpans
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
     const telemetry = frameworkSpans.enabled ? recordTelemetry(frameworkSpans) : undefined
     yield* Effect.addFinalizer(() => Effect.sync(() => telemetry?.finish("the call ended without a result")))
     const result = streamText({

@@ -1,7 +1,7 @@
 // The AI SDK's own telemetry as framework spans of the session's `chat` span: a telemetry integration that
 // records the SDK's operation (`ai.streamText`) and its model call (`ai.streamText.doStream`) with their times,
 // handed to the session's `FrameworkSpans`, which emits them under the RunModel attempt's `chat` span.
-import type { Tracer } from "@durable-agent/session"
+import type { SessionTracer as Tracer } from "@durable-agent/session"
 import type { Telemetry } from "ai"
 
 const nowNanos = (): bigint => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6))
