@@ -8,7 +8,9 @@
  *    `executeDeferredToolCall` called directly),
  * 2. per mode, the durable session, one session at a time, and the ratio to (1),
  * 3. per mode, 100 sessions running turns at once in a clean worker process: turns per second, turn cycles
- *    under load, and the worker's RSS.
+ *    under load, and the worker's RSS,
+ * 4. on the embedded engine, (2) again with the session's tracing on (the OpenTelemetry SDK with an in-memory
+ *    span exporter), and its ratio to (2) with tracing off (target <= 1.15x).
  *
  * A turn's time is a turn cycle: from one turn's first model call to the next turn's first model call of the
  * same session, with the next user message already queued (so it includes starting the next turn from the
@@ -26,6 +28,7 @@ import { fileURLToPath } from "node:url"
 import { Client } from "@durable-agent/engine"
 import * as BenchResults from "@durable-agent/engine/testing/BenchResults"
 import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import * as References from "effect/References"
 import { type Row, renderTable } from "../../engine/bench/report.ts"
 import { fmtBytes, fmtMs, fmtRate, fmtRatio, type Summary, summarize } from "../../engine/bench/stats.ts"
@@ -117,7 +120,20 @@ const inMemory = async (): Promise<Array<number>> => {
   return cycles(starts, SKIP_CYCLES)
 }
 
-const sequential = async (mode: Mode): Promise<Array<number>> => {
+/** The session's tracing for (4): OpenTelemetry with an in-memory exporter, loaded only for this run. */
+const tracing = async () => {
+  const [{ layer }, { InMemorySpanExporter, SimpleSpanProcessor }] = await Promise.all([
+    import("../src/OpenTelemetry.ts"),
+    import("@opentelemetry/sdk-trace-base")
+  ])
+  const exporter = new InMemorySpanExporter()
+  return { exporter, layer: layer({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) as Layer.Layer<never> }
+}
+
+/** The traced turn's target: its p50 at most this many times the untraced p50. */
+const TRACED_RATIO_TARGET = 1.15
+
+const sequential = async (mode: Mode, services?: Layer.Layer<never>): Promise<Array<number>> => {
   const storage = await makeStorage(mode)
   try {
     const starts: TurnStarts = new Map()
@@ -128,7 +144,7 @@ const sequential = async (mode: Mode): Promise<Array<number>> => {
         starts.clear()
         yield* durableSessions("seq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION)
       }).pipe(
-        Effect.provide(workerLayer(starts, engine)),
+        Effect.provide(workerLayer(starts, engine, services)),
         Effect.scoped,
         Effect.provideService(References.MinimumLogLevel, "Warn")
       ) as Effect.Effect<void, unknown>
@@ -185,6 +201,8 @@ const p50p99 = (s: Summary) => `p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  (mean 
 interface ModeResult {
   readonly mode: Mode
   readonly turns: Summary
+  /** The same turns with tracing on (embedded only), and the spans the exporter got. */
+  readonly traced?: { readonly turns: Summary; readonly spans: number } | undefined
   readonly concurrent: ConcurrentResult
   readonly durationMs: number
 }
@@ -215,6 +233,17 @@ const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> =
         target: "-",
         verdict: "-"
       },
+      ...(r.traced === undefined
+        ? []
+        : [
+            {
+              mode: r.mode,
+              metric: `4. ${turnName}, tracing on (in-memory exporter, ${r.traced.spans} spans) / off`,
+              result: `${p50p99(r.traced.turns)}; ${fmtRatio(r.traced.turns.p50 / r.turns.p50)}`,
+              target: `<= ${TRACED_RATIO_TARGET}x`,
+              verdict: r.traced.turns.p50 / r.turns.p50 <= TRACED_RATIO_TARGET ? ("PASS" as const) : ("MISS" as const)
+            }
+          ]),
       {
         mode: r.mode,
         metric: `3a. ${c.sessions} sessions x ${c.turnsPerSession} turns at once`,
@@ -253,9 +282,15 @@ const main = async () => {
     const t0 = performance.now()
     progress(`${mode}: ${SEQUENTIAL_SESSIONS + 1} sessions x ${TURNS_PER_SESSION} turns, one at a time`)
     const turns = summarize(await sequential(mode))
+    let traced: ModeResult["traced"]
+    if (mode === "embedded") {
+      progress(`${mode}: the same, tracing on`)
+      const t = await tracing()
+      traced = { turns: summarize(await sequential(mode, t.layer)), spans: t.exporter.getFinishedSpans().length }
+    }
     progress(`${mode}: ${CONCURRENT_SESSIONS} sessions x ${CONCURRENT_TURNS} turns at once (child process)`)
     const concurrentResult = await concurrent(mode)
-    results.push({ mode, turns, concurrent: concurrentResult, durationMs: performance.now() - t0 })
+    results.push({ mode, turns, traced, concurrent: concurrentResult, durationMs: performance.now() - t0 })
   }
   const totalMs = performance.now() - startedAt
   const out = [
@@ -286,6 +321,21 @@ const main = async () => {
             met: r.turns.p50 <= TURN_TARGET_MS[r.mode]
           }
         ],
+        ...(r.traced === undefined
+          ? []
+          : [
+              [
+                `session.${r.mode}.turn_p50_ms_traced`,
+                {
+                  value: r.traced.turns.p50,
+                  unit: "ms",
+                  baseline: { name: "the same turn with tracing off, p50", value: r.turns.p50, unit: "ms" },
+                  target: `<= ${TRACED_RATIO_TARGET}x the untraced p50`,
+                  met: r.traced.turns.p50 / r.turns.p50 <= TRACED_RATIO_TARGET,
+                  note: "the session's spans on the OpenTelemetry SDK with an in-memory span exporter"
+                }
+              ] as const
+            ]),
         [
           `session.${r.mode}.concurrent_turns_per_s`,
           {
