@@ -36,6 +36,7 @@ import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload
 import { queryRpc } from "./internal/query.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
 import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
+import * as Metrics from "./Metrics.ts"
 
 /** Options of `startFlow`. */
 export interface StartFlowOptions {
@@ -289,6 +290,7 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
+  const metrics = yield* Metrics.currentRegistry
   const mapClusterErrors = mapClusterErrorsOnly
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
@@ -358,7 +360,7 @@ export const make = Effect.gen(function* () {
               })
         const output = yield* mapClusterErrors(flows(flowId).Invoke(payload))
         return decodeJson(rpc.output, output)
-      }),
+      }).pipe(Metrics.measureRpc(metrics, _flow.type, rpc.name)),
     requestCommitted: (flowId, key) =>
       Effect.map(
         loadKeyedRequestIds(sql, flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),

@@ -18,6 +18,7 @@ import * as Digest from "effect/crypto/Digest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type { SqlClient } from "effect/sql"
@@ -65,7 +66,9 @@ const withEngine = <E, R>(
     Layer.provideMerge(engine),
     Layer.provideMerge(runner),
     Layer.provideMerge(EngineConfig.layer(options)),
-    Layer.provideMerge(sql)
+    Layer.provideMerge(sql),
+    // the layer's own metrics registry: the engine's, effect/cluster's and the handlers' metrics (see Metrics)
+    Layer.provideMerge(Layer.sync(Metric.MetricRegistry, () => new Map()))
   )
 }
 

@@ -14,6 +14,8 @@
  * 5. per mode, the commits of one turn cycle from a statement trace (`session.<mode>.turn_commits`): on the
  *    embedded engine every statement the engine runs on the file (printed, grouped), on Postgres the server's
  *    committed transactions (`pg_stat_database.xact_commit`) less the idle rate measured right after.
+ * 6. on the embedded engine, (2) again with the session's tracing on (the OpenTelemetry SDK with an in-memory
+ *    span exporter), and its ratio to (2) with tracing off (target <= 1.15x).
  *
  * A turn's time is a turn cycle: from one turn's first model call to the next turn's first model call of the
  * same session, with the next user message already queued (so it includes starting the next turn from the
@@ -126,7 +128,34 @@ const inMemory = async (): Promise<Array<number>> => {
   return cycles(starts, SKIP_CYCLES)
 }
 
-const sequential = async (mode: Mode): Promise<Array<number>> => {
+/** The session's tracing for (4): OpenTelemetry with an in-memory exporter, loaded only for this run. */
+const tracing = async () => {
+  const [{ layer }, { InMemorySpanExporter, SimpleSpanProcessor }] = await Promise.all([
+    import("../src/OpenTelemetry.ts"),
+    import("@opentelemetry/sdk-trace-base")
+  ])
+  // keeps its spans when the layer shuts the provider down, so they can be counted after the run
+  class KeptSpans extends InMemorySpanExporter {
+    override shutdown() {
+      return Promise.resolve()
+    }
+  }
+  const exporter = new KeptSpans()
+  return { exporter, layer: layer({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) as Layer.Layer<never> }
+}
+
+/** Rounds of (4): each runs a few sessions with tracing off, then as many with it on, so load drifts hit both. */
+const TRACED_ROUNDS = 4
+const TRACED_SESSIONS_PER_ROUND = 3
+
+/** The traced turn's target: its p50 at most this many times the untraced p50. */
+const TRACED_RATIO_TARGET = 1.15
+
+const sequential = async (
+  mode: Mode,
+  services?: Layer.Layer<never>,
+  sessions = SEQUENTIAL_SESSIONS
+): Promise<Array<number>> => {
   const storage = await makeStorage(mode)
   try {
     const starts: TurnStarts = new Map()
@@ -135,9 +164,9 @@ const sequential = async (mode: Mode): Promise<Array<number>> => {
       Effect.gen(function* () {
         yield* durableSessions("warmup", 1, TURNS_PER_SESSION)
         starts.clear()
-        yield* durableSessions("seq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION)
+        yield* durableSessions("seq", sessions, TURNS_PER_SESSION)
       }).pipe(
-        Effect.provide(workerLayer(starts, engine)),
+        Effect.provide(workerLayer(starts, engine, services)),
         Effect.scoped,
         Effect.provideService(References.MinimumLogLevel, "Warn")
       ) as Effect.Effect<void, unknown>
@@ -332,6 +361,8 @@ interface ModeResult {
   readonly turns: Summary
   readonly engineTurns: Summary
   readonly trace: TurnTrace
+  /** The same turns with tracing on (embedded only), and the spans the exporter got. */
+  readonly traced?: { readonly turns: Summary; readonly untraced: Summary; readonly spans: number } | undefined
   readonly concurrent: ConcurrentResult
   readonly durationMs: number
 }
@@ -376,6 +407,20 @@ const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> =
         target: "-",
         verdict: "-"
       },
+      ...(r.traced === undefined
+        ? []
+        : [
+            {
+              mode: r.mode,
+              metric: `4. ${turnName}, tracing on (in-memory exporter, ${r.traced.spans} spans) / off, interleaved`,
+              result: `on ${p50p99(r.traced.turns)}; off p50 ${fmtMs(r.traced.untraced.p50)}; ${fmtRatio(r.traced.turns.p50 / r.traced.untraced.p50)}`,
+              target: `<= ${TRACED_RATIO_TARGET}x`,
+              verdict:
+                r.traced.turns.p50 / r.traced.untraced.p50 <= TRACED_RATIO_TARGET
+                  ? ("PASS" as const)
+                  : ("MISS" as const)
+            }
+          ]),
       {
         mode: r.mode,
         metric: `3a. ${c.sessions} sessions x ${c.turnsPerSession} turns at once`,
@@ -418,6 +463,20 @@ const main = async () => {
     const engineTurnsResult = summarize(await engineSequential(mode))
     progress(`${mode}: statement trace of one session`)
     const trace = await traceTurn(mode)
+    let traced: ModeResult["traced"]
+    if (mode === "embedded") {
+      const off: Array<number> = []
+      const on: Array<number> = []
+      let spans = 0
+      for (let round = 1; round <= TRACED_ROUNDS; round++) {
+        progress(`${mode}: tracing off and on, round ${round} of ${TRACED_ROUNDS}`)
+        off.push(...(await sequential(mode, undefined, TRACED_SESSIONS_PER_ROUND)))
+        const t = await tracing()
+        on.push(...(await sequential(mode, t.layer, TRACED_SESSIONS_PER_ROUND)))
+        spans += t.exporter.getFinishedSpans().length
+      }
+      traced = { turns: summarize(on), untraced: summarize(off), spans }
+    }
     progress(`${mode}: ${CONCURRENT_SESSIONS} sessions x ${CONCURRENT_TURNS} turns at once (child process)`)
     const concurrentResult = await concurrent(mode)
     results.push({
@@ -425,6 +484,7 @@ const main = async () => {
       turns,
       engineTurns: engineTurnsResult,
       trace,
+      traced,
       concurrent: concurrentResult,
       durationMs: performance.now() - t0
     })
@@ -468,6 +528,21 @@ const main = async () => {
             met: r.turns.p50 <= TURN_TARGET_MS[r.mode]
           }
         ],
+        ...(r.traced === undefined
+          ? []
+          : [
+              [
+                `session.${r.mode}.turn_p50_ms_traced`,
+                {
+                  value: r.traced.turns.p50,
+                  unit: "ms",
+                  baseline: { name: "the same turn with tracing off, p50", value: r.traced.untraced.p50, unit: "ms" },
+                  target: `<= ${TRACED_RATIO_TARGET}x the untraced p50`,
+                  met: r.traced.turns.p50 / r.traced.untraced.p50 <= TRACED_RATIO_TARGET,
+                  note: `the session's spans (${r.traced.spans}) on the OpenTelemetry SDK with an in-memory span exporter; ${TRACED_ROUNDS} rounds of ${TRACED_SESSIONS_PER_ROUND} sessions off then on`
+                }
+              ] as const
+            ]),
         [
           `session.${r.mode}.engine_turn_p50_ms`,
           {

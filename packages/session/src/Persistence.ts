@@ -113,6 +113,15 @@ export const TurnSessionSettings = Attribute("TurnSessionSettings", Wire.TurnSes
 export const TurnCancellationRequest = Attribute("TurnCancellationRequest", Wire.TurnCancellationRequest)
 
 /**
+ * `AgentTraceContext`: the W3C traceparent of the current activation's `invoke_agent` root span, written
+ * only while tracing is on (see `Tracer`); an activation whose root has no valid context deletes it.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentTraceContext = Attribute("AgentTraceContext", Schema.String)
+
+/**
  * `QueuedUserMessages`: user messages waiting for the next turn.
  *
  * @category channels
@@ -231,6 +240,7 @@ export const attributes = [
   SessionSettings,
   TurnSessionSettings,
   TurnCancellationRequest,
+  AgentTraceContext,
   AgentPlan,
   PendingPlanExecution
 ] as const

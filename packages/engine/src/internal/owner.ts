@@ -41,6 +41,7 @@ import {
   WorkerLost,
   WorkerShutdown
 } from "../Errors.ts"
+import * as Metrics from "../Metrics.ts"
 import { runAttempt } from "./attempt.ts"
 import {
   encodeMovement,
@@ -522,7 +523,7 @@ const build = Effect.gen(function* () {
             mayHaveCheckpoint:
               attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
             counters: runner.counters
-          })
+          }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return
         if (outcome._tag === "Failure") {

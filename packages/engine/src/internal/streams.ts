@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
+import * as Metrics from "../Metrics.ts"
 import { errorInfo } from "./decision.ts"
 import { byteLength, encodeJson } from "./state.ts"
 import { type Fence, fenceCheck, type Sql } from "./store.ts"
@@ -18,6 +19,8 @@ export interface StreamCounters {
   streamRejectedWrites: number
   streamTrims: number
   streamWriteErrors: number
+  /** The runner's metrics registry: each written message adds its bytes to `durable_engine_stream_bytes_total`. */
+  readonly registry?: Metrics.Registry | undefined
 }
 
 /** How often a stream write is tried before it is dropped (counted and logged). */
@@ -71,6 +74,8 @@ export const emitStream = <A>(
           VALUES (${flowType}, ${stream.name}, ${flowId}, ${stepExecutionId}, ${attempt}, ${text}, ${charge}, ${now},
           ${fence.runner})`
         let used = Number(charged[0]!.used)
+        if (counters?.registry)
+          Metrics.record(counters.registry, Metrics.streamBytes, size, { flow_type: flowType, stream: stream.name })
         if (used > stream.capacityBytes * 0.9) {
           // the usage row is locked by this transaction: no other write of this stream runs until COMMIT
           const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
