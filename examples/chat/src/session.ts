@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as FiberHandle from "effect/FiberHandle"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
 import { FLOW_TYPE } from "./agent.ts"
@@ -167,6 +168,20 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
             return snapshot
           })
 
+        /**
+         * The pending interrupt an `interrupt_raised` event names, once the transition that raised it has committed.
+         * The event is written while RunModel runs, before its commit, and the snapshot is read from committed state,
+         * so it can lag the event by a commit: read it again until it shows the interrupt. None after 30 s (the
+         * attempt died before its commit, or the interrupt was resolved meanwhile).
+         */
+        const committedInterrupt = (sessionId: string, interruptId: string) =>
+          client.getSnapshot(sessionId).pipe(
+            Effect.map((snapshot) =>
+              Option.fromNullishOr(snapshot.pendingInterrupts.find((i) => i.interruptId === interruptId))
+            ),
+            Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("50 millis"), times: 600 })
+          )
+
         const ask = (v: View, interrupt: Wire.AgentInterrupt) =>
           Effect.gen(function* () {
             if (v.pending.some((p) => p.interruptId === interrupt.interruptId)) return
@@ -213,9 +228,8 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
               case "interrupt_raised": {
                 v.approvals.set(event.payload.interruptId, event.payload.toolName)
                 if (replay) return
-                const snapshot = yield* client.getSnapshot(v.sessionId)
-                const interrupt = snapshot.pendingInterrupts.find((i) => i.interruptId === event.payload.interruptId)
-                return yield* interrupt === undefined ? Effect.void : ask(v, interrupt)
+                const interrupt = yield* committedInterrupt(v.sessionId, event.payload.interruptId)
+                return yield* Option.isNone(interrupt) ? Effect.void : ask(v, interrupt.value)
               }
               case "interrupt_resolved": {
                 const { interruptId, approved, kind, answered, cancellationReason } = event.payload
