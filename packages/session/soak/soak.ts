@@ -153,7 +153,7 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const attrs = yield* sql<{ flow_id: string; name: string; value: string | null }>`SELECT a.flow_id, a.name, a.value
-      FROM dex_attrs a WHERE a.name IN ('AgentState', 'AgentToolCalls', 'AgentMessages') AND a.version = (SELECT MAX(b.version)
+      FROM dex_attrs a WHERE a.name IN ('AgentState', 'AgentToolCalls', 'AgentMessages', 'AgentMessageChunks') AND a.version = (SELECT MAX(b.version)
       FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
     const stream = yield* sql<{
       flow_id: string
@@ -180,6 +180,8 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
       const value = JSON.parse(a.value)
       if (a.name === "AgentState") durable.states.set(a.flow_id, value)
       else if (a.name === "AgentToolCalls") durable.records.get(a.flow_id)!.push(value)
+      // the window's messages, and the older ones rolled over into chunks ("Message storage")
+      else if (a.name === "AgentMessageChunks") durable.messages.get(a.flow_id)!.push(...value.messages)
       else durable.messages.get(a.flow_id)!.push(value)
     }
     for (const m of durable.messages.values()) m.sort((a, b) => a.sequence - b.sequence)
