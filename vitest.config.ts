@@ -4,8 +4,11 @@ import { projects, sourceCondition } from "./vitest.workspace.ts"
 
 // Tests run the packages from their TypeScript sources, never from a build: the `@durable-agent/source`
 // export condition (see CONTRIBUTING.md) comes first, for the node (ssr) and the browser (client) resolver.
-const resolve = { conditions: [sourceCondition, ...defaultClientConditions] }
-const ssr = { resolve: { conditions: [sourceCondition, ...defaultServerConditions] } }
+// Without vite's `module` condition: tests load dependencies in Node, and a `module` build (such as
+// @opentelemetry/api's, whose imports have no file extensions) is for bundlers only.
+const withoutModule = (conditions: ReadonlyArray<string>) => conditions.filter((c) => c !== "module")
+const resolve = { conditions: [sourceCondition, ...withoutModule(defaultClientConditions)] }
+const ssr = { resolve: { conditions: [sourceCondition, ...withoutModule(defaultServerConditions)] } }
 
 export default defineConfig({
   test: {
