@@ -1,0 +1,179 @@
+// The Claude Agent SDK runner on the embedded engine: the real Claude Code binary against a scripted
+// Anthropic Messages server. A text turn, a read run inline, a deferred write run as its own Step exactly
+// once, two parallel writes (one deferred call per RunModel), a rejected write the model sees as denied.
+import { AgentSessionClient } from "@durable-agent/session"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { awaitSnapshot, awaitTurns, lastToolResults, stepShape, userTexts, withClaudeSession } from "./support.ts"
+
+const T = 300_000
+
+describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
+  it.live(
+    "a text turn: one RunModel, text and usage recorded; the next turn resumes the harness session",
+    () =>
+      withClaudeSession(
+        (_request, index) => ({
+          text: index === 0 ? "Hello from Claude." : "Second answer.",
+          usage: { inputTokens: 12, outputTokens: 4 }
+        }),
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c1", { initialMessage: "Hi there" })
+            const first = yield* awaitTurns("c1", 1)
+            assert.deepStrictEqual(yield* stepShape("c1"), ["StartAgentSession", "RunModel", "AwaitUserMessage"])
+            assert.deepStrictEqual(
+              first.messages.map((m) => [m.role, m.text]),
+              [
+                ["user", "Hi there"],
+                ["assistant", "Hello from Claude."]
+              ]
+            )
+            assert.strictEqual(first.usage.modelCalls, 1)
+            assert.strictEqual(first.usage.inputTokens, 12)
+            assert.strictEqual(first.usage.outputTokens, 4)
+            assert.strictEqual(kit.server.requests[0]!.model, "claude-scripted-1")
+            assert.isTrue(yield* client.sendUserMessage("c1", "And again"))
+            const second = yield* awaitTurns("c1", 2)
+            assert.strictEqual(second.messages.at(-1)?.text, "Second answer.")
+            // the harness resumed its own transcript: the second request carries the first exchange
+            const texts = userTexts(kit.server.requests.at(-1)!)
+            assert.include(texts.join("\n"), "Hi there")
+            assert.include(texts.join("\n"), "And again")
+          })
+      ),
+    T
+  )
+
+  it.live(
+    "a read tool runs inline in the RunModel: no tool Step, the model sees its result",
+    () =>
+      withClaudeSession(
+        (request) =>
+          Object.keys(lastToolResults(request)).length === 0
+            ? { toolUses: [{ id: "toolu_r1", name: "mcp__app__get_weather", input: { city: "Paris" } }] }
+            : { text: "It is 21 degrees in Paris." },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c2", { initialMessage: "Weather in Paris?" })
+            const s = yield* awaitTurns("c2", 1)
+            assert.deepStrictEqual(yield* stepShape("c2"), ["StartAgentSession", "RunModel", "AwaitUserMessage"])
+            assert.strictEqual(kit.count("get_weather"), 1)
+            assert.strictEqual(s.messages.at(-1)?.text, "It is 21 degrees in Paris.")
+            assert.strictEqual(s.usage.modelCalls, 2, "two harness model calls in the one RunModel")
+            assert.deepStrictEqual(lastToolResults(kit.server.requests.at(-1)!), {
+              toolu_r1: '{"city":"Paris","temperature":21}'
+            })
+          })
+      ),
+    T
+  )
+
+  it.live(
+    "a write is deferred: run once as its own CallTool Step with the session's key; the next RunModel resumes with its result",
+    () =>
+      withClaudeSession(
+        (request) =>
+          Object.keys(lastToolResults(request)).length === 0
+            ? { toolUses: [{ id: "toolu_w1", name: "mcp__app__save_note", input: { text: "milk" } }] }
+            : { text: "Saved your note." },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c3", { initialMessage: "Note: milk" })
+            const s = yield* awaitTurns("c3", 1)
+            assert.deepStrictEqual(yield* stepShape("c3"), [
+              "StartAgentSession",
+              "RunModel",
+              "CallTool",
+              "ResumeTurn",
+              "RunModel",
+              "AwaitUserMessage"
+            ])
+            assert.strictEqual(kit.count("save_note"), 1)
+            assert.strictEqual(kit.idempotencyKeys.length, 1)
+            assert.match(kit.idempotencyKeys[0]!, /^c3\/[^/]+\/toolu_w1$/)
+            assert.strictEqual(s.messages.at(-1)?.text, "Saved your note.")
+            assert.deepStrictEqual(lastToolResults(kit.server.requests.at(-1)!), { toolu_w1: "saved milk" })
+          })
+      ),
+    T
+  )
+
+  it.live(
+    "two parallel writes: each deferred in turn, each run once in its own Step",
+    () =>
+      withClaudeSession(
+        (request) =>
+          Object.keys(lastToolResults(request)).length === 0
+            ? {
+                toolUses: [
+                  { id: "toolu_p1", name: "mcp__app__save_note", input: { text: "a" } },
+                  { id: "toolu_p2", name: "mcp__app__save_note", input: { text: "b" } }
+                ]
+              }
+            : { text: "Both saved." },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c4", { initialMessage: "Save a and b" })
+            const s = yield* awaitTurns("c4", 1)
+            assert.deepStrictEqual(yield* stepShape("c4"), [
+              "StartAgentSession",
+              "RunModel",
+              "CallTool",
+              "ResumeTurn",
+              "RunModel",
+              "CallTool",
+              "ResumeTurn",
+              "RunModel",
+              "AwaitUserMessage"
+            ])
+            assert.strictEqual(kit.count("save_note"), 2)
+            assert.deepStrictEqual(
+              kit.idempotencyKeys.map((k) => k.split("/").at(-1)),
+              ["toolu_p1", "toolu_p2"]
+            )
+            assert.strictEqual(s.messages.at(-1)?.text, "Both saved.")
+            assert.deepStrictEqual(lastToolResults(kit.server.requests.at(-1)!), {
+              toolu_p1: "saved a",
+              toolu_p2: "saved b"
+            })
+          })
+      ),
+    T
+  )
+
+  it.live(
+    "a rejected write never runs: the resumed harness denies it with the rejection text",
+    () =>
+      withClaudeSession(
+        (request) =>
+          Object.keys(lastToolResults(request)).length === 0
+            ? { toolUses: [{ id: "toolu_e1", name: "mcp__app__send_email", input: { to: "bob" } }] }
+            : { text: "I did not send it." },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c5", { initialMessage: "Email bob" })
+            yield* awaitSnapshot(
+              "c5",
+              (s) => s.pendingInterrupts.some((i) => i.toolCallId === "toolu_e1"),
+              "the approval interrupt"
+            )
+            const pending = (yield* client.getSnapshot("c5")).pendingInterrupts[0]!
+            assert.isTrue(
+              yield* client.resolveInterrupt("c5", { interruptId: pending.interruptId, approved: false, rejectionMessage: "not now" })
+            )
+            const s = yield* awaitTurns("c5", 1)
+            assert.strictEqual(kit.count("send_email"), 0)
+            assert.strictEqual(s.messages.at(-1)?.text, "I did not send it.")
+            const results = lastToolResults(kit.server.requests.at(-1)!)
+            assert.include(results.toolu_e1 ?? "", "not now")
+          })
+      ),
+    T
+  )
+})
