@@ -48,6 +48,13 @@ const MCP_PREFIX = `mcp__${MCP_SERVER_NAME}__`
 /** The prompt a RunModel sends when it resumes a deferred tool call (the harness needs a prompt to go on). */
 export const RESUME_PROMPT = "[Dex] The deferred tool call has its recorded result. Continue."
 
+/**
+ * What the model sees for a second write call of one model response: the harness can defer only one call
+ * per query, so the later ones are denied with this text and the model may call them again.
+ */
+export const ONE_WRITE_AT_A_TIME =
+  "[Dex] This call was not run: only one write tool call can run at a time. Call it again after the previous call's result."
+
 /** Thrown by a tool when this attempt failed in a way worth another attempt: the kit's one class. */
 export { ToolRetryableError }
 
@@ -66,8 +73,7 @@ export interface ClaudeTool<Shape extends z.ZodRawShape = z.ZodRawShape> {
 }
 
 /** Declares a tool with its input type inferred from the shape. */
-export const claudeTool = <Shape extends z.ZodRawShape>(definition: ClaudeTool<Shape>): ClaudeTool<Shape> =>
-  definition
+export const claudeTool = <Shape extends z.ZodRawShape>(definition: ClaudeTool<Shape>): ClaudeTool<Shape> => definition
 
 /** An agent on the Claude Agent SDK. */
 export interface ClaudeAgent {
@@ -157,6 +163,7 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       const record = turn.toolCalls.find((c) => c.toolCallId === p.toolCallId)
       recorded.set(p.toolCallId, { text: p.text, rejected: record?.status === "rejected" })
     }
+    let deferredId: string | undefined
     const hook: HookCallback = async (input) => {
       if (input.hook_event_name !== "PreToolUse") return {}
       const name = input.tool_name.startsWith(MCP_PREFIX) ? input.tool_name.slice(MCP_PREFIX.length) : input.tool_name
@@ -170,8 +177,22 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         }
       }
       const policy = policyOf(turn, name)
-      const inline = policy.effect === "read" && !policy.requiresApproval
-      return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: inline ? "allow" : "defer" } }
+      if (policy.effect === "read" && !policy.requiresApproval) {
+        return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "allow" } }
+      }
+      // the harness keeps one deferred call per query (`deferred_tool_use` is singular): a second one would
+      // silently drop the first from its transcript, so every later write of this query is denied instead
+      if (deferredId !== undefined && deferredId !== input.tool_use_id) {
+        return {
+          hookSpecificOutput: {
+            hookEventName: "PreToolUse",
+            permissionDecision: "deny",
+            permissionDecisionReason: ONE_WRITE_AT_A_TIME
+          }
+        }
+      }
+      deferredId = input.tool_use_id
+      return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "defer" } }
     }
     const server = createSdkMcpServer({
       name: MCP_SERVER_NAME,
@@ -211,8 +232,12 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       abortController: controller,
       hooks: { PreToolUse: [{ hooks: [hook] }] },
       ...(agent.model === undefined ? {} : { model: agent.model }),
-      ...(agent.instructions === undefined ? {} : { systemPrompt: { type: "preset", preset: "claude_code", append: agent.instructions } }),
-      ...(agent.pathToClaudeCodeExecutable === undefined ? {} : { pathToClaudeCodeExecutable: agent.pathToClaudeCodeExecutable }),
+      ...(agent.instructions === undefined
+        ? {}
+        : { systemPrompt: { type: "preset", preset: "claude_code", append: agent.instructions } }),
+      ...(agent.pathToClaudeCodeExecutable === undefined
+        ? {}
+        : { pathToClaudeCodeExecutable: agent.pathToClaudeCodeExecutable }),
       ...(agent.stderr === undefined ? {} : { stderr: agent.stderr }),
       env: { PATH: process.env.PATH ?? "", ...agent.env, CLAUDE_CONFIG_DIR: agent.configDir }
     }
@@ -261,9 +286,18 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     if (result.terminal_reason === "tool_deferred" && deferred !== undefined) {
       const name = deferred.name.startsWith(MCP_PREFIX) ? deferred.name.slice(MCP_PREFIX.length) : deferred.name
       return Runner.AgentTurnOutcome.toolCallsRequested({
-        frameworkRunState: runState.encode({ v: 1, messages: [], pending: [{ toolCallId: deferred.id, toolName: name }] }),
+        frameworkRunState: runState.encode({
+          v: 1,
+          messages: [],
+          pending: [{ toolCallId: deferred.id, toolName: name }]
+        }),
         toolCalls: [
-          { toolCallId: deferred.id, toolName: name, arguments: JSON.stringify(deferred.input ?? {}), policy: policyOf(turn, name) }
+          {
+            toolCallId: deferred.id,
+            toolName: name,
+            arguments: JSON.stringify(deferred.input ?? {}),
+            policy: policyOf(turn, name)
+          }
         ],
         usage,
         modelCallMetadata: metadata
@@ -294,7 +328,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         const parsed = schema.safeParse(raw)
         return parsed.success
           ? Effect.succeed(parsed.data)
-          : Effect.fail(new Errors.ToolExecutionError({ message: `invalid ${name} arguments: ${parsed.error.message}` }))
+          : Effect.fail(
+              new Errors.ToolExecutionError({ message: `invalid ${name} arguments: ${parsed.error.message}` })
+            )
       },
       execute: t.execute
     })

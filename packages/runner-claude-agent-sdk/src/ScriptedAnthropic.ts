@@ -70,11 +70,19 @@ export const streamEvents = (reply: ScriptedReply, id: string, requestModel: str
   })
   blocks.forEach((block, index) => {
     if (block.type === "text") {
-      out += sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } })
+      out += sse("content_block_start", {
+        type: "content_block_start",
+        index,
+        content_block: { type: "text", text: "" }
+      })
       const half = Math.ceil(block.text.length / 2)
       for (const piece of [block.text.slice(0, half), block.text.slice(half)]) {
         if (piece !== "") {
-          out += sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } })
+          out += sse("content_block_delta", {
+            type: "content_block_delta",
+            index,
+            delta: { type: "text_delta", text: piece }
+          })
         }
       }
     } else {

@@ -148,10 +148,12 @@ export const awaitSnapshot = (sessionId: string, predicate: (s: Wire.AgentSnapsh
   Effect.gen(function* () {
     const client = yield* AgentSessionClient.AgentSessionClient
     const timeout = Effect.die(new Error(`timed out waiting for ${what}`))
-    return yield* client.getSnapshot(sessionId).pipe(
-      Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: predicate }),
-      Effect.timeoutOrElse({ duration: "150 seconds", orElse: () => timeout })
-    )
+    return yield* client
+      .getSnapshot(sessionId)
+      .pipe(
+        Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: predicate }),
+        Effect.timeoutOrElse({ duration: "150 seconds", orElse: () => timeout })
+      )
   })
 
 export const awaitTurns = (sessionId: string, turns: number) =>
