@@ -244,7 +244,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     const prompt = state !== undefined && state.pending.length > 0 ? RESUME_PROMPT : lastUserText(turn)
     const messageIds = new Set<string>()
     const result = yield* Effect.tryPromise({
-      try: async () => {
+      try: async (interrupted) => {
+        // the fiber's interruption (cancel_turn, a method timeout) aborts the query too
+        interrupted.addEventListener("abort", onCancel, { once: true })
         let last: SDKResultMessage | undefined
         for await (const m of query({ prompt, options }) as AsyncIterable<SDKMessage>) {
           if (m.type === "stream_event") {

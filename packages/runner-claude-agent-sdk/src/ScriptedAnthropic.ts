@@ -39,6 +39,8 @@ export interface MessagesRequest {
 export interface ScriptedAnthropicServer {
   readonly url: string
   readonly requests: Array<MessagesRequest>
+  /** The indexes of Messages requests whose client hung up before the reply was sent (an aborted call). */
+  readonly aborted: Array<number>
   readonly close: () => Promise<void>
 }
 
@@ -116,6 +118,7 @@ export const start = (
   reply: (request: MessagesRequest, index: number) => ScriptedReply | Promise<ScriptedReply>
 ): Promise<ScriptedAnthropicServer> => {
   const requests: Array<MessagesRequest> = []
+  const aborted: Array<number> = []
   const server = Http.createServer((req, res) => {
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
@@ -142,8 +145,12 @@ export const start = (
       const index = requests.length
       requests.push(body)
       const id = `msg_scripted_${index}`
+      res.on("close", () => {
+        if (!res.writableFinished) aborted.push(index)
+      })
       Promise.resolve(reply(body, index)).then(
         (r) => {
+          if (res.destroyed) return
           if (body.stream === true) {
             res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
             res.end(streamEvents(r, id, body.model))
@@ -178,6 +185,7 @@ export const start = (
       resolve({
         url: `http://127.0.0.1:${port}`,
         requests,
+        aborted,
         close: () =>
           new Promise<void>((done) => {
             server.closeAllConnections()

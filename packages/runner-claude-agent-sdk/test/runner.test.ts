@@ -4,6 +4,7 @@
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import { ClaudeAgentSdkRunner } from "../src/index.ts"
 import { awaitSnapshot, awaitTurns, lastToolResults, stepShape, userTexts, withClaudeSession } from "./support.ts"
 
@@ -185,6 +186,50 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
             assert.include(results.toolu_e1 ?? "", "not now")
           })
       ),
+    T
+  )
+
+  it.live(
+    "text deltas stream as text_delta events; cancel_turn aborts the harness's model call and the next turn answers",
+    () => {
+      let release!: () => void
+      const gate = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      return withClaudeSession(
+        async (_request, index) => {
+          if (index === 0) return { text: "Streamed answer, in two pieces." }
+          if (index === 1) {
+            await gate
+            return { text: "never seen" }
+          }
+          return { text: "After the cancel." }
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c6", { initialMessage: "Stream please" })
+            yield* awaitTurns("c6", 1)
+            const events = Array.from(yield* Stream.runCollect(client.events("c6")))
+            const deltas = events.filter((e) => e.event.type === "text_delta").map((e: any) => e.event.payload.text)
+            assert.strictEqual(deltas.join(""), "Streamed answer, in two pieces.")
+            assert.isTrue(yield* client.sendUserMessage("c6", "think hard"))
+            yield* awaitSnapshot("c6", () => kit.server.requests.length === 2, "the second model call")
+            assert.isTrue(yield* client.cancelTurn("c6"))
+            const done = yield* awaitTurns("c6", 2)
+            assert.deepStrictEqual(done.messages.map((m) => m.text).slice(-1), ["think hard"])
+            yield* awaitSnapshot("c6", () => kit.server.aborted.includes(1), "the harness to hang up")
+            const cancelled = Array.from(yield* Stream.runCollect(client.events("c6"))).filter(
+              (e) => e.event.type === "turn_cancelled"
+            )
+            assert.strictEqual(cancelled.length, 1)
+            release()
+            assert.isTrue(yield* client.sendUserMessage("c6", "again"))
+            const next = yield* awaitTurns("c6", 3)
+            assert.strictEqual(next.messages.at(-1)?.text, "After the cancel.")
+          })
+      )
+    },
     T
   )
 })

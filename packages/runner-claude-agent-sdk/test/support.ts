@@ -88,7 +88,10 @@ export const userTexts = (request: ScriptedAnthropic.MessagesRequest): Array<str
 
 /** Runs `body` with a worker (Claude Agent SDK runner + scripted server) and a client on a fresh engine. */
 export const withClaudeSession = <A, E>(
-  reply: (request: ScriptedAnthropic.MessagesRequest, index: number) => ScriptedAnthropic.ScriptedReply,
+  reply: (
+    request: ScriptedAnthropic.MessagesRequest,
+    index: number
+  ) => ScriptedAnthropic.ScriptedReply | Promise<ScriptedAnthropic.ScriptedReply>,
   body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
   options?: { readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"] }
 ) =>
