@@ -41,6 +41,8 @@ export interface ScriptedAnthropicServer {
   readonly requests: Array<MessagesRequest>
   /** The indexes of Messages requests whose client hung up before the reply was sent (an aborted call). */
   readonly aborted: Array<number>
+  /** Every other request, as `METHOD path` (count_tokens and unknown routes). */
+  readonly otherRequests: Array<string>
   readonly close: () => Promise<void>
 }
 
@@ -119,11 +121,13 @@ export const start = (
 ): Promise<ScriptedAnthropicServer> => {
   const requests: Array<MessagesRequest> = []
   const aborted: Array<number> = []
+  const otherRequests: Array<string> = []
   const server = Http.createServer((req, res) => {
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
       const path = (req.url ?? "").split("?")[0]
+      if (req.method !== "POST" || path !== "/v1/messages") otherRequests.push(`${req.method} ${path}`)
       if (req.method === "POST" && path === "/v1/messages/count_tokens") {
         res.writeHead(200, { "content-type": "application/json" })
         res.end(JSON.stringify({ input_tokens: 100 }))
@@ -186,6 +190,7 @@ export const start = (
         url: `http://127.0.0.1:${port}`,
         requests,
         aborted,
+        otherRequests,
         close: () =>
           new Promise<void>((done) => {
             server.closeAllConnections()

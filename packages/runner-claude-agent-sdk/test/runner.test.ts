@@ -43,6 +43,9 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
             const texts = userTexts(kit.server.requests.at(-1)!)
             assert.include(texts.join("\n"), "Hi there")
             assert.include(texts.join("\n"), "And again")
+            // offline: nothing but Messages requests reached the server
+            assert.deepStrictEqual(kit.server.otherRequests, [])
+            assert.strictEqual(kit.server.requests.length, 2)
           })
       ),
     T
@@ -185,6 +188,54 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
             const results = lastToolResults(kit.server.requests.at(-1)!)
             assert.include(results.toolu_e1 ?? "", "not now")
           })
+      ),
+    T
+  )
+
+  it.live(
+    "an approved non-idempotent write runs once in CallSingleAttemptTool; a read with a ToolPolicy requiring approval is deferred too",
+    () =>
+      withClaudeSession(
+        (request) => {
+          const results = lastToolResults(request)
+          if (results.toolu_r9 === undefined) {
+            return { toolUses: [{ id: "toolu_r9", name: "mcp__app__get_weather", input: { city: "Oslo" } }] }
+          }
+          if (results.toolu_s1 === undefined) {
+            return { toolUses: [{ id: "toolu_s1", name: "mcp__app__send_email", input: { to: "bob" } }] }
+          }
+          return { text: "Sent." }
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c7", { initialMessage: "Weather, then email bob" })
+            for (const id of ["toolu_r9", "toolu_s1"]) {
+              yield* awaitSnapshot("c7", (s) => s.pendingInterrupts.some((i) => i.toolCallId === id), `approval ${id}`)
+              const pending = (yield* client.getSnapshot("c7")).pendingInterrupts.find((i) => i.toolCallId === id)!
+              assert.isTrue(yield* client.resolveInterrupt("c7", { interruptId: pending.interruptId, approved: true }))
+            }
+            const s = yield* awaitTurns("c7", 1)
+            // ResumeTurn starts beside each approval wait, so compare the Steps without their order
+            assert.deepStrictEqual([...(yield* stepShape("c7"))].sort(), [
+              "AwaitToolApproval",
+              "AwaitToolApproval",
+              "AwaitUserMessage",
+              "CallSingleAttemptTool",
+              "CallTool",
+              "ResumeTurn",
+              "ResumeTurn",
+              "RunModel",
+              "RunModel",
+              "RunModel",
+              "StartAgentSession"
+            ])
+            assert.strictEqual(kit.count("get_weather"), 1)
+            assert.strictEqual(kit.count("send_email"), 1)
+            assert.strictEqual(s.messages.at(-1)?.text, "Sent.")
+            assert.strictEqual(lastToolResults(kit.server.requests.at(-1)!).toolu_s1, "sent to bob")
+          }),
+        { toolPolicies: { get_weather: { effect: "read", requiresApproval: true } } }
       ),
     T
   )
