@@ -39,6 +39,7 @@ import { Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { z } from "zod"
+import type * as SqlSessionStore from "./SqlSessionStore.ts"
 
 /** The MCP server name the agent's tools are served under: the model sees `mcp__app__<tool>`. */
 export const MCP_SERVER_NAME = "app"
@@ -93,6 +94,12 @@ export interface ClaudeAgent {
    * that resumes a session must see the same directory.
    */
   readonly configDir: string
+  /**
+   * Where the harness mirrors its transcripts besides `configDir` (the SDK's alpha `sessionStore`), such as
+   * `SqlSessionStore.make` on the engine's database. With it, a session resumes on any worker: the RunModel
+   * resumes when the store holds the session, and the harness loads the transcript from it.
+   */
+  readonly sessionStore?: SqlSessionStore.ClaudeSessionStore | undefined
   /** The harness's working directory (default: `configDir`). */
   readonly cwd?: string | undefined
   /** Environment for the harness process (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, ...), over `PATH`. */
@@ -217,7 +224,13 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         })
       )
     })
-    const resume = transcriptExists(agent.configDir, sessionId)
+    const resume =
+      agent.sessionStore === undefined
+        ? transcriptExists(agent.configDir, sessionId)
+        : yield* Effect.tryPromise({
+            try: () => agent.sessionStore!.exists(sessionId),
+            catch: (cause) => new Errors.ModelCallError({ message: `the session store failed: ${errorMessage(cause)}` })
+          })
     const controller = new AbortController()
     const onCancel = () => controller.abort()
     turn.cancellationSignal?.addEventListener("abort", onCancel, { once: true })
@@ -230,6 +243,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       settingSources: [],
       includePartialMessages: true,
       abortController: controller,
+      ...(agent.sessionStore === undefined
+        ? {}
+        : { sessionStore: agent.sessionStore, sessionStoreFlush: "eager" as const }),
       hooks: { PreToolUse: [{ hooks: [hook] }] },
       ...(agent.model === undefined ? {} : { model: agent.model }),
       ...(agent.instructions === undefined

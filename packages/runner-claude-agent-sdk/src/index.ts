@@ -6,3 +6,4 @@
  */
 export * as ClaudeAgentSdkRunner from "./ClaudeAgentSdkRunner.ts"
 export * as ScriptedAnthropic from "./ScriptedAnthropic.ts"
+export * as SqlSessionStore from "./SqlSessionStore.ts"

@@ -1,6 +1,8 @@
 // The Claude Agent SDK runner on the embedded engine: the real Claude Code binary against a scripted
 // Anthropic Messages server. A text turn, a read run inline, a deferred write run as its own Step exactly
 // once, two parallel writes (one deferred call per RunModel), a rejected write the model sees as denied.
+import { rmSync } from "node:fs"
+import { join } from "node:path"
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -281,6 +283,30 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
           })
       )
     },
+    T
+  )
+
+  it.live(
+    "SqlSessionStore: with the local transcript gone, the next turn resumes the harness session from the engine's database",
+    () =>
+      withClaudeSession(
+        (_request, index) => ({ text: index === 0 ? "First." : "Second." }),
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("c8", { initialMessage: "Remember the word zebra" })
+            yield* awaitTurns("c8", 1)
+            // a worker whose config directory never saw the session
+            rmSync(join(kit.configDir!, "projects"), { recursive: true, force: true })
+            assert.isTrue(yield* client.sendUserMessage("c8", "What was the word?"))
+            const s = yield* awaitTurns("c8", 2)
+            assert.strictEqual(s.messages.at(-1)?.text, "Second.")
+            const texts = userTexts(kit.server.requests.at(-1)!).join("\n")
+            assert.include(texts, "Remember the word zebra")
+            assert.include(texts, "What was the word?")
+          }),
+        { sessionStore: true }
+      ),
     T
   )
 })

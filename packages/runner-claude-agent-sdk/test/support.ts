@@ -5,12 +5,12 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client, Engine } from "@durable-agent/engine"
-import { AgentSessionClient, AgentSessionFlow, type Wire } from "@durable-agent/session"
+import { AgentSessionClient, AgentSessionFlow, Runner, type Wire } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { z } from "zod"
-import { ClaudeAgentSdkRunner, ScriptedAnthropic } from "../src/index.ts"
+import { ClaudeAgentSdkRunner, ScriptedAnthropic, SqlSessionStore } from "../src/index.ts"
 
 export const FLOW_TYPE = "ClaudeAgentSdkTestAgent"
 
@@ -24,6 +24,8 @@ export interface Kit {
   readonly idempotencyKeys: Array<string>
   readonly count: (name: string) => number
   readonly stderr: Array<string>
+  /** The harness's config directory (set once the worker is built). */
+  readonly configDir?: string
 }
 
 const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
@@ -93,7 +95,11 @@ export const withClaudeSession = <A, E>(
     index: number
   ) => ScriptedAnthropic.ScriptedReply | Promise<ScriptedAnthropic.ScriptedReply>,
   body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
-  options?: { readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"] }
+  options?: {
+    readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
+    /** Mirror transcripts to a `SqlSessionStore` on the engine's database. */
+    readonly sessionStore?: boolean
+  }
 ) =>
   Effect.gen(function* () {
     const server = yield* Effect.acquireRelease(
@@ -118,21 +124,26 @@ export const withClaudeSession = <A, E>(
       pollInterval: "50 millis",
       maxConcurrentTasks: 64
     })
-    const worker = AgentSessionFlow.layerWorker(flow).pipe(
-      Layer.provide(
-        ClaudeAgentSdkRunner.layer({
-          name: "claude-test",
-          model: "claude-scripted-1",
-          configDir,
-          tools: tools(kit),
-          env: offlineEnv(server.url, configDir),
-          stderr: (d) => kit.stderr.push(d)
-        })
-      )
-    )
-    return yield* body(kit).pipe(
-      Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine)))
-    )
+    const agent: ClaudeAgentSdkRunner.ClaudeAgent = {
+      name: "claude-test",
+      model: "claude-scripted-1",
+      configDir,
+      tools: tools(kit),
+      env: offlineEnv(server.url, configDir),
+      stderr: (d) => kit.stderr.push(d)
+    }
+    const runner = options?.sessionStore
+      ? Layer.effect(
+          Runner.AgentFrameworkRunner,
+          Effect.map(SqlSessionStore.make, (store) => ClaudeAgentSdkRunner.make({ ...agent, sessionStore: store }))
+        )
+      : ClaudeAgentSdkRunner.layer(agent)
+    const worker = AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(runner))
+    return yield* body({ ...kit, configDir }).pipe(
+      Effect.provide(
+        Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))
+      ) as any
+    ) as Effect.Effect<A, E>
   }).pipe(Effect.scoped) as Effect.Effect<A, unknown>
 
 /** The harness's environment for running offline against the scripted server. */
