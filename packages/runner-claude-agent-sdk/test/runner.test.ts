@@ -8,7 +8,15 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { ClaudeAgentSdkRunner } from "../src/index.ts"
-import { awaitSnapshot, awaitTurns, lastToolResults, stepShape, userTexts, withClaudeSession } from "./support.ts"
+import {
+  awaitSnapshot,
+  awaitTurns,
+  clusterEngine,
+  lastToolResults,
+  stepShape,
+  userTexts,
+  withClaudeSession
+} from "./support.ts"
 
 const T = 300_000
 
@@ -286,27 +294,32 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
     T
   )
 
-  it.live(
-    "SqlSessionStore: with the local transcript gone, the next turn resumes the harness session from the engine's database",
-    () =>
-      withClaudeSession(
-        (_request, index) => ({ text: index === 0 ? "First." : "Second." }),
-        (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("c8", { initialMessage: "Remember the word zebra" })
-            yield* awaitTurns("c8", 1)
-            // a worker whose config directory never saw the session
-            rmSync(join(kit.configDir!, "projects"), { recursive: true, force: true })
-            assert.isTrue(yield* client.sendUserMessage("c8", "What was the word?"))
-            const s = yield* awaitTurns("c8", 2)
-            assert.strictEqual(s.messages.at(-1)?.text, "Second.")
-            const texts = userTexts(kit.server.requests.at(-1)!).join("\n")
-            assert.include(texts, "Remember the word zebra")
-            assert.include(texts, "What was the word?")
-          }),
-        { sessionStore: true }
-      ),
-    T
-  )
+  for (const [engineName, engine] of [
+    ["embedded", undefined],
+    ["cluster (Postgres)", clusterEngine]
+  ] as const) {
+    it.live(
+      `SqlSessionStore on the ${engineName} engine: with the local transcript gone, the next turn resumes the harness session from the engine's database`,
+      () =>
+        withClaudeSession(
+          (_request, index) => ({ text: index === 0 ? "First." : "Second." }),
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              yield* client.startSession("c8", { initialMessage: "Remember the word zebra" })
+              yield* awaitTurns("c8", 1)
+              // a worker whose config directory never saw the session
+              rmSync(join(kit.configDir!, "projects"), { recursive: true, force: true })
+              assert.isTrue(yield* client.sendUserMessage("c8", "What was the word?"))
+              const s = yield* awaitTurns("c8", 2)
+              assert.strictEqual(s.messages.at(-1)?.text, "Second.")
+              const texts = userTexts(kit.server.requests.at(-1)!).join("\n")
+              assert.include(texts, "Remember the word zebra")
+              assert.include(texts, "What was the word?")
+            }),
+          { sessionStore: true, ...(engine === undefined ? {} : { engine }) }
+        ),
+      T
+    )
+  }
 })

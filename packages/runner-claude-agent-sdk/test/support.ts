@@ -10,7 +10,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { z } from "zod"
+import { clusterEngine, type EngineFactory } from "../../session/test/support.ts"
 import { ClaudeAgentSdkRunner, ScriptedAnthropic, SqlSessionStore } from "../src/index.ts"
+
+export { clusterEngine }
 
 export const FLOW_TYPE = "ClaudeAgentSdkTestAgent"
 
@@ -99,6 +102,8 @@ export const withClaudeSession = <A, E>(
     readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
     /** Mirror transcripts to a `SqlSessionStore` on the engine's database. */
     readonly sessionStore?: boolean
+    /** The engine; a fresh embedded one by default. */
+    readonly engine?: EngineFactory
   }
 ) =>
   Effect.gen(function* () {
@@ -119,11 +124,13 @@ export const withClaudeSession = <A, E>(
       retryInitialInterval: "100 millis",
       ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {})
     })
-    const engine = Engine.layerEmbedded({
-      filename: join(dir, `claude-${process.pid}-${++n}.db`),
-      pollInterval: "50 millis",
-      maxConcurrentTasks: 64
-    })
+    const engine =
+      options?.engine?.({ maxConcurrentTasks: 64 }) ??
+      Engine.layerEmbedded({
+        filename: join(dir, `claude-${process.pid}-${++n}.db`),
+        pollInterval: "50 millis",
+        maxConcurrentTasks: 64
+      })
     const agent: ClaudeAgentSdkRunner.ClaudeAgent = {
       name: "claude-test",
       model: "claude-scripted-1",
