@@ -1,9 +1,17 @@
+import { defaultClientConditions, defaultServerConditions } from "vite"
 import { defineConfig } from "vitest/config"
-import { projects } from "./vitest.workspace.ts"
+import { projects, sourceCondition } from "./vitest.workspace.ts"
+
+// Tests run the packages from their TypeScript sources, never from a build: the `@durable-agent/source`
+// export condition (see CONTRIBUTING.md) comes first, for the node (ssr) and the browser (client) resolver.
+const resolve = { conditions: [sourceCondition, ...defaultClientConditions] }
+const ssr = { resolve: { conditions: [sourceCondition, ...defaultServerConditions] } }
 
 export default defineConfig({
   test: {
     projects: projects.map((root) => ({
+      resolve,
+      ssr,
       test: {
         name: root.split("/").pop() ?? root,
         root,

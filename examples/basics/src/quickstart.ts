@@ -1,7 +1,7 @@
 // "A session in a few lines" of the README: a typed effect/ai tool, a scripted model, a worker and a client
 // on the embedded engine. Run it twice: the second run continues the same session.
 //
-//   node examples/basics/src/quickstart.ts [sessions.db]
+//   node --conditions=@durable-agent/source examples/basics/src/quickstart.ts [sessions.db]
 import { Engine } from "@durable-agent/engine"
 import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolkitSource } from "@durable-agent/session"
 import { Effect, Layer, Schema } from "effect"

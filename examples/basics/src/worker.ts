@@ -1,5 +1,5 @@
 // A worker composed from layers: an effect/ai Toolkit whose handlers need their own service (Inventory), the
-// Stepwise runner, a model, and the engine. `node examples/basics/src/worker.ts [file.db]` runs one turn.
+// Stepwise runner, a model, and the engine. `node --conditions=@durable-agent/source examples/basics/src/worker.ts [file.db]` runs one turn.
 import { Engine } from "@durable-agent/engine"
 import {
   AgentSessionClient,

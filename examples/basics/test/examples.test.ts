@@ -6,6 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { AgentSessionClient, ToolkitSource } from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import { AgentEvent } from "@durable-agent/session/wire"
@@ -20,7 +21,7 @@ const dir = mkdtempSync(join(tmpdir(), "das-examples-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const source = (name: string) => fileURLToPath(new URL(`../src/${name}`, import.meta.url))
 const node = (file: string, ...args: Array<string>) =>
-  Effect.promise(() => run(process.execPath, [source(file), ...args], { cwd: dir, timeout: 60_000 }))
+  Effect.promise(() => run(process.execPath, [...nodeFlags, source(file), ...args], { cwd: dir, timeout: 60_000 }))
 
 describe("examples/basics", () => {
   it.live("the quickstart prints the answer, and a second run continues the same session", () =>
@@ -48,6 +49,7 @@ describe("examples/basics", () => {
         const build = await rolldown({
           input: source("browser-client.ts"),
           platform: "browser",
+          resolve: { conditionNames: ["@durable-agent/source", "import", "browser", "default"] },
           logLevel: "silent",
           plugins: [{ name: "imports", resolveId: (id) => void imports.push(id) }]
         })

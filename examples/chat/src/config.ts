@@ -5,6 +5,9 @@
  * - `CHAT_WORKSPACE`: the folder the agent's file tools work in (default `examples/chat/workspace`).
  * - `OPENAI_API_KEY`: when set, a real OpenAI model answers instead of the scripted demo model.
  * - `CHAT_MODEL`: the OpenAI model ID (default `gpt-4.1-mini`).
+ *
+ * And from the command line: `--db <file>` (over `CHAT_DB`), `--mcp <servers.json>`, `--runner <name>`; a flag
+ * without its value, or a flag the chat does not know, is an error rather than ignored.
  */
 import { dirname, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -53,3 +56,48 @@ export const loadConfig = Effect.gen(function* () {
     model
   } satisfies ChatConfig
 })
+
+/** The flags the chat takes, each with a value (`--flag value` or `--flag=value`). */
+const FLAGS = ["--db", "--mcp", "--runner"] as const
+
+/**
+ * The value of a flag on the command line, if it is there; throws for a flag without a value (`--mcp` at the
+ * end, or followed by another flag), so a mistyped command line is not silently ignored.
+ */
+export const flagValue = (argv: ReadonlyArray<string>, flag: (typeof FLAGS)[number]): string | undefined => {
+  for (const [i, arg] of argv.entries()) {
+    if (arg.startsWith(`${flag}=`)) {
+      const value = arg.slice(flag.length + 1)
+      if (value.length === 0) throw new Error(`${flag} needs a value: ${usage(flag)}`)
+      return value
+    }
+    if (arg === flag) {
+      const value = argv[i + 1]
+      if (value === undefined || value.startsWith("--")) throw new Error(`${flag} needs a value: ${usage(flag)}`)
+      return value
+    }
+  }
+  return undefined
+}
+
+const usage = (flag: (typeof FLAGS)[number]) =>
+  flag === "--db" ? "--db <file.db>" : flag === "--mcp" ? "--mcp <servers.json>" : "--runner <name>"
+
+/** Checks the command line: every argument is a known flag or its value; throws for anything else. */
+export const checkArguments = (argv: ReadonlyArray<string>): void => {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    const flag = FLAGS.find((f) => arg === f || arg.startsWith(`${f}=`))
+    if (flag === undefined) {
+      throw new Error(`unknown argument ${arg}: the chat takes ${FLAGS.map(usage).join(", ")}`)
+    }
+    flagValue([arg, ...argv.slice(i + 1, i + 2)], flag)
+    if (arg === flag) i++
+  }
+}
+
+/** The settings with the command line's `--db` applied (a path resolved from the working directory). */
+export const withArguments = (config: ChatConfig, argv: ReadonlyArray<string>): ChatConfig => {
+  const database = flagValue(argv, "--db")
+  return database === undefined ? config : { ...config, database: resolve(database) }
+}

@@ -4,9 +4,11 @@
  *   npm start                               (from the repository root)
  *   OPENAI_API_KEY=sk-... npm start         (a real model; CHAT_MODEL picks it, default gpt-4.1-mini)
  *   CHAT_DB=/tmp/chat.db CHAT_WORKSPACE=/tmp/ws npm start
+ *   npm start -- --db /tmp/other.db         (another database; over CHAT_DB)
  *   npm start -- --mcp servers.json         (more tools from MCP servers; see src/mcp.ts)
  *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
  *   npm start -- --runner openai-agents     (the same tools on the OpenAI Agents SDK; see src/openai-agents.ts)
+ *   npm start -- --runner pi                (the same tools on Pi: pi-ai models, Pi AgentTools; see src/pi.ts)
  *   npm start -- --runner stepwise          (the built-in Stepwise runner, with plan mode; see src/stepwise.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
@@ -25,10 +27,11 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { FLOW_TYPE, flow, makeAgent, selectModel } from "./agent.ts"
-import { type ChatConfig, loadConfig } from "./config.ts"
+import { type ChatConfig, checkArguments, loadConfig, withArguments } from "./config.ts"
 import { mastraRunner } from "./mastra.ts"
 import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
 import { openAiAgentsRunner, runnerArgument } from "./openai-agents.ts"
+import { piRunner } from "./pi.ts"
 import { Chat } from "./session.ts"
 import { planFlow, stepwiseRunner } from "./stepwise.ts"
 import { chatLine, errorLine, Screen } from "./ui.ts"
@@ -187,7 +190,9 @@ const greeting = (config: ChatConfig, modelLabel: string, mcp: string | null) =>
   ].join("\n")
 
 const main = Effect.gen(function* () {
-  const config = yield* loadConfig
+  const argv = process.argv.slice(2)
+  yield* Effect.try({ try: () => checkArguments(argv), catch: (e) => e })
+  const config = withArguments(yield* loadConfig, argv)
   const { model, label } = selectModel(config.model)
   yield* Effect.promise(() => mkdir(dirname(config.database), { recursive: true }))
   const mcp = yield* Option.match(mcpFileArgument(process.argv.slice(2)), {
@@ -201,8 +206,11 @@ const main = Effect.gen(function* () {
   const mastra =
     runnerArgument(process.argv.slice(2)) === "mastra" ? mastraRunner(config, model, label, mcpTools) : null
   // `--runner openai-agents`: the same tools on the OpenAI Agents SDK runner
+  // `--runner pi`: the same tools as Pi AgentTools on the Pi runner
+  const runnerName = runnerArgument(process.argv.slice(2))
   const other =
-    mastra ?? (runnerArgument(process.argv.slice(2)) === "openai-agents" ? openAiAgentsRunner(config) : null)
+    mastra ??
+    (runnerName === "openai-agents" ? openAiAgentsRunner(config) : runnerName === "pi" ? piRunner(config) : null)
   // `--runner stepwise`: the built-in Stepwise runner over the same model, with plan mode
   const stepwise = runnerArgument(process.argv.slice(2)) === "stepwise"
   yield* Effect.gen(function* () {

@@ -12,15 +12,14 @@ import { type AiSdkTool, aiSdkTool, ToolRetryableError } from "@durable-agent/ru
 import { jsonSchema } from "ai"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { flagValue } from "./config.ts"
 
-/** The file after `--mcp` (or `--mcp=<file>`) on the command line, resolved from the working directory. */
-export const mcpFileArgument = (argv: ReadonlyArray<string>): Option.Option<string> => {
-  for (const [i, arg] of argv.entries()) {
-    if (arg === "--mcp" && argv[i + 1] !== undefined) return Option.some(resolve(argv[i + 1]!))
-    if (arg.startsWith("--mcp=")) return Option.some(resolve(arg.slice("--mcp=".length)))
-  }
-  return Option.none()
-}
+/**
+ * The file after `--mcp` (or `--mcp=<file>`) on the command line, resolved from the working directory; a bare
+ * `--mcp` throws.
+ */
+export const mcpFileArgument = (argv: ReadonlyArray<string>): Option.Option<string> =>
+  Option.map(Option.fromNullishOr(flagValue(argv, "--mcp")), (file) => resolve(file))
 
 /** The tools of one MCP source as AI SDK runner tools. */
 export const toAiSdkTools = (source: McpToolSource.McpToolSourceShape): Record<string, AiSdkTool> =>

@@ -18,15 +18,17 @@ import { demoAnswer, INSTRUCTIONS, makeTools } from "./agent.ts"
 import type { ChatConfig } from "./config.ts"
 
 /**
- * The runner the command line asks for: `--runner openai-agents`, `mastra` or `stepwise`, or the AI SDK runner
- * by default.
+ * The runner the command line asks for: `--runner openai-agents`, `mastra`, `pi` or `stepwise`, or the AI SDK
+ * runner by default.
  */
-export const runnerArgument = (argv: ReadonlyArray<string>): "ai-sdk" | "openai-agents" | "mastra" | "stepwise" => {
+export const runnerArgument = (
+  argv: ReadonlyArray<string>
+): "ai-sdk" | "openai-agents" | "mastra" | "pi" | "stepwise" => {
   const i = argv.indexOf("--runner")
   const value = i >= 0 ? argv[i + 1] : argv.find((a) => a.startsWith("--runner="))?.slice("--runner=".length)
   if (value === undefined || value === "ai-sdk") return "ai-sdk"
-  if (value === "openai-agents" || value === "mastra" || value === "stepwise") return value
-  throw new Error(`unknown runner ${value}: use ai-sdk, openai-agents, mastra or stepwise`)
+  if (value === "openai-agents" || value === "mastra" || value === "pi" || value === "stepwise") return value
+  throw new Error(`unknown runner ${value}: use ai-sdk, openai-agents, mastra, pi or stepwise`)
 }
 
 /** An AI SDK tool of the chat as a gated OpenAI Agents tool with the same schema, effect and function. */

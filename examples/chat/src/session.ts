@@ -22,6 +22,7 @@ import {
   describeCall,
   errorLine,
   finishedLine,
+  isUserText,
   questionLines,
   Screen,
   showMessage,
@@ -302,7 +303,7 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
                 chatLine(`Resuming session ${sessionId}: the turn that was running continues where it was${waiting}.`)
               )
               v.busy = true
-              const user = snapshot.messages.findLast((m) => m.turnId === activeTurn && m.role === "user")
+              const user = snapshot.messages.find((m) => m.turnId === activeTurn && m.role === "user")
               if (user !== undefined) yield* showMessage(screen, user)
               for (const { event } of past) {
                 if (event.turnId === activeTurn) yield* show(v, event, true)
@@ -314,7 +315,14 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
             } else {
               const turnsText = `${turns} turn${turns === 1 ? "" : "s"}`
               yield* print(chatLine(`Session ${sessionId} (${turnsText}, ${statusOf(snapshot)}).`))
-              const said = snapshot.messages.filter((m) => m.role !== "tool" && m.text !== null && m.text !== "")
+              // a continuation's message is the model's, not the user's; a turn note shows as one line
+              const said = snapshot.messages.filter(
+                (m) =>
+                  m.text !== null &&
+                  m.text !== "" &&
+                  (m.role === "assistant" ||
+                    (m.role === "user" && (isUserText(snapshot.messages, m) || m.text.startsWith("[Dex] "))))
+              )
               for (const message of said.slice(-4)) yield* showMessage(screen, message)
             }
             yield* refreshPrompt

@@ -6,7 +6,7 @@
 import * as readline from "node:readline"
 import { styleText } from "node:util"
 import type { Inspect } from "@durable-agent/engine"
-import type { Wire } from "@durable-agent/session"
+import { Wire } from "@durable-agent/session"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -249,9 +249,30 @@ export const questionLines = (interrupt: Wire.AgentInterrupt): string => {
   return lines.join("\n")
 }
 
-/** Shows a stored message of the conversation (for `/resume`): `you>` or `agent>` text. */
+/** The notes a stopped, steered or failed turn ends with (user messages for the model), and how they show. */
+const turnNotes: ReadonlyArray<readonly [string, string]> = [
+  [Wire.TURN_CANCELLED_NOTE_HEADER, "(the turn was stopped)"],
+  [Wire.TURN_STEERED_NOTE_HEADER, "(the turn was steered)"],
+  [Wire.TURN_FAILURE_NOTE_HEADER, "(the turn failed)"]
+]
+
+/**
+ * The user messages that are the user's: a turn note, or a continuation's message (a user text after the turn's
+ * first model output), is not.
+ */
+export const isUserText = (messages: ReadonlyArray<Wire.AgentMessage>, message: Wire.AgentMessage): boolean =>
+  message.role === "user" &&
+  !turnNotes.some(([header]) => (message.text ?? "").startsWith(header)) &&
+  !messages.some((m) => m.turnId === message.turnId && m.role !== "user" && m.sequence < message.sequence)
+
+/**
+ * Shows a stored message of the conversation (for `/resume`): `you>` or `agent>` text; a turn's note as one dim
+ * line, not as the user's words.
+ */
 export const showMessage = (screen: ScreenShape, message: Wire.AgentMessage): Effect.Effect<void> => {
   if (message.text === null || message.text.length === 0) return Effect.void
+  const note = turnNotes.find(([header]) => message.text!.startsWith(header))
+  if (message.role === "user" && note !== undefined) return screen.print(styleText("dim", note[1]))
   if (message.role === "user") return screen.print(`${styleText("green", "you>")} ${message.text}`)
   if (message.role === "assistant") return Effect.andThen(screen.agentText(message.text), screen.endAgentText)
   return Effect.void

@@ -1,13 +1,14 @@
 // Drives the chat the way a person does: in a pseudo-terminal (tmux), typing lines and reading the screen.
-// Each test runs `node examples/chat/src/main.ts` with its own database (CHAT_DB) and a copy of the workspace
+// Each test runs `node --conditions=@durable-agent/source examples/chat/src/main.ts` with its own database (CHAT_DB) and a copy of the workspace
 // (CHAT_WORKSPACE) in a temp folder, without OPENAI_API_KEY (the scripted demo model), on its own tmux server
 // (`tmux -S <temp folder>/tmux.sock`).
 import { execFileSync } from "node:child_process"
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Engine } from "@durable-agent/engine"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -18,6 +19,11 @@ import { FLOW_TYPE } from "../src/agent.ts"
 const TMUX = "/usr/bin/tmux"
 const REPO = fileURLToPath(new URL("../../..", import.meta.url))
 const SEED = fileURLToPath(new URL("../workspace", import.meta.url))
+/**
+ * The workspace's tracked seed files. A demo run (`npm start`) writes more files there (an approved
+ * `summary.md`), which the tests must not copy: they expect the seed only.
+ */
+const SEED_FILES = ["notes.md", "todo.md"]
 
 let counter = 0
 
@@ -39,7 +45,8 @@ const makeChat = Effect.acquireRelease(
   Effect.sync((): Chat => {
     const dir = mkdtempSync(join(tmpdir(), "chat-example-"))
     const workspace = join(dir, "workspace")
-    cpSync(SEED, workspace, { recursive: true })
+    mkdirSync(workspace, { recursive: true })
+    for (const file of SEED_FILES) cpSync(join(SEED, file), join(workspace, file))
     // the tmux server's socket lives in the temp folder too, so nothing is left behind
     return { socket: join(dir, "tmux.sock"), name: `chat-${++counter}`, db: join(dir, "chat.db"), workspace }
   }),
@@ -54,7 +61,7 @@ const makeChat = Effect.acquireRelease(
     })
 )
 
-/** Starts `node examples/chat/src/main.ts` (with `args`) in a 160x50 tmux pane. */
+/** Starts `node --conditions=@durable-agent/source examples/chat/src/main.ts` (with `args`) in a 160x50 tmux pane. */
 const start = (chat: Chat, args: ReadonlyArray<string> = []) =>
   Effect.sync(() => {
     const command = [
@@ -62,6 +69,7 @@ const start = (chat: Chat, args: ReadonlyArray<string> = []) =>
       `CHAT_DB=${quote(chat.db)}`,
       `CHAT_WORKSPACE=${quote(chat.workspace)}`,
       quote(process.execPath),
+      ...nodeFlags,
       "examples/chat/src/main.ts",
       ...args.map(quote)
     ].join(" ")
@@ -318,6 +326,47 @@ describe("the terminal chat", () => {
         assert.match(history, /AwaitToolApproval-1\s+completed\s+waited [\d.]+ m?s across a restart, then #1 success/)
         assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
         assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
+
+        yield* type(chat, "/quit")
+        yield* waitForExit(chat)
+      }),
+    90_000
+  )
+
+  it.live(
+    "--runner pi: the same turn on the Pi runner, killed while it asks for an approval, resumes on restart",
+    () =>
+      Effect.gen(function* () {
+        const chat = yield* makeChat
+        yield* start(chat, ["--runner", "pi"])
+        yield* waitFor(chat, "the greeting", (s) => s.includes("Durable chat") && s.includes("Pi runner"))
+        yield* waitForPrompt(chat, "you>")
+        yield* type(chat, "summarize the notes")
+        yield* waitFor(chat, "agent> Let me read the notes and the to-do list first.")
+        yield* waitFor(chat, 'tool> ✓ read_file(path: "notes.md") succeeded: 6 lines')
+        yield* waitFor(chat, 'tool> ✓ read_file(path: "todo.md") succeeded: 6 lines')
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* waitFor(chat, "tool> ✓ list_files() succeeded")
+
+        yield* kill(chat)
+        assert.isFalse(existsSync(summary(chat)))
+
+        yield* start(chat, ["--runner", "pi"])
+        yield* waitFor(chat, "the resumed turn", (s) => s.includes("Resuming session chat-1"))
+        yield* waitForPrompt(chat, APPROVAL)
+        yield* type(chat, "y")
+        yield* waitFor(chat, "approve> write_file: approved")
+        yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded')
+        yield* waitFor(chat, FINAL)
+        yield* waitForPrompt(chat, "you>")
+        assert.include(readFileSync(summary(chat), "utf8"), "# Summary")
+
+        yield* type(chat, "/history")
+        const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
+        assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
+        assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
+        assert.match(history, /RunModel-3\s+completed/)
+        assert.notInclude(history, "RunModel-4", "one model call per RunModel")
 
         yield* type(chat, "/quit")
         yield* waitForExit(chat)

@@ -1,7 +1,7 @@
 // A client process: starts SESSIONS (default 20) sessions on the cluster, each with a first message, waits
 // for every first turn and prints which runner answered each. It runs no Flow itself (a client-only member).
 //
-//   DATABASE_URL=postgres://... node src/client.ts
+//   DATABASE_URL=postgres://... node --conditions=@durable-agent/source src/client.ts
 import { Engine } from "@durable-agent/engine"
 import { AgentSessionClient } from "@durable-agent/session"
 import * as Effect from "effect/Effect"

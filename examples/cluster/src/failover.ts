@@ -3,7 +3,7 @@
 // (mid-turn), waits until every session's first turn ended, prints where each interrupted session finished
 // and how long it took, then stops the surviving runners with SIGTERM (they drain and exit 0).
 //
-//   DATABASE_URL=postgres://... node src/failover.ts
+//   DATABASE_URL=postgres://... node --conditions=@durable-agent/source src/failover.ts
 //
 // It prints `FAILOVER <json>` last, which the example's test reads.
 import { type ChildProcess, spawn } from "node:child_process"
@@ -45,7 +45,7 @@ interface Runner {
 
 const startRunner = async (name: string): Promise<Runner> => {
   const healthPort = await freePort()
-  const child = spawn(process.execPath, [runnerScript], {
+  const child = spawn(process.execPath, [...process.execArgv, runnerScript], {
     stdio: ["ignore", "pipe", "pipe"],
     env: {
       ...process.env,

@@ -1,7 +1,7 @@
 // One runner process of the cluster: the agent's worker on the cluster engine, plus liveness, readiness and
 // metrics over HTTP. SIGTERM drains it (running model calls finish within DRAIN_TIMEOUT_MS) and it exits 0.
 //
-//   DATABASE_URL=postgres://... RUNNER_PORT=34431 HEALTH_PORT=9464 node src/runner.ts
+//   DATABASE_URL=postgres://... RUNNER_PORT=34431 HEALTH_PORT=9464 node --conditions=@durable-agent/source src/runner.ts
 //
 // Environment: DATABASE_URL (required), RUNNER_HOST (this runner's address as the others reach it; default
 // 127.0.0.1), RUNNER_PORT (default 34431), HEALTH_PORT (default 9464), MAX_CONCURRENT_TASKS (default 32),

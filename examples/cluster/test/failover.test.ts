@@ -2,6 +2,7 @@
 // three runner processes, 20 sessions, SIGKILL of the runner of a running model call, SIGTERM of the others.
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { withTestDatabase } from "../../../packages/engine/test/support/postgres.ts"
@@ -20,7 +21,7 @@ interface Report {
 
 const runScript = (url: string) =>
   Effect.callback<{ code: number | null; stdout: string; stderr: string }>((resume) => {
-    const child = spawn(process.execPath, [script], {
+    const child = spawn(process.execPath, [...nodeFlags, script], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, DATABASE_URL: url, SESSIONS: "20" }
     })

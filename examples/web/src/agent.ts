@@ -36,12 +36,18 @@ export const tools = (notesFile: string): ReadonlyArray<ToolSource.Tool> => [
 
 const words = (text: string) => text.match(/\S+\s*/g) ?? [text]
 
+/** A tool output on one line, at most 60 characters. */
+const oneLine = (text: string) => {
+  const line = text.replace(/\s+/g, " ").trim()
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line
+}
+
 const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
 
 /**
  * The demonstration model. A message with "save" asks to save a note (needs approval) while reading the notes; a
  * message with "ask" asks the user a question (`ask_user`); "plan" writes a plan (`write_todos`); a message with
- * "notes" reads them; anything else gets a long answer, streamed a word every `wordDelay`.
+ * "code" answers with a code block (markdown); "notes" reads them; anything else gets a long answer, streamed a word every `wordDelay`.
  */
 export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
   Layer.succeed(ModelClient.ModelClient, {
@@ -70,10 +76,11 @@ export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
         })
         if (last?.role === "tool") {
           const results = request.messages.filter((m) => m.role === "tool")
-          const text = `Done. The tools answered: ${results
+          // one line per tool, its output on one line: a multi-line output must not leave a stray "." line
+          const text = `Done. The tools answered:\n\n${results
             .slice(-2)
-            .map((m) => (m.role === "tool" ? `${m.toolName} → ${m.output.slice(0, 60)}` : ""))
-            .join("; ")}.`
+            .map((m) => (m.role === "tool" ? `- ${m.toolName} → ${oneLine(m.output)}` : ""))
+            .join("\n")}`
           yield* stream(text)
           return reply(text)
         }
@@ -118,6 +125,12 @@ export const demoModel = (wordDelay: Duration.Input = "60 millis") =>
               })
             }
           ])
+        }
+        if (/\bcode\b/i.test(said)) {
+          const text =
+            'Here is a **TypeScript** example:\n\n```ts\nconst greet = (name: string) => "Hello, " + name\nconsole.log(greet("web"))\n```\n\nRun it with `node greet.ts`.'
+          yield* stream(text)
+          return reply(text)
         }
         if (/notes/i.test(said)) {
           const text = "Let me read the notes."

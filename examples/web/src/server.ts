@@ -23,6 +23,7 @@ import type * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Layer from "effect/Layer"
 import { demoModel, FLOW_TYPE, tools } from "./agent.ts"
+import { conversationStore } from "./conversations.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const appRoot = join(here, "..")
@@ -30,42 +31,117 @@ const dist = join(appRoot, "dist")
 const port = Number(process.env.PORT ?? "3000")
 const database = process.env.WEB_DB ?? join(appRoot, ".data", "web.db")
 const notesFile = join(dirname(database), "notes.md")
+const conversationsFile = join(dirname(database), "conversations.json")
 const wordDelay = Number(process.env.WEB_WORD_DELAY_MS ?? "60")
 
 /** Builds the page with Vite (React) into `dist`. */
 const buildPage = Effect.promise(async () => {
   if (process.env.WEB_SKIP_BUILD === "1" && existsSync(join(dist, "index.html"))) return
-  const { build } = await import("vite")
+  const { build, defaultClientConditions } = await import("vite")
   const react = (await import("@vitejs/plugin-react")).default
-  await build({ root: appRoot, plugins: [react()], logLevel: "warn", build: { outDir: dist, emptyOutDir: true } })
+  await build({
+    root: appRoot,
+    plugins: [react()],
+    // this repository runs its packages from their sources; an application's build leaves the conditions alone
+    resolve: { conditions: ["@durable-agent/source", ...defaultClientConditions] },
+    logLevel: "warn",
+    build: { outDir: dist, emptyOutDir: true }
+  })
 })
 
-/** The example's users: a random ID in a cookie. Each user owns the one session `<user>-chat`. */
+/** The example's users: a random ID in a cookie that lasts a year, so closing the browser keeps the conversations. */
 const userOf = (request: { readonly headers: { readonly get: (name: string) => string | null } }) => {
   const cookie = request.headers.get("cookie") ?? ""
   const match = /(?:^|;\s*)uid=([\w-]+)/.exec(cookie)
   return match?.[1]
 }
-const sessionOf = (user: string) => `${user}-chat`
+const userOfRequest = (request: HttpServerRequest.HttpServerRequest) =>
+  userOf({ headers: { get: (name) => request.headers[name] ?? null } })
+/** How long the user cookie lasts (`Max-Age`). */
+export const USER_COOKIE_MAX_AGE = "365 days"
 const withUser = (response: HttpServerResponse.HttpServerResponse, user: string) =>
-  HttpServerResponse.setCookieUnsafe(response, "uid", user, { path: "/", httpOnly: true, sameSite: "strict" })
+  HttpServerResponse.setCookieUnsafe(response, "uid", user, {
+    path: "/",
+    httpOnly: true,
+    sameSite: "strict",
+    maxAge: USER_COOKIE_MAX_AGE
+  })
+
+/** Each user's conversations: the sessions they own. */
+const conversations = conversationStore(conversationsFile)
+
+const jsonResponse = (status: number, body: unknown) =>
+  HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
+const notYours = jsonResponse(404, { error: { code: "not_found", message: "no such conversation" } })
+
+/** The body's `title`, or undefined. */
+const titleOf = (request: HttpServerRequest.HttpServerRequest) =>
+  request.json.pipe(
+    Effect.map((body) =>
+      typeof body === "object" && body !== null && typeof (body as { title?: unknown }).title === "string"
+        ? (body as { title: string }).title
+        : undefined
+    ),
+    Effect.orElseSucceed(() => undefined)
+  )
+
+/** The conversation routes: list, new, rename, delete (which also stops the session for good). */
+const conversationRoutes = Layer.mergeAll(
+  HttpRouter.add("GET", "/api/conversations", (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.sync(() => {
+      const user = userOfRequest(request)
+      return user === undefined ? notYours : jsonResponse(200, { conversations: conversations.list(user) })
+    })
+  ),
+  HttpRouter.add("POST", "/api/conversations", (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.gen(function* () {
+      const user = userOfRequest(request)
+      if (user === undefined) return notYours
+      const title = yield* titleOf(request)
+      return jsonResponse(201, { conversation: conversations.create(user, title) })
+    })
+  ),
+  HttpRouter.add("PATCH", "/api/conversations/:id", (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.gen(function* () {
+      const user = userOfRequest(request)
+      const { id } = yield* HttpRouter.params
+      const title = yield* titleOf(request)
+      if (user === undefined || id === undefined) return notYours
+      if (title === undefined) return jsonResponse(400, { error: { code: "bad_request", message: "give a title" } })
+      const renamed = conversations.rename(user, id, title)
+      return renamed === undefined ? notYours : jsonResponse(200, { conversation: renamed })
+    })
+  ),
+  HttpRouter.add("DELETE", "/api/conversations/:id", (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.gen(function* () {
+      const user = userOfRequest(request)
+      const { id } = yield* HttpRouter.params
+      if (user === undefined || id === undefined || !conversations.owns(user, id)) return notYours
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      // a session that never started has nothing to stop
+      yield* sessions.stopSession(id, { mode: "terminate", reason: "conversation deleted" }).pipe(Effect.ignore)
+      conversations.remove(user, id)
+      return jsonResponse(200, { deleted: id })
+    })
+  )
+)
 
 const routes = Layer.mergeAll(
   HttpChat.layer({
-    // a session ID alone is never a credential: the cookie's user must own it
+    // a session ID alone is never a credential: the cookie's user must own the conversation
     authorize: ({ request, sessionId }) => {
       const user = userOf(request)
-      return user !== undefined && sessionId === sessionOf(user)
+      return user !== undefined && conversations.owns(user, sessionId)
     }
   }),
+  conversationRoutes,
   HttpRouter.add("GET", "/api/me", (request: HttpServerRequest.HttpServerRequest) =>
     Effect.sync(() => {
-      const existing = userOf({ headers: { get: (name) => request.headers[name] ?? null } })
+      const existing = userOfRequest(request)
       const user = existing ?? randomUUID()
-      const response = HttpServerResponse.text(JSON.stringify({ sessionId: sessionOf(user) }), {
-        contentType: "application/json"
-      })
-      return existing === undefined ? withUser(response, user) : response
+      const response = jsonResponse(200, { user })
+      // every visit renews the cookie's Max-Age
+      return withUser(response, user)
     })
   ),
   HttpRouter.add("GET", "/*", (request: HttpServerRequest.HttpServerRequest) =>
@@ -83,7 +159,7 @@ const routes = Layer.mergeAll(
         contentType: types[extname(target)] ?? "application/octet-stream"
       })
       // the page sets the user cookie, before the page's own requests could race for one
-      const known = userOf({ headers: { get: (name) => request.headers[name] ?? null } }) !== undefined
+      const known = userOfRequest(request) !== undefined
       return known || extname(target) !== ".html" ? response : withUser(response, randomUUID())
     })
   )
@@ -127,4 +203,17 @@ const main = Effect.gen(function* () {
   )
 })
 
-main.pipe(NodeRuntime.runMain)
+main.pipe(
+  // a port in use (or another listen failure): say which port and what to do, not an empty "ServeError:"
+  Effect.catchTag("ServeError", (e) =>
+    Effect.sync(() => {
+      const cause = e.cause as { readonly code?: string; readonly message?: string } | undefined
+      const why = cause?.code === "EADDRINUSE" ? "the port is in use" : (cause?.message ?? String(e.cause))
+      process.stderr.write(
+        `web chat: cannot listen on 127.0.0.1:${port}: ${why}. Set PORT to another port (PORT=0 picks a free one).\n`
+      )
+      process.exitCode = 1
+    })
+  ),
+  NodeRuntime.runMain
+)

@@ -2,7 +2,7 @@
  * The failover benchmark (`npm run bench`): ten times, two cluster runners on a fresh Postgres database, a
  * Flow whose Step heartbeats and hangs on its first attempt, SIGKILL of the runner that runs it, and the time
  * until the surviving runner has completed the Flow (the retry completes at once). Prints all ten, p50 and
- * max against the targets (p50 <= 3 s, max <= 6 s), and records them in `bench-results.json`.
+ * max against the targets (p50 <= 2 s, max <= 3 s), and records them in `bench-results.json`.
  *
  * Environment: `BENCH_FAILOVER_KILLS` (default 10).
  */
@@ -23,8 +23,8 @@ import { type Row, renderTable } from "./report.ts"
 import { fmtMs, summarize } from "./stats.ts"
 
 const KILLS = Number(process.env.BENCH_FAILOVER_KILLS ?? 10)
-const P50_TARGET_MS = 3000
-const MAX_TARGET_MS = 6000
+const P50_TARGET_MS = 2000
+const MAX_TARGET_MS = 3000
 const workerPath = fileURLToPath(new URL("../test/fixtures/kill-worker.ts", import.meta.url))
 
 const once = (url: string, side: string) =>

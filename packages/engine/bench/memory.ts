@@ -4,6 +4,7 @@
  */
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { nodeFlags } from "../src/testing/ChildProcess.ts"
 import type { MemoryReading } from "./rss-child.ts"
 import { type Mode, makeStorage } from "./targets.ts"
 
@@ -28,7 +29,7 @@ const runChild = async (mode: Mode, flows: number, idleMs: number): Promise<Memo
     let stderr = ""
     const child = spawn(
       process.execPath,
-      ["--expose-gc", childPath, mode, String(flows), storage.location, String(idleMs)],
+      [...nodeFlags, "--expose-gc", childPath, mode, String(flows), storage.location, String(idleMs)],
       { stdio: ["ignore", "pipe", "pipe"] }
     )
     let buffer = ""

@@ -22,6 +22,7 @@ import {
   type FlowAlreadyStarted,
   type FlowNotActive,
   type FlowNotFound,
+  type IdempotencyKeyReused,
   InvalidInput,
   InvalidResumeToken,
   LongPollTimeout,
@@ -31,9 +32,11 @@ import {
 } from "./Errors.ts"
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
-import { ControlPayload, FlowEntity, InvokePayload, StartPayload } from "./internal/protocol.ts"
+import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
+import { queryRpc } from "./internal/query.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
-import { loadAttribute } from "./internal/store.ts"
+import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
+import * as Metrics from "./Metrics.ts"
 
 /** Options of `startFlow`. */
 export interface StartFlowOptions {
@@ -76,6 +79,23 @@ export interface InitialAttribute {
   readonly key?: string | undefined
 }
 
+/** Options of `invokeRpc`. */
+export interface InvokeRpcOptions {
+  /**
+   * The caller's idempotency key (1 to 200 characters): makes a retry after an ambiguous failure (a timeout, a
+   * dropped connection, a crash of the owner between its commit and its reply) safe. The reply is stored with
+   * the RPC's transition under the key and the call's fingerprint (the RPC's name and encoded input), so a
+   * repeat with the same key and arguments returns the first call's output and commits nothing, on whichever
+   * runner owns the Flow then; the same key with another RPC or input fails with `IdempotencyKeyReused`. A call
+   * that failed committed nothing, so its key may be retried. Keys are scoped to the Flow and kept as long as
+   * its stored replies (until the Flow is purged).
+   */
+  readonly requestId?: string | undefined
+}
+
+/** The longest `InvokeRpcOptions.requestId`. */
+export const MAX_REQUEST_ID_LENGTH = 200
+
 /** How `stopFlow` ends a Flow. */
 export type StopMode = "cancel" | "terminate" | "fail"
 
@@ -104,11 +124,13 @@ export interface ClientShape {
     flow: FlowDef<any, any>,
     rpc: RpcDef<I, O, any>,
     flowId: string,
-    input: I
+    input: I,
+    options?: InvokeRpcOptions
   ) => Effect.Effect<
     O,
     | FlowNotFound
     | FlowNotActive
+    | IdempotencyKeyReused
     | RpcLockConflict
     | ChannelMessageNotFound
     | RpcFailed
@@ -117,6 +139,26 @@ export interface ClientShape {
     | InvalidInput
     | ClusterError
   >
+  /**
+   * Whether an `invokeRpc` call with this `requestId` (idempotency key) committed on the Flow, whatever its RPC
+   * and input: a caller about to retry tells a replay from a new request with it (the UI stream does).
+   */
+  readonly requestCommitted: (flowId: string, requestId: string) => Effect.Effect<boolean, EngineError>
+  /**
+   * Runs a read-only RPC's handler on the Flow's committed state, read from the database in one statement:
+   * no cluster message, no history row, no stored reply, no task slot, no wait for a running Step, and no
+   * write. It returns what {@link invokeRpc} would return at that commit (the same handler on the same state,
+   * the output through the same codec), and fails as it does for a missing (FlowNotFound) or closed
+   * (FlowNotActive) Flow. A handler that stages a write, schedules or cancels Steps fails with RpcFailed
+   * (errorType `ReadOnlyViolation`), and so do a handler that fails and a read the database refuses
+   * (errorType `DatabaseError`). `flow` must declare what the handler reads.
+   */
+  readonly queryRpc: <I, O>(
+    flow: FlowDef<any, any>,
+    rpc: RpcDef<I, O, never>,
+    flowId: string,
+    input: I
+  ) => Effect.Effect<O, FlowNotFound | FlowNotActive | RpcFailed | InvalidInput>
   readonly publish: <A>(
     flowId: string,
     channel: Channel<A> | ChannelMap<A>,
@@ -159,6 +201,14 @@ export interface ClientShape {
   ) => Effect.Effect<Option.Option<A>, FlowNotFound | EngineError>
   readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
   readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
+  /**
+   * Which runner owns the Flow now: the runner that last claimed it (`<host>:<port> pid <pid>` in a cluster,
+   * `embedded pid <pid>`), its ownership epoch and when it claimed the Flow. Attempt rows and history events
+   * carry the same runner identity, so writes of an earlier owner can be told from the current one's. A Flow
+   * nobody has touched since its owner died names that owner until another runner loads it (at most a few
+   * seconds for a Flow with running Steps: the recovery sweep). `FlowNotFound` for an ID no runner ever owned.
+   */
+  readonly flowOwner: (flowId: string) => Effect.Effect<Inspect.FlowOwner, FlowNotFound | EngineError>
   /** Waits until the Flow is closed (polling the database). */
   readonly waitForFlow: (
     flowId: string,
@@ -240,6 +290,7 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
+  const metrics = yield* Metrics.currentRegistry
   const mapClusterErrors = mapClusterErrorsOnly
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
@@ -286,14 +337,36 @@ export const make = Effect.gen(function* () {
           )
         )
       }),
-    invokeRpc: (_flow, rpc, flowId, input) =>
+    invokeRpc: (_flow, rpc, flowId, input, options) =>
       Effect.gen(function* () {
         const text = yield* encodeInput(rpc.input, input, `input of RPC ${rpc.name}`)
-        const output = yield* mapClusterErrors(
-          flows(flowId).Invoke(new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() }))
-        )
+        const key = options?.requestId
+        if (key !== undefined && (key.length === 0 || key.length > MAX_REQUEST_ID_LENGTH)) {
+          return yield* new InvalidInput({
+            what: `request ID of RPC ${rpc.name}`,
+            detail: `a request ID has 1 to ${MAX_REQUEST_ID_LENGTH} characters; this one has ${key.length}`
+          })
+        }
+        const payload =
+          key === undefined
+            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
+            : new InvokePayload({
+                flowId,
+                rpc: rpc.name,
+                input: text,
+                requestId: keyedRequestId(key, rpc.name, text),
+                idempotencyKey: key,
+                sendId: requestId()
+              })
+        const output = yield* mapClusterErrors(flows(flowId).Invoke(payload))
         return decodeJson(rpc.output, output)
-      }),
+      }).pipe(Metrics.measureRpc(metrics, _flow.type, rpc.name)),
+    requestCommitted: (flowId, key) =>
+      Effect.map(
+        loadKeyedRequestIds(sql, flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
+        (ids) => ids.length > 0
+      ),
+    queryRpc: (flow, rpc, flowId, input) => queryRpc(sql, flow, rpc, flowId, input),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
@@ -326,6 +399,7 @@ export const make = Effect.gen(function* () {
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
+    flowOwner: (flowId) => provideSql(Inspect.flowOwner(flowId)),
     waitForFlow: (flowId, options) => {
       const waiting = provideSql(Inspect.describeFlow(flowId)).pipe(
         Effect.repeat({

@@ -18,6 +18,7 @@ import * as Digest from "effect/crypto/Digest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type { SqlClient } from "effect/sql"
@@ -25,7 +26,7 @@ import { Client } from "./Client.ts"
 import { EngineConfig, type EngineConfigShape } from "./EngineConfig.ts"
 import { EngineError } from "./Errors.ts"
 import { FlowRegistry } from "./internal/registry.ts"
-import { RunnerState } from "./internal/runner.ts"
+import { clusterRunnerId, postgresShardLease, RunnerState } from "./internal/runner.ts"
 import { migrate } from "./internal/store.ts"
 import * as NodeSqlite from "./NodeSqliteClient.ts"
 
@@ -56,15 +57,18 @@ const mapLayerError =
 const withEngine = <E, R>(
   cluster: Layer.Layer<Sharding.Sharding, E, SqlClient.SqlClient | R>,
   sql: Layer.Layer<SqlClient.SqlClient, EngineError>,
-  options: CommonOptions
+  options: CommonOptions,
+  runner: Layer.Layer<RunnerState, never, EngineConfig> = RunnerState.layer
 ): Layer.Layer<EngineServices, EngineError | E, Exclude<R, SqlClient.SqlClient>> => {
   const migrations = Layer.effectDiscard(migrate())
   const engine = Layer.mergeAll(cluster, FlowRegistry.layer).pipe(Layer.provide(migrations))
   return Client.layer.pipe(
     Layer.provideMerge(engine),
-    Layer.provideMerge(RunnerState.layer),
+    Layer.provideMerge(runner),
     Layer.provideMerge(EngineConfig.layer(options)),
-    Layer.provideMerge(sql)
+    Layer.provideMerge(sql),
+    // the layer's own metrics registry: the engine's, effect/cluster's and the handlers' metrics (see Metrics)
+    Layer.provideMerge(Layer.sync(Metric.MetricRegistry, () => new Map()))
   )
 }
 
@@ -73,6 +77,11 @@ export interface EmbeddedOptions extends CommonOptions {
   readonly filename: string
   /** `FULL` (default) survives power loss; `NORMAL` survives a process crash and may lose the last commits on power loss. */
   readonly synchronous?: "FULL" | "NORMAL" | undefined
+  /**
+   * Called with the text of every statement the engine runs on the file, `BEGIN` and `COMMIT` included,
+   * before it runs (a statement trace for benchmarks and diagnostics; keep it cheap).
+   */
+  readonly onStatement?: ((sql: string) => void) | undefined
 }
 
 /** The embedded engine: one process, one SQLite file, no server. */
@@ -80,7 +89,8 @@ export const layerEmbedded = (options: EmbeddedOptions): Layer.Layer<EngineServi
   const sql = NodeSqlite.layer({
     filename: options.filename,
     synchronous: options.synchronous ?? "FULL",
-    exclusive: true
+    exclusive: true,
+    ...(options.onStatement === undefined ? {} : { onStatement: options.onStatement })
   }).pipe(mapLayerError((e: any) => e?.message ?? String(e)))
   const cluster = SingleRunner.layer({
     runnerStorage: "memory",
@@ -103,30 +113,54 @@ export interface ClusterOptions extends CommonOptions {
   readonly runnerPort: number
   /** Shards per group; every runner must use the same number (default 300). */
   readonly shardsPerGroup?: number | undefined
-  /** How long a runner's shard lock outlives its last refresh (refreshed every second); default 4 s. */
+  /**
+   * How long a runner's shard lock outlives its last refresh (refreshed every third of it, at most every
+   * second); default 2 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
+   * survivor. The engine's fenced transactions end when left idle for half of it, so no transaction
+   * outlives the lock it was opened under (see the engine README, "Ownership").
+   */
   readonly shardLockExpiration?: Duration.Input | undefined
 }
 
+/** The default shard lock expiration of a cluster runner. */
+export const DEFAULT_SHARD_LOCK_EXPIRATION = Duration.seconds(2)
+
 /** The distributed engine: a runner process of a cluster on Postgres. */
 export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineServices, EngineError> => {
-  const sql = PgClient.layer({ url: Redacted.make(options.url) }).pipe(
-    mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`)
-  )
+  const host = options.runnerHost ?? "127.0.0.1"
+  const runnerId = clusterRunnerId(host, options.runnerPort)
+  const lockExpiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? DEFAULT_SHARD_LOCK_EXPIRATION)
+  // a fenced transaction left idle (its process paused between statements) ends before the shard lock can
+  // expire, so it can never commit after another runner took the Flow
+  // (half the expiration: the lock session is refreshed every third of it, so a paused runner's lock lives at
+  // least two thirds of the expiration after its last statement)
+  const transactionIdleTimeoutMs = Math.max(100, Math.floor(Duration.toMillis(lockExpiration) / 2))
+  const sql = PgClient.layer({
+    url: Redacted.make(options.url),
+    // the lock session is one of these: claims find this runner's shard locks by it
+    applicationName: runnerId
+  }).pipe(mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`))
   const cluster = NodeClusterSocket.layer({
     storage: "sql",
     shardingConfig: {
-      runnerAddress: Option.some(RunnerAddress.make(options.runnerHost ?? "127.0.0.1", options.runnerPort)),
+      runnerAddress: Option.some(RunnerAddress.make(host, options.runnerPort)),
       entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
-      // A dead runner is noticed when its shard locks expire: refreshed every second, they expire after 4 s
-      // (effect/cluster's defaults are 10 s and 35 s). A runner paused longer than that loses its Flows;
-      // every transition is fenced by the Flow's version, so a paused runner that resumes commits nothing.
-      shardLockRefreshInterval: Duration.seconds(1),
-      shardLockExpiration: Duration.fromInputUnsafe(options.shardLockExpiration ?? Duration.seconds(4)),
-      refreshAssignmentsInterval: Duration.seconds(1),
+      // A dead runner is noticed when its shard locks expire: refreshed every third of the expiration, they
+      // expire after 2 s by default (effect/cluster's defaults are 10 s and 35 s). A runner paused longer
+      // loses its Flows; every write on a Flow's behalf is fenced by the owner's epoch, so a paused runner
+      // that resumes commits nothing and stops its fibers at its first refused write.
+      shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
+      shardLockExpiration: lockExpiration,
+      refreshAssignmentsInterval: Duration.millis(250),
       ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
     }
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
-  return withEngine(cluster, sql, options)
+  return withEngine(
+    cluster,
+    sql,
+    options,
+    RunnerState.layerWith(runnerId, postgresShardLease(runnerId), transactionIdleTimeoutMs)
+  )
 }
 
 export interface ClusterClientOptions extends CommonOptions {

@@ -3,7 +3,7 @@
  * Applications read it to learn the configured values; engine layers take the same fields as options.
  * Operations guidance (sizing slots, the drain timeout, budgets) is in the engine README.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { availableParallelism } from "node:os"
 import * as Context from "effect/Context"

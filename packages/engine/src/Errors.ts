@@ -268,3 +268,18 @@ export class LongPollTimeout extends Schema.TaggedError<LongPollTimeout>()("Long
       : `Step execution ${this.stepExecutionId} of Flow ${this.flowId} did not end within ${this.waitedMs} ms`
   }
 }
+
+/**
+ * An RPC call reused a `requestId` (a client idempotency key) that an earlier call on this Flow committed with
+ * another RPC or other input. Nothing was committed: a key names one request, so a retry must repeat its
+ * arguments exactly, and a new request needs a new key.
+ */
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", {
+  flowId: Schema.String,
+  rpc: Schema.String,
+  requestId: Schema.String
+}) {
+  override get message() {
+    return `request ID ${JSON.stringify(this.requestId)} was already used on Flow ${this.flowId} for another request than this ${this.rpc} call`
+  }
+}

@@ -8,7 +8,7 @@
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
 import { type EngineError, FlowNotFound } from "./Errors.ts"
-import { normalizeAttempt, normalizeFlow, normalizeStep, orEngineError } from "./internal/store.ts"
+import { loadOwner, normalizeAttempt, normalizeFlow, normalizeStep, orEngineError } from "./internal/store.ts"
 
 /** Status of a Flow. */
 export type FlowStatus = "running" | "completed" | "failed" | "cancelled" | "terminated"
@@ -48,6 +48,10 @@ export interface AttemptInfo {
   readonly outcome: "success" | "failure" | "cancelled" | null
   readonly errorType: string | null
   readonly detail: string | null
+  /** The runner that started this attempt (`<host>:<port> pid <pid>`, or `embedded pid <pid>`); null before schema 3. */
+  readonly runner: string | null
+  /** The ownership epoch under which it started (each new owner of the Flow has a higher one). */
+  readonly epoch: number | null
 }
 
 /** One Step execution with its attempts. */
@@ -73,6 +77,18 @@ export interface HistoryEvent {
   readonly stepExecutionId: string | null
   readonly attempt: number | null
   readonly data: Record<string, unknown>
+  /** The runner whose transition wrote the event; null before schema 3. */
+  readonly runner: string | null
+}
+
+/** The current owner of a Flow, as the ownership table records it. */
+export interface FlowOwner {
+  /** The runner that holds the Flow now: the last one to claim it (`<host>:<port> pid <pid>`, or `embedded pid <pid>`). */
+  readonly runner: string
+  /** Its ownership epoch: every claim increments it, and writes under an older epoch are refused. */
+  readonly epoch: number
+  /** When it claimed the Flow (epoch ms). */
+  readonly claimedAt: number
 }
 
 const parseOutput = (text: string | null): unknown => {
@@ -178,7 +194,9 @@ export const stepExecutions = (
             finishedAt: a.finished_at,
             outcome: a.outcome as AttemptInfo["outcome"],
             errorType: a.error_type,
-            detail: a.detail
+            detail: a.detail,
+            runner: a.runner,
+            epoch: a.epoch
           }))
       })
     )
@@ -196,10 +214,24 @@ export const history = (flowId: string): Effect.Effect<ReadonlyArray<HistoryEven
         kind: r.kind,
         stepExecutionId: r.step_execution_id ?? null,
         attempt: r.attempt === null || r.attempt === undefined ? null : Number(r.attempt),
-        data: JSON.parse(r.data)
+        data: JSON.parse(r.data),
+        runner: r.runner ?? null
       })
     )
   }).pipe((e) => orEngineError(e, "cannot read history"))
+
+/**
+ * Which runner owns a Flow now: the last runner that claimed it and its epoch. A runner claims a Flow when it
+ * loads it (at the first request or wake-up after it got the Flow's shard), so a Flow not touched since its
+ * owner died still names that owner until another runner loads it. `FlowNotFound` when no runner ever owned it.
+ */
+export const flowOwner = (flowId: string): Effect.Effect<FlowOwner, FlowNotFound | EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const owner = yield* orEngineError(loadOwner(sql, flowId), "cannot read the Flow's owner")
+    if (owner === undefined) return yield* new FlowNotFound({ flowId })
+    return owner
+  })
 
 /** The Step types of a Flow's executions in scheduling order, e.g. `["RunModel", "CallTool", "ResumeTurn"]`. */
 export const stepShape = (flowId: string) => Effect.map(stepExecutions(flowId), (steps) => steps.map((s) => s.stepType))
@@ -211,8 +243,10 @@ export const renderHistory = (flowId: string): Effect.Effect<string, EngineError
     const steps = yield* stepExecutions(flowId)
     const events = yield* history(flowId)
     const t0 = flow.startedAt
+    const owner = yield* Effect.option(flowOwner(flowId))
     const lines = [
       `Flow ${flow.flowId} (${flow.flowType}) run ${flow.runId}: ${flow.status}${flow.reason ? ` (${flow.reason})` : ""}`,
+      ...(owner._tag === "Some" ? [`Owner: ${owner.value.runner} (epoch ${owner.value.epoch})`] : []),
       "",
       "Step executions:"
     ]
@@ -222,7 +256,8 @@ export const renderHistory = (flowId: string): Effect.Effect<string, EngineError
         lines.push(
           `    attempt ${a.attempt}: ${a.outcome ?? (a.finishedAt === null ? "running" : "?")}` +
             (a.errorType ? ` ${a.errorType}: ${a.detail}` : "") +
-            (a.outputAt !== null ? " (produced output)" : "")
+            (a.outputAt !== null ? " (produced output)" : "") +
+            (a.runner !== null ? ` [${a.runner}, epoch ${a.epoch}]` : "")
         )
       }
     }
@@ -230,7 +265,7 @@ export const renderHistory = (flowId: string): Effect.Effect<string, EngineError
     for (const e of events) {
       const data = Object.keys(e.data).length ? ` ${JSON.stringify(e.data)}` : ""
       lines.push(
-        `  +${String(e.at - t0).padStart(7)} ms ${e.kind}${e.stepExecutionId ? ` ${e.stepExecutionId}` : ""}${e.attempt !== null ? `#${e.attempt}` : ""}${data}`
+        `  +${String(e.at - t0).padStart(7)} ms ${e.kind}${e.stepExecutionId ? ` ${e.stepExecutionId}` : ""}${e.attempt !== null ? `#${e.attempt}` : ""}${data}${e.runner !== null ? ` [${e.runner}]` : ""}`
       )
     }
     return lines.join("\n")

@@ -1,6 +1,7 @@
 /**
  * The `durable-engine` inspection command as an `effect/cli` Command: `flows` lists Flows, `history`
- * prints one Flow's Step executions, attempts and history. It reads an embedded engine's SQLite file
+ * prints one Flow's Step executions, attempts and history, `inspect` serves the run inspector page
+ * (`InspectPage`). It reads an embedded engine's SQLite file
  * (read-only) or a cluster engine's Postgres database.
  *
  * Every failure a user can cause (no such file, a file a running worker holds, a file that is not an
@@ -18,11 +19,13 @@ import * as CliError from "effect/cli/CliError"
 import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as Effect from "effect/Effect"
+import { HttpServer } from "effect/http"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import * as Inspect from "./Inspect.ts"
+import * as InspectPage from "./InspectPage.ts"
 import { verify } from "./internal/store.ts"
 import * as NodeSqlite from "./NodeSqliteClient.ts"
 
@@ -179,13 +182,48 @@ const history = Command.make(
     ).pipe(Effect.flatMap(Console.log))
 ).pipe(Command.withDescription("Print a Flow's Step executions, their attempts, and its history."))
 
+const inspect = Command.make(
+  "inspect",
+  {
+    db: Flag.String("db").pipe(Flag.optional, Flag.withDescription("an embedded engine's SQLite file")),
+    postgres: Flag.String("postgres").pipe(Flag.optional, Flag.withDescription("a cluster engine's postgres:// URL")),
+    port: Flag.Int("port").pipe(Flag.withDefault(0), Flag.withDescription("the port on 127.0.0.1; 0 picks one"))
+  },
+  ({ db, postgres, port }) =>
+    Effect.gen(function* () {
+      const target = db._tag === "Some" ? db.value : postgres._tag === "Some" ? postgres.value : undefined
+      if (target === undefined || (db._tag === "Some" && postgres._tag === "Some")) {
+        return yield* new InspectError({ reason: "pass one of --db <SQLite file> or --postgres <URL>" })
+      }
+      yield* withDatabase(
+        target,
+        Effect.gen(function* () {
+          const server = yield* HttpServer.HttpServer
+          const address = server.address
+          const url = "port" in address ? `http://127.0.0.1:${address.port}/` : String(address)
+          yield* Console.log(`inspector on ${url} (read-only; Ctrl-C stops it)`)
+          return yield* Effect.never
+        }).pipe(
+          Effect.provide(InspectPage.layer({ port })),
+          Effect.mapError((e) =>
+            e instanceof InspectError ? e : new InspectError({ reason: `cannot serve: ${firstLine(e)}` })
+          )
+        )
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "Serve a local read-only page (127.0.0.1) that lists the Flows and shows one as a timeline of its Steps."
+  )
+)
+
 /**
- * `durable-engine flows | history`, ready for `Command.run` (the `bin` entry) or `Command.runWith` (tests).
+ * `durable-engine flows | history | inspect`, ready for `Command.run` (the `bin` entry) or `Command.runWith` (tests).
  *
  * @category commands
  * @since 0.1.0
  */
 export const command = Command.make("durable-engine").pipe(
   Command.withDescription("Inspect the Flows of a durable engine database (read-only)."),
-  Command.withSubcommands([flows, history])
+  Command.withSubcommands([flows, history, inspect])
 )

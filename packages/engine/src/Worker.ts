@@ -26,6 +26,7 @@ import { FlowEntityLayer } from "./internal/owner.ts"
 import { type FlowRegistry, registerFlows } from "./internal/registry.ts"
 import { RunnerState } from "./internal/runner.ts"
 import { purgeClosedFlows } from "./internal/store.ts"
+import { recoverySweep } from "./internal/sweep.ts"
 
 type Services<Flows extends ReadonlyArray<FlowDef<any, any>>> = Flows[number] extends FlowDef<any, infer R> ? R : never
 
@@ -88,6 +89,8 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
         }
       }).pipe(Effect.catchCause((cause) => Effect.logWarning("closed-Flow purge failed; retrying later", cause)))
       yield* purge.pipe(Effect.delay(every), Effect.forever, Effect.forkScoped)
+      // a Flow with running Steps and no owner (its keep-alive answered or lost) is woken where its shard is
+      yield* Effect.forkScoped(recoverySweep)
     })
   ).pipe(
     Layer.provideMerge(

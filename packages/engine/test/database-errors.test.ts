@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Client, Engine, Flow, Step, StepDecision, Worker } from "../src/index.ts"
+import { nodeFlags } from "../src/testing/ChildProcess.ts"
 import { freePort } from "./support/ports.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-dberr-"))
@@ -20,7 +21,7 @@ const cli = (...args: ReadonlyArray<string>) =>
   Effect.callback<{ code: number; stdout: string; stderr: string }>((resume) => {
     execFile(
       process.execPath,
-      [fileURLToPath(new URL("../bin/durable-engine.ts", import.meta.url)), ...args],
+      [...nodeFlags, fileURLToPath(new URL("../src/bin/durable-engine.ts", import.meta.url)), ...args],
       (error, stdout, stderr) => resume(Effect.succeed({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }))
     )
   })

@@ -1,4 +1,5 @@
-// Liveness, readiness and Prometheus metrics over HTTP, on both engine layers.
+// Liveness, readiness and Prometheus metrics (effect's Metric, with effect/cluster's own) over HTTP, on both
+// engine layers.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -70,6 +71,25 @@ for (const engine of engines) {
             assert.isAbove(sample(metrics.body, "durable_engine_transition_seconds_count")!, 0)
             assert.isAtLeast(sample(metrics.body, "durable_engine_flows_cached")!, 1)
             assert.strictEqual(sample(metrics.body, "durable_engine_draining"), 0)
+            // on effect's Metric: attempts by outcome with their latency, stream bytes, effect/cluster's own
+            assert.strictEqual(
+              sample(metrics.body, 'durable_engine_step_attempts_total{step_type="Chatty",outcome="succeeded"}'),
+              1
+            )
+            assert.strictEqual(
+              sample(metrics.body, 'durable_engine_step_attempts_total{step_type="Failing",outcome="failed"}'),
+              1
+            )
+            assert.strictEqual(
+              sample(metrics.body, 'durable_engine_step_attempt_seconds_count{step_type="Chatty",outcome="succeeded"}'),
+              1
+            )
+            assert.isAbove(
+              sample(metrics.body, 'durable_engine_stream_bytes_total{flow_type="Metered",stream="events"}')!,
+              0
+            )
+            assert.include(metrics.body, "# TYPE durable_engine_transition_seconds histogram")
+            assert.strictEqual(sample(metrics.body, 'effect_cluster_entities{type="DexFlow"}'), 2)
           }).pipe(
             Effect.provide(
               Layer.mergeAll(Worker.layer(Metered, Broken), Health.layer({ port, host: "127.0.0.1" })).pipe(

@@ -10,6 +10,7 @@ import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import {
   Attribute,
+  AttributeMap,
   Channel,
   Client,
   Engine,
@@ -53,6 +54,28 @@ const SecretFlow = Flow({
   attributes: [Secret, Kept],
   channels: [Go]
 })
+
+// An ordinary AttributeMap whose instances are written and deleted again, one per Step.
+const Scratch = AttributeMap("scratch", Schema.String)
+const DropScratch: StepDef<number> = Step({
+  type: "DropScratch",
+  input: Schema.Number,
+  execute: (ctx, n) =>
+    Effect.sync(() => {
+      ctx.deleteAt(Scratch, `k${n}`)
+      return n < 5 ? StepDecision.goTo(WriteScratch, n + 1) : StepDecision.gracefulComplete(n)
+    })
+})
+const WriteScratch: StepDef<number> = Step({
+  type: "WriteScratch",
+  input: Schema.Number,
+  execute: (ctx, n) =>
+    Effect.sync(() => {
+      ctx.setAt(Scratch, `k${n}`, `v${n}`)
+      return StepDecision.goTo(DropScratch, n)
+    })
+})
+const ScratchFlow = Flow({ type: "Scratch", start: WriteScratch, steps: [DropScratch], attributes: [Scratch] })
 
 const Loop: StepDef<number> = Step({
   type: "Loop",
@@ -129,6 +152,20 @@ for (const engine of engines) {
         })
       }).pipe(Effect.provide(Worker.layer(SecretFlow).pipe(Layer.provideMerge(engine.layer({})))))
     })
+
+    it.live("a deleted attribute that no running Step reads leaves no row behind (no tombstone)", () =>
+      Effect.gen(function* () {
+        const client = yield* Client.Client
+        const sql = yield* SqlClient.SqlClient
+        yield* client.startFlow(ScratchFlow, "scratch", 1)
+        const done = yield* client.waitForFlow("scratch", { timeout: "30 seconds" })
+        assert.strictEqual(done.status, "completed")
+        const rows = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM dex_attrs
+          WHERE flow_id = 'scratch' AND name = 'scratch'`
+        assert.strictEqual(Number(rows[0]!.n), 0, "five written and deleted instances leave nothing stored")
+        assert.deepStrictEqual(yield* client.getAttribute("scratch", Scratch, "k5"), Option.none())
+      }).pipe(Effect.provide(Worker.layer(ScratchFlow).pipe(Layer.provideMerge(engine.layer({})))))
+    )
 
     it.live(
       "the history window keeps about the newest events of a run",

@@ -82,6 +82,8 @@ export const withAiSdkSession = <A, E>(
     readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
     /** The engine; a fresh embedded one by default. */
     readonly engine?: EngineFactory
+    /** Services added to the worker, such as the session's `Tracer` layer. */
+    readonly services?: Layer.Layer<any>
   }
 ) => {
   const kit: Kit = {
@@ -112,7 +114,8 @@ export const withAiSdkSession = <A, E>(
         instructions: "You are a test agent.",
         tools: tools(kit)
       })
-    )
+    ),
+    Layer.provide(options?.services ?? Layer.empty)
   )
   return body(kit).pipe(
     Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))),

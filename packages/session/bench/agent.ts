@@ -107,11 +107,16 @@ export const engineFor = async (
     : Engine.layerCluster({ url: location, runnerPort: await freePort(), maxConcurrentTasks: BENCH_TASK_SLOTS })
 
 /** A session worker and `AgentSessionClient` on `engine`, with the benchmark model and tools. */
-export const workerLayer = (starts: TurnStarts, engine: Layer.Layer<Engine.EngineServices, EngineError>) =>
+export const workerLayer = (
+  starts: TurnStarts,
+  engine: Layer.Layer<Engine.EngineServices, EngineError>,
+  /** More services of the worker, such as the session's tracing. */
+  services: Layer.Layer<never> = Layer.empty
+) =>
   Layer.mergeAll(
     AgentSessionFlow.layerWorker(flow).pipe(
       Layer.provide(Stepwise.layer(agentDefinition)),
-      Layer.provide(Layer.mergeAll(ModelClient.layer(makeModel(starts).generate), ToolSource.layer(tools)))
+      Layer.provide(Layer.mergeAll(ModelClient.layer(makeModel(starts).generate), ToolSource.layer(tools), services))
     ),
     AgentSessionClient.layer(FLOW_TYPE)
   ).pipe(Layer.provideMerge(engine))

@@ -8,7 +8,14 @@
  *    `executeDeferredToolCall` called directly),
  * 2. per mode, the durable session, one session at a time, and the ratio to (1),
  * 3. per mode, 100 sessions running turns at once in a clean worker process: turns per second, turn cycles
- *    under load, and the worker's RSS.
+ *    under load, and the worker's RSS,
+ * 4. per mode, a bare engine Flow of the turn's shape (bench/engine-turn.ts), one at a time: the baseline of
+ *    (2) (`session.<mode>.engine_turn_p50_ms`),
+ * 5. per mode, the commits of one turn cycle from a statement trace (`session.<mode>.turn_commits`): on the
+ *    embedded engine every statement the engine runs on the file (printed, grouped), on Postgres the server's
+ *    committed transactions (`pg_stat_database.xact_commit`) less the idle rate measured right after.
+ * 6. on the embedded engine, (2) again with the session's tracing on (the OpenTelemetry SDK with an in-memory
+ *    span exporter), and its ratio to (2) with tracing off (target <= 1.15x).
  *
  * A turn's time is a turn cycle: from one turn's first model call to the next turn's first model call of the
  * same session, with the next user message already queued (so it includes starting the next turn from the
@@ -23,16 +30,20 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Client } from "@durable-agent/engine"
+import { Client, Engine, Worker } from "@durable-agent/engine"
 import * as BenchResults from "@durable-agent/engine/testing/BenchResults"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as References from "effect/References"
+import { SqlClient } from "effect/sql"
 import { type Row, renderTable } from "../../engine/bench/report.ts"
 import { fmtBytes, fmtMs, fmtRate, fmtRatio, type Summary, summarize } from "../../engine/bench/stats.ts"
 import { createTestDatabase } from "../../engine/test/support/postgres.ts"
 import { AgentSessionClient, Persistence } from "../src/index.ts"
 import { cycles, engineFor, type Mode, runInMemory, type TurnStarts, userText, workerLayer } from "./agent.ts"
 import type { ConcurrentResult } from "./concurrent-child.ts"
+import { engineTurnStarts, engineTurns, TurnShapeFlow } from "./engine-turn.ts"
 
 /** Sessions measured one at a time, after one warm-up session. */
 const SEQUENTIAL_SESSIONS = 10
@@ -117,7 +128,34 @@ const inMemory = async (): Promise<Array<number>> => {
   return cycles(starts, SKIP_CYCLES)
 }
 
-const sequential = async (mode: Mode): Promise<Array<number>> => {
+/** The session's tracing for (4): OpenTelemetry with an in-memory exporter, loaded only for this run. */
+const tracing = async () => {
+  const [{ layer }, { InMemorySpanExporter, SimpleSpanProcessor }] = await Promise.all([
+    import("../src/OpenTelemetry.ts"),
+    import("@opentelemetry/sdk-trace-base")
+  ])
+  // keeps its spans when the layer shuts the provider down, so they can be counted after the run
+  class KeptSpans extends InMemorySpanExporter {
+    override shutdown() {
+      return Promise.resolve()
+    }
+  }
+  const exporter = new KeptSpans()
+  return { exporter, layer: layer({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) as Layer.Layer<never> }
+}
+
+/** Rounds of (4): each runs a few sessions with tracing off, then as many with it on, so load drifts hit both. */
+const TRACED_ROUNDS = 4
+const TRACED_SESSIONS_PER_ROUND = 3
+
+/** The traced turn's target: its p50 at most this many times the untraced p50. */
+const TRACED_RATIO_TARGET = 1.15
+
+const sequential = async (
+  mode: Mode,
+  services?: Layer.Layer<never>,
+  sessions = SEQUENTIAL_SESSIONS
+): Promise<Array<number>> => {
   const storage = await makeStorage(mode)
   try {
     const starts: TurnStarts = new Map()
@@ -126,14 +164,142 @@ const sequential = async (mode: Mode): Promise<Array<number>> => {
       Effect.gen(function* () {
         yield* durableSessions("warmup", 1, TURNS_PER_SESSION)
         starts.clear()
-        yield* durableSessions("seq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION)
+        yield* durableSessions("seq", sessions, TURNS_PER_SESSION)
       }).pipe(
-        Effect.provide(workerLayer(starts, engine)),
+        Effect.provide(workerLayer(starts, engine, services)),
         Effect.scoped,
         Effect.provideService(References.MinimumLogLevel, "Warn")
       ) as Effect.Effect<void, unknown>
     )
     return cycles(starts, SKIP_CYCLES)
+  } finally {
+    await storage.cleanup()
+  }
+}
+
+/** The bare engine Flow of the turn's shape, one Flow at a time, as {@link sequential}. */
+const engineSequential = async (mode: Mode): Promise<Array<number>> => {
+  const storage = await makeStorage(mode)
+  try {
+    const engine = await engineFor(mode, storage.location)
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        yield* engineTurns("ewarm", 1, TURNS_PER_SESSION)
+        engineTurnStarts.clear()
+        yield* engineTurns("eseq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION)
+      }).pipe(
+        Effect.provide(Worker.layer(TurnShapeFlow).pipe(Layer.provideMerge(engine))),
+        Effect.scoped,
+        Effect.provideService(References.MinimumLogLevel, "Warn")
+      ) as Effect.Effect<void, unknown>
+    )
+    return cycles(engineTurnStarts, SKIP_CYCLES)
+  } finally {
+    await storage.cleanup()
+  }
+}
+
+/** Turns of the traced session; cycles after the first {@link SKIP_CYCLES} are counted. */
+const TRACE_TURNS = 12
+
+interface TurnTrace {
+  readonly commits: number
+  readonly statements: number
+  /** The statements of one turn cycle, grouped by text (embedded only). */
+  readonly grouped: ReadonlyArray<readonly [string, number]>
+  readonly how: string
+}
+
+/** Waits (in memory, no query) until the session's `turns`-th turn made its first model call. */
+const awaitTurnStart = (starts: TurnStarts, id: string, turns: number) =>
+  Effect.gen(function* () {
+    const t0 = performance.now()
+    while ((starts.get(id)?.length ?? 0) < turns) {
+      if (performance.now() - t0 > 120_000) return yield* Effect.die(new Error(`session ${id} did not finish`))
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+/** One session of {@link TRACE_TURNS} queued turns, and the commits (and statements) of its turn cycles. */
+const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
+  const storage = await makeStorage(mode)
+  try {
+    const starts: TurnStarts = new Map()
+    const log: Array<{ readonly at: number; readonly sql: string }> = []
+    const engine =
+      mode === "embedded"
+        ? Engine.layerEmbedded({
+            filename: storage.location,
+            synchronous: "FULL",
+            onStatement: (sql) => void log.push({ at: performance.now(), sql })
+          })
+        : await engineFor(mode, storage.location)
+    const id = "trace"
+    const xact = Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql.unsafe<{ n: string | number }>(
+        "SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()"
+      )
+      return { n: Number(rows[0]!.n), at: performance.now() }
+    })
+    return await Effect.runPromise(
+      Effect.gen(function* () {
+        const client = yield* AgentSessionClient.AgentSessionClient
+        // pg_stat_database is flushed about once a second: wait it out before and after
+        if (mode === "cluster") yield* Effect.sleep("1500 millis")
+        const before = mode === "cluster" ? yield* xact : undefined
+        yield* client.startSession(id, { initialMessage: userText(id, 1) })
+        for (let t = 2; t <= TRACE_TURNS; t++) yield* client.sendUserMessage(id, userText(id, t))
+        yield* awaitTurnStart(starts, id, TRACE_TURNS)
+        const list = starts.get(id)!
+        const from = list[SKIP_CYCLES]!
+        const to = list[TRACE_TURNS - 1]!
+        const turns = TRACE_TURNS - 1 - SKIP_CYCLES
+        if (mode === "embedded") {
+          const window = log.filter((e) => e.at >= from && e.at < to)
+          let inTx = false
+          let commits = 0
+          for (const e of window) {
+            const verb = e.sql.trim().split(/\s+/)[0]!.toUpperCase()
+            if (verb === "BEGIN" || verb === "SAVEPOINT") inTx = true
+            else if (verb === "COMMIT" || verb === "END") {
+              inTx = false
+              commits++
+            } else if (verb === "ROLLBACK") inTx = false
+            else if (!inTx && (verb === "INSERT" || verb === "UPDATE" || verb === "DELETE")) commits++
+          }
+          const one = log.filter((e) => e.at >= list[SKIP_CYCLES]! && e.at < list[SKIP_CYCLES + 1]!)
+          const groups = new Map<string, number>()
+          for (const e of one) {
+            const text = e.sql.replace(/\s+/g, " ").trim().slice(0, 90)
+            groups.set(text, (groups.get(text) ?? 0) + 1)
+          }
+          return {
+            commits: commits / turns,
+            statements: window.length / turns,
+            grouped: [...groups.entries()],
+            how: "statement trace of the SQLite file"
+          }
+        }
+        // the whole session: every turn after the first ends here, then the server's counters settle
+        yield* Effect.sleep("1500 millis")
+        const after = yield* xact
+        yield* Effect.sleep("3000 millis")
+        const idle = yield* xact
+        const idleRate = (idle.n - after.n - 1) / (idle.at - after.at)
+        const commits = (after.n - before!.n - 1 - idleRate * (after.at - before!.at)) / TRACE_TURNS
+        return {
+          commits,
+          statements: Number.NaN,
+          grouped: [],
+          how: `pg_stat_database.xact_commit per turn over the session, less ${fmtRate(idleRate * 1000)} idle commits`
+        }
+      }).pipe(
+        Effect.provide(workerLayer(starts, engine)),
+        Effect.scoped,
+        Effect.provideService(References.MinimumLogLevel, "Warn")
+      ) as Effect.Effect<TurnTrace, unknown>
+    )
   } finally {
     await storage.cleanup()
   }
@@ -148,7 +314,15 @@ const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
     let stderr = ""
     const child = spawn(
       process.execPath,
-      ["--expose-gc", childPath, mode, storage.location, String(CONCURRENT_SESSIONS), String(CONCURRENT_TURNS)],
+      [
+        ...nodeFlags,
+        "--expose-gc",
+        childPath,
+        mode,
+        storage.location,
+        String(CONCURRENT_SESSIONS),
+        String(CONCURRENT_TURNS)
+      ],
       { stdio: ["ignore", "pipe", "pipe"] }
     )
     let buffer = ""
@@ -185,6 +359,10 @@ const p50p99 = (s: Summary) => `p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  (mean 
 interface ModeResult {
   readonly mode: Mode
   readonly turns: Summary
+  readonly engineTurns: Summary
+  readonly trace: TurnTrace
+  /** The same turns with tracing on (embedded only), and the spans the exporter got. */
+  readonly traced?: { readonly turns: Summary; readonly untraced: Summary; readonly spans: number } | undefined
   readonly concurrent: ConcurrentResult
   readonly durationMs: number
 }
@@ -210,11 +388,39 @@ const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> =
       },
       {
         mode: r.mode,
+        metric: "2c. The same turn shape as a bare engine Flow (baseline of 2a); session / engine",
+        result: `${p50p99(r.engineTurns)}; ${fmtRatio(r.turns.p50 / r.engineTurns.p50)}`,
+        target: "session <= 1.5x",
+        verdict: r.turns.p50 <= 1.5 * r.engineTurns.p50 ? "PASS" : "MISS"
+      },
+      {
+        mode: r.mode,
+        metric: "2d. Commits per turn cycle",
+        result: `${r.trace.commits.toFixed(1)} commits${Number.isNaN(r.trace.statements) ? "" : `, ${r.trace.statements.toFixed(1)} statements`} (${r.trace.how})`,
+        target: "<= 8",
+        verdict: r.trace.commits <= 8 ? "PASS" : "MISS"
+      },
+      {
+        mode: r.mode,
         metric: "2b. Overhead of durability: durable / in-memory turn p50",
         result: `${fmtRatio(r.turns.p50 / memory.p50)}  (+${fmtMs(r.turns.p50 - memory.p50)} per turn)`,
         target: "-",
         verdict: "-"
       },
+      ...(r.traced === undefined
+        ? []
+        : [
+            {
+              mode: r.mode,
+              metric: `4. ${turnName}, tracing on (in-memory exporter, ${r.traced.spans} spans) / off, interleaved`,
+              result: `on ${p50p99(r.traced.turns)}; off p50 ${fmtMs(r.traced.untraced.p50)}; ${fmtRatio(r.traced.turns.p50 / r.traced.untraced.p50)}`,
+              target: `<= ${TRACED_RATIO_TARGET}x`,
+              verdict:
+                r.traced.turns.p50 / r.traced.untraced.p50 <= TRACED_RATIO_TARGET
+                  ? ("PASS" as const)
+                  : ("MISS" as const)
+            }
+          ]),
       {
         mode: r.mode,
         metric: `3a. ${c.sessions} sessions x ${c.turnsPerSession} turns at once`,
@@ -253,9 +459,35 @@ const main = async () => {
     const t0 = performance.now()
     progress(`${mode}: ${SEQUENTIAL_SESSIONS + 1} sessions x ${TURNS_PER_SESSION} turns, one at a time`)
     const turns = summarize(await sequential(mode))
+    progress(`${mode}: the bare engine Flow of the turn's shape, one at a time`)
+    const engineTurnsResult = summarize(await engineSequential(mode))
+    progress(`${mode}: statement trace of one session`)
+    const trace = await traceTurn(mode)
+    let traced: ModeResult["traced"]
+    if (mode === "embedded") {
+      const off: Array<number> = []
+      const on: Array<number> = []
+      let spans = 0
+      for (let round = 1; round <= TRACED_ROUNDS; round++) {
+        progress(`${mode}: tracing off and on, round ${round} of ${TRACED_ROUNDS}`)
+        off.push(...(await sequential(mode, undefined, TRACED_SESSIONS_PER_ROUND)))
+        const t = await tracing()
+        on.push(...(await sequential(mode, t.layer, TRACED_SESSIONS_PER_ROUND)))
+        spans += t.exporter.getFinishedSpans().length
+      }
+      traced = { turns: summarize(on), untraced: summarize(off), spans }
+    }
     progress(`${mode}: ${CONCURRENT_SESSIONS} sessions x ${CONCURRENT_TURNS} turns at once (child process)`)
     const concurrentResult = await concurrent(mode)
-    results.push({ mode, turns, concurrent: concurrentResult, durationMs: performance.now() - t0 })
+    results.push({
+      mode,
+      turns,
+      engineTurns: engineTurnsResult,
+      trace,
+      traced,
+      concurrent: concurrentResult,
+      durationMs: performance.now() - t0
+    })
   }
   const totalMs = performance.now() - startedAt
   const out = [
@@ -267,6 +499,15 @@ const main = async () => {
     "",
     renderTable(rows(memory, results)),
     "",
+    ...results.flatMap((r) =>
+      r.trace.grouped.length === 0
+        ? []
+        : [
+            `Statements of one ${r.mode} turn cycle (count, text):`,
+            ...r.trace.grouped.map(([text, n]) => `  ${String(n).padStart(3)}  ${text}`),
+            ""
+          ]
+    ),
     `Phases: ${results.map((r) => `${r.mode} ${fmtMs(r.durationMs)}`).join(", ")}`,
     `Total run time: ${fmtMs(totalMs)}`,
     ""
@@ -281,9 +522,46 @@ const main = async () => {
           {
             value: r.turns.p50,
             unit: "ms",
-            baseline: memoryTurn,
+            baseline: { name: "the same turn shape as a bare engine Flow, p50", value: r.engineTurns.p50, unit: "ms" },
+            inMemoryBaseline: memoryTurn,
             target: `<= ${TURN_TARGET_MS[r.mode]} ms`,
             met: r.turns.p50 <= TURN_TARGET_MS[r.mode]
+          }
+        ],
+        ...(r.traced === undefined
+          ? []
+          : [
+              [
+                `session.${r.mode}.turn_p50_ms_traced`,
+                {
+                  value: r.traced.turns.p50,
+                  unit: "ms",
+                  baseline: { name: "the same turn with tracing off, p50", value: r.traced.untraced.p50, unit: "ms" },
+                  target: `<= ${TRACED_RATIO_TARGET}x the untraced p50`,
+                  met: r.traced.turns.p50 / r.traced.untraced.p50 <= TRACED_RATIO_TARGET,
+                  note: `the session's spans (${r.traced.spans}) on the OpenTelemetry SDK with an in-memory span exporter; ${TRACED_ROUNDS} rounds of ${TRACED_SESSIONS_PER_ROUND} sessions off then on`
+                }
+              ] as const
+            ]),
+        [
+          `session.${r.mode}.engine_turn_p50_ms`,
+          {
+            value: r.engineTurns.p50,
+            unit: "ms",
+            target: `session.${r.mode}.turn_p50_ms <= 1.5x this`,
+            met: r.turns.p50 <= 1.5 * r.engineTurns.p50
+          }
+        ],
+        [
+          `session.${r.mode}.turn_commits`,
+          {
+            value: r.trace.commits,
+            unit: "commits",
+            ...(Number.isNaN(r.trace.statements)
+              ? {}
+              : { baseline: { name: "statements per turn cycle", value: r.trace.statements, unit: "statements" } }),
+            target: "<= 8",
+            met: r.trace.commits <= 8
           }
         ],
         [

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Client, type EngineError, Flow, type FlowDef, Step } from "@durable-agent/engine"
+import { Client, type EngineError, Flow, type FlowDef, type RpcDef, Step } from "@durable-agent/engine"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -95,6 +95,24 @@ export interface StartSessionOptions {
 }
 
 /**
+ * Options of the RPCs that change a session (`sendUserMessage`, `resolveInterrupt`, `answerQuestion`,
+ * `steerUserMessage`, `cancelTurn`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RequestOptions {
+  /**
+   * The caller's idempotency key for this request (1 to 200 characters, unique per session and request, e.g. a
+   * UUID made when the user pressed send). A retry with the same key after an ambiguous failure (a timeout, a
+   * dropped connection, a crash of the worker between its commit and its reply) returns the first call's
+   * result and changes nothing: no second message is queued, no interrupt is answered twice. The same key with
+   * other arguments fails with `IdempotencyKeyReused`. See `InvokeRpcOptions.requestId` of the engine client.
+   */
+  readonly requestId?: string | undefined
+}
+
+/**
  * The service shape of {@link AgentSessionClient}.
  *
  * @category models
@@ -115,7 +133,8 @@ export interface AgentSessionClientShape {
    */
   readonly sendUserMessage: (
     sessionId: string,
-    message: string | Wire.AgentUserMessage
+    message: string | Wire.AgentUserMessage,
+    options?: RequestOptions
   ) => Effect.Effect<boolean, RpcError>
   /** `resolve_interrupt`: false when the interrupt is not pending or its deadline passed. */
   readonly resolveInterrupt: (
@@ -124,7 +143,8 @@ export interface AgentSessionClientShape {
       readonly interruptId: string
       readonly approved: boolean
       readonly rejectionMessage?: string | null | undefined
-    }
+    },
+    options?: RequestOptions
   ) => Effect.Effect<boolean, RpcError>
   /**
    * `answer_question`: answers a pending question (`ask_user`, or a tool's `<tool_call_id>-input-<n>`). False
@@ -133,7 +153,8 @@ export interface AgentSessionClientShape {
    */
   readonly answerQuestion: (
     sessionId: string,
-    request: { readonly interruptId: string; readonly answer: string }
+    request: { readonly interruptId: string; readonly answer: string },
+    options?: RequestOptions
   ) => Effect.Effect<boolean, RpcError>
   /**
    * `cancel_turn`: stops the active turn (or `turnId` when it is still the active one) without ending the
@@ -143,7 +164,7 @@ export interface AgentSessionClientShape {
    */
   readonly cancelTurn: (
     sessionId: string,
-    options?: { readonly turnId?: string | null | undefined }
+    options?: { readonly turnId?: string | null | undefined } & RequestOptions
   ) => Effect.Effect<boolean, RpcError>
   /**
    * `steer_user_message`: redirects the active turn with a new text or a queued message (by its
@@ -153,7 +174,8 @@ export interface AgentSessionClientShape {
    */
   readonly steerUserMessage: (
     sessionId: string,
-    message: { readonly text: string } | { readonly messageId: string }
+    message: { readonly text: string } | { readonly messageId: string },
+    options?: RequestOptions
   ) => Effect.Effect<boolean, RpcError>
   /**
    * `execute_plan`: approves plan revision `revision` (the snapshot's `plan.revision`) of a session with plan
@@ -165,9 +187,9 @@ export interface AgentSessionClientShape {
   readonly executePlan: (sessionId: string, revision: number) => Effect.Effect<boolean, RpcError>
   /** `delete_queued_message`: removes a queued message by its ID; false when it is not queued. */
   readonly deleteQueuedMessage: (sessionId: string, messageId: string) => Effect.Effect<boolean, RpcError>
-  /** `get_agent_snapshot`. */
+  /** `get_agent_snapshot`, read from committed state (`Client.queryRpc`): it never writes or waits for a Step. */
   readonly getSnapshot: (sessionId: string) => Effect.Effect<Wire.AgentSnapshot, RpcError>
-  /** `list_agent_messages`, oldest first; `limit` defaults to 50. */
+  /** `list_agent_messages`, oldest first; `limit` defaults to 50. Read from committed state, as `getSnapshot`. */
   readonly listMessages: (
     sessionId: string,
     request?: { readonly beforeSequence?: number | null | undefined; readonly limit?: number | undefined }
@@ -251,6 +273,9 @@ export const clientFlow = (flowType: string): FlowDef<StartInput> & { readonly r
       execute: () => Effect.die(new Error("a client-side Flow definition does not run Steps"))
     }),
     rpcs: Object.values(rpcs),
+    // What the read-only RPCs read, so that the client can run them on committed state (Client.queryRpc).
+    attributes: [...P.attributes],
+    channels: [...P.channels],
     streams: [P.AgentEvents]
   })
   return { ...flow, rpcs_: rpcs }
@@ -267,8 +292,19 @@ export const makeAgentSessionClient = (flowType: string) =>
     const engine = yield* Client.Client
     const flow = clientFlow(flowType)
     const rpcs = flow.rpcs_
-    const invoke = <I, O>(rpc: { readonly name: string }, sessionId: string, input: I) =>
-      retryLockConflicts(engine.invokeRpc<I, O>(flow, rpc as never, sessionId, input))
+    const invoke = <I, O>(rpc: { readonly name: string }, sessionId: string, input: I, options?: RequestOptions) =>
+      retryLockConflicts(
+        engine.invokeRpc<I, O>(
+          flow,
+          rpc as never,
+          sessionId,
+          input,
+          options?.requestId === undefined ? undefined : { requestId: options.requestId }
+        )
+      )
+    // The reads run their handlers on committed state: they never write, queue or wait for a running Step.
+    const query = <I, O>(rpc: RpcDef<I, O, never>, sessionId: string, input: I) =>
+      engine.queryRpc<I, O>(flow, rpc, sessionId, input)
 
     const shape: AgentSessionClientShape = {
       flowType,
@@ -289,37 +325,55 @@ export const makeAgentSessionClient = (flowType: string) =>
         ),
       stopSession: (sessionId, options) =>
         engine.stopFlow(sessionId, { mode: options?.mode ?? "cancel", reason: options?.reason }),
-      sendUserMessage: (sessionId, message) =>
+      sendUserMessage: (sessionId, message, options) =>
         invoke<Wire.AgentUserMessage, boolean>(
           rpcs.send_user_message,
           sessionId,
-          typeof message === "string" ? { text: message, planMode: false } : message
+          typeof message === "string" ? { text: message, planMode: false } : message,
+          options
         ),
-      resolveInterrupt: (sessionId, request) =>
-        invoke<Wire.ResolveInterruptRequest, boolean>(rpcs.resolve_interrupt, sessionId, {
-          interruptId: request.interruptId,
-          approved: request.approved,
-          rejectionMessage: request.rejectionMessage ?? null
-        }),
-      answerQuestion: (sessionId, request) =>
-        invoke<Wire.AnswerQuestionRequest, boolean>(rpcs.answer_question, sessionId, {
-          interruptId: request.interruptId,
-          answer: request.answer
-        }),
+      resolveInterrupt: (sessionId, request, options) =>
+        invoke<Wire.ResolveInterruptRequest, boolean>(
+          rpcs.resolve_interrupt,
+          sessionId,
+          {
+            interruptId: request.interruptId,
+            approved: request.approved,
+            rejectionMessage: request.rejectionMessage ?? null
+          },
+          options
+        ),
+      answerQuestion: (sessionId, request, options) =>
+        invoke<Wire.AnswerQuestionRequest, boolean>(
+          rpcs.answer_question,
+          sessionId,
+          { interruptId: request.interruptId, answer: request.answer },
+          options
+        ),
       cancelTurn: (sessionId, options) =>
-        invoke<Wire.CancelTurnRequest, boolean>(rpcs.cancel_turn, sessionId, { turnId: options?.turnId ?? null }),
-      steerUserMessage: (sessionId, message) =>
-        invoke<Wire.SteerUserMessageRequest, boolean>(rpcs.steer_user_message, sessionId, {
-          messageId: "messageId" in message ? message.messageId : null,
-          text: "text" in message ? message.text : null
-        }),
+        invoke<Wire.CancelTurnRequest, boolean>(
+          rpcs.cancel_turn,
+          sessionId,
+          { turnId: options?.turnId ?? null },
+          options
+        ),
+      steerUserMessage: (sessionId, message, options) =>
+        invoke<Wire.SteerUserMessageRequest, boolean>(
+          rpcs.steer_user_message,
+          sessionId,
+          {
+            messageId: "messageId" in message ? message.messageId : null,
+            text: "text" in message ? message.text : null
+          },
+          options
+        ),
       executePlan: (sessionId, revision) =>
         invoke<Wire.ExecutePlanRequest, boolean>(rpcs.execute_plan, sessionId, { revision }),
       deleteQueuedMessage: (sessionId, messageId) =>
         invoke<Wire.DeleteQueuedMessageRequest, boolean>(rpcs.delete_queued_message, sessionId, { messageId }),
-      getSnapshot: (sessionId) => invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null),
+      getSnapshot: (sessionId) => query(rpcs.get_agent_snapshot, sessionId, null),
       listMessages: (sessionId, request) =>
-        invoke<Wire.ListAgentMessagesRequest, Wire.AgentMessagesPage>(rpcs.list_agent_messages, sessionId, {
+        query(rpcs.list_agent_messages, sessionId, {
           beforeSequence: request?.beforeSequence ?? null,
           limit: request?.limit ?? Wire.DEFAULT_LIST_AGENT_MESSAGES_LIMIT
         }),
@@ -351,7 +405,7 @@ export const makeAgentSessionClient = (flowType: string) =>
                 (step.status === "waiting" && step.stepType === "AwaitUserMessage")
             )
           )
-          const snapshot = invoke<null, Wire.AgentSnapshot>(rpcs.get_agent_snapshot, sessionId, null)
+          const snapshot = query(rpcs.get_agent_snapshot, sessionId, null)
           return yield* Effect.flatMap(idle, (steps) =>
             Effect.map(snapshot, (s) => (steps ? s : { ...s, queuedMessageCount: s.queuedMessageCount + 1 }))
           ).pipe(

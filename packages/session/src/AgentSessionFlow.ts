@@ -27,6 +27,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { AgentSessionDefinitionError } from "./Errors.ts"
+import { defaultMessageStorage, type MessageStorageOptions, messageStorageProblem } from "./internal/messages.ts"
 import { makeRpcs, type SessionRpcs } from "./internal/rpcs.ts"
 import type { StartInput } from "./internal/schemas.ts"
 import { makeSteps, type SessionSteps } from "./internal/steps/index.ts"
@@ -88,6 +89,12 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
   readonly maxDurableWait?: Duration.Input | undefined
   /** {@link maxDurableWait} in milliseconds, the spec's TypeScript option; `maxDurableWait` wins when both are set. */
   readonly maxDurableWaitMs?: number | undefined
+  /**
+   * Message storage ("Message storage" in docs/session-contract.md): how many messages the window of
+   * `AgentMessages` keeps (`messageWindowSize`, 64) before the oldest move into immutable `AgentMessageChunks`
+   * of at most `messageChunkSize` (32) messages and `messageChunkMaxBytes` (1 MiB, at most 8 MiB) each.
+   */
+  readonly messageStorage?: Partial<MessageStorageOptions> | undefined
 }
 
 /**
@@ -153,6 +160,9 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
   if (planModeEnabled && !builtInTools.has("write_todos")) {
     fail(PLAN_MODE_NEEDS_WRITE_TODOS)
   }
+  const messageStorage: MessageStorageOptions = { ...defaultMessageStorage, ...options.messageStorage }
+  const storageProblem = messageStorageProblem(messageStorage)
+  if (storageProblem !== undefined) fail(storageProblem)
   const runner = options.runner ?? (AgentFrameworkRunner as unknown as Context.Key<Id, AgentFrameworkRunnerShape>)
   const events = P.agentEvents(options.eventsCapacityBytes)
   const { steps } = makeSteps({
@@ -166,7 +176,8 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     retryInitialInterval: options.retryInitialInterval ?? "1 second",
     builtInTools,
     maxDurableWaitSeconds,
-    planModeEnabled
+    planModeEnabled,
+    messageStorage
   })
   const rpcs = makeRpcs(steps, { planModeEnabled })
   const flow = Flow<AgentSessionStartInput, Id>({
@@ -233,5 +244,13 @@ export const checkRunners = (
  * @category layers
  * @since 0.1.0
  */
-export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(...flows: Flows) =>
-  Worker.layer(...flows).pipe(Layer.provide(Layer.effectDiscard(checkRunners(flows))))
+export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
+  ...flows: Flows
+): Layer.Layer<
+  never,
+  Layer.Error<WorkerLayer<Flows>> | AgentSessionDefinitionError,
+  Layer.Services<WorkerLayer<Flows>>
+> => Worker.layer(...flows).pipe(Layer.provide(Layer.effectDiscard(checkRunners(flows))))
+
+/** The engine's worker layer for these Flows (named so that the declaration of `layerWorker` is portable). */
+type WorkerLayer<Flows extends ReadonlyArray<FlowDef<any, any>>> = ReturnType<typeof Worker.layer<Flows>>

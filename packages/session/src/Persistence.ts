@@ -21,12 +21,32 @@ import * as Wire from "./wire/index.ts"
 export const AgentState = Attribute("AgentState", Wire.AgentState)
 
 /**
- * `AgentMessages`: one stored message per instance, keyed by its 12-digit zero-padded sequence.
+ * `AgentMessages`: the window of the newest messages, one per instance, keyed by its 12-digit zero-padded
+ * sequence; older messages are in {@link AgentMessageChunks}.
  *
  * @category attributes
  * @since 0.1.0
  */
 export const AgentMessages = AttributeMap("AgentMessages", Wire.AgentMessage)
+
+/**
+ * `AgentMessageChunks`: immutable runs of consecutive messages moved out of the window, keyed by the chunk's
+ * first sequence (12 digits, zero-padded); each chunk's range is listed in {@link AgentMessageIndex}
+ * ("Message storage").
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentMessageChunks = AttributeMap("AgentMessageChunks", Wire.AgentMessageChunk)
+
+/**
+ * `AgentMessageIndex`: the chunks' ranges, the oldest stored message and the oldest message of the window;
+ * unset until a Step first writes a chunk (a session without it stores every message in `AgentMessages`).
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentMessageIndex = Attribute("AgentMessageIndex", Wire.AgentMessageIndex)
 
 /**
  * `TurnReplySequence`: the first sequence after the active turn's user messages.
@@ -91,6 +111,15 @@ export const TurnSessionSettings = Attribute("TurnSessionSettings", Wire.TurnSes
  * @since 0.1.0
  */
 export const TurnCancellationRequest = Attribute("TurnCancellationRequest", Wire.TurnCancellationRequest)
+
+/**
+ * `AgentTraceContext`: the W3C traceparent of the current activation's `invoke_agent` root span, written
+ * only while tracing is on (see `Tracer`); an activation whose root has no valid context deletes it.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const AgentTraceContext = Attribute("AgentTraceContext", Schema.String)
 
 /**
  * `QueuedUserMessages`: user messages waiting for the next turn.
@@ -201,6 +230,8 @@ export const PlanExecutions = ChannelMap("PlanExecutions", Wire.PlanExecutionReq
 export const attributes = [
   AgentState,
   AgentMessages,
+  AgentMessageChunks,
+  AgentMessageIndex,
   TurnReplySequence,
   FrameworkRunState,
   AgentToolCalls,
@@ -209,6 +240,7 @@ export const attributes = [
   SessionSettings,
   TurnSessionSettings,
   TurnCancellationRequest,
+  AgentTraceContext,
   AgentPlan,
   PendingPlanExecution
 ] as const

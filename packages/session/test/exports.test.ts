@@ -16,6 +16,8 @@ const namespaces = [
   "Persistence",
   "Policy",
   "Runner",
+  "SessionMetrics",
+  "SessionTracer",
   "Stepwise",
   "ToolSource",
   "ToolkitSource",
@@ -47,7 +49,19 @@ describe("@durable-agent/session exports", () => {
   })
 
   it("shadows none of effect's module names", () => {
-    const effectModules = ["Stream", "Rpc", "Schema", "Effect", "Layer", "Context", "Option", "Schedule", "Tool"]
+    const effectModules = [
+      "Stream",
+      "Rpc",
+      "Schema",
+      "Effect",
+      "Layer",
+      "Context",
+      "Option",
+      "Schedule",
+      "Tool",
+      "Tracer",
+      "Metric"
+    ]
     for (const name of effectModules) {
       assert.isFalse(name in Session, `session exports ${name}`)
       assert.isFalse(name in Engine, `engine exports ${name}`)

@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { AgentSessionClient, type Wire } from "../src/index.ts"
@@ -15,10 +16,15 @@ const fixture = fileURLToPath(new URL("./fixtures/session-worker.ts", import.met
 
 const runChild = (...args: ReadonlyArray<string>) =>
   Effect.callback<string, Error>((resume) => {
-    const child = execFile(process.execPath, [fixture, ...args], { timeout: 30_000 }, (error, stdout, stderr) => {
-      if (error) resume(Effect.fail(new Error(`${error.message}\n${stdout}\n${stderr}`)))
-      else resume(Effect.succeed(stdout))
-    })
+    const child = execFile(
+      process.execPath,
+      [...nodeFlags, fixture, ...args],
+      { timeout: 30_000 },
+      (error, stdout, stderr) => {
+        if (error) resume(Effect.fail(new Error(`${error.message}\n${stdout}\n${stderr}`)))
+        else resume(Effect.succeed(stdout))
+      }
+    )
     return Effect.sync(() => void child.kill("SIGKILL"))
   })
 

@@ -4,11 +4,13 @@ import { approvalSuite } from "./suites/approval.ts"
 import { cancelSuite } from "./suites/cancel.ts"
 import { continuationSuite } from "./suites/continuation.ts"
 import { effectsSuite } from "./suites/effects.ts"
+import { idempotencySuite } from "./suites/idempotency.ts"
 import { inputSuite } from "./suites/input.ts"
 import { planSuite } from "./suites/plan.ts"
 import { questionsSuite } from "./suites/questions.ts"
 import { sizesSuite } from "./suites/sizes.ts"
 import { steerSuite } from "./suites/steer.ts"
+import { storageSuite } from "./suites/storage.ts"
 import { taskQuestionsSuite } from "./suites/task-questions.ts"
 import { turnSuite } from "./suites/turn.ts"
 import { clusterEngine } from "./support.ts"
@@ -24,3 +26,5 @@ questionsSuite(clusterEngine)
 planSuite(clusterEngine)
 continuationSuite(clusterEngine)
 taskQuestionsSuite(clusterEngine)
+idempotencySuite(clusterEngine)
+storageSuite(clusterEngine)

@@ -112,6 +112,8 @@ export interface Setup {
   readonly maxConcurrentTasks?: number
   /** The engine; {@link defaultEngine} when omitted. */
   readonly engine?: EngineFactory | undefined
+  /** Services added to the worker, such as the session's `Tracer` layer. */
+  readonly services?: Layer.Layer<any> | undefined
 }
 
 /** Runs `body` with a worker and an AgentSessionClient on a fresh engine. */
@@ -144,7 +146,8 @@ export const withSession = <A, E>(setup: Setup, body: SessionBody<A, E>) => {
         ),
         setup.toolSource === undefined
           ? ToolSource.layer(setup.tools?.(kit) ?? [])
-          : Layer.succeed(ToolSource.ToolSource, setup.toolSource(kit))
+          : Layer.succeed(ToolSource.ToolSource, setup.toolSource(kit)),
+        setup.services ?? Layer.empty
       )
     )
   )

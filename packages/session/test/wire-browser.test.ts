@@ -13,6 +13,8 @@ const bundle = async (source: string) => {
     input: "entry",
     cwd: root,
     platform: "browser",
+    // the workspace's packages from their sources (the consumer test bundles the built entry)
+    resolve: { conditionNames: ["@durable-agent/source", "import", "browser", "default"] },
     logLevel: "silent",
     plugins: [
       {

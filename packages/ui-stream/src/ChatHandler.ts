@@ -13,7 +13,10 @@
  * | `POST {base}/{id}/stop`   | stops the active turn (a durable `cancel_turn`), unlike closing the connection    |
  *
  * Every route asks the application's `authorize` hook first, and reads or changes nothing when it says no
- * (403). See `docs/ui-stream.md`.
+ * (403). The POST routes take an `Idempotency-Key` header (1 to 150 characters): a retry with the same key after
+ * a lost response sends, answers or stops nothing again; `POST {base}` and `POST {base}/{id}/answer` then stream
+ * the session's active turn (or its last turn) from its start, `POST {base}/{id}/stop` answers the first call's
+ * result. See `docs/ui-stream.md`.
  *
  * @since 0.1.0
  */
@@ -24,9 +27,11 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as ResumeToken from "./ResumeToken.ts"
 import * as UiMessageStream from "./UiMessageStream.ts"
+import type * as UiMessages from "./UiMessages.ts"
 
 /**
  * What a request wants to do with a session.
@@ -80,7 +85,12 @@ export interface ChatHandlerOptions {
    * Stops the active turn of a session (the stop button); the session client's `cancelTurn` (the durable
    * `cancel_turn` RPC) by default.
    */
-  readonly cancelTurn?: ((sessionId: string) => Effect.Effect<boolean, unknown, Services>) | undefined
+  readonly cancelTurn?:
+    | ((
+        sessionId: string,
+        options?: { readonly requestId?: string | undefined }
+      ) => Effect.Effect<boolean, unknown, Services>)
+    | undefined
   /** Starts a session that does not exist yet with the first message; true by default. */
   readonly startSessions?: boolean | undefined
   /** The largest request body; 1 MiB by default. */
@@ -89,6 +99,11 @@ export interface ChatHandlerOptions {
   readonly maxMessageChars?: number | undefined
   /** How often the streams look for new events; 25 ms by default. */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * How often an open stream (the UI stream and the plain SSE) sends an SSE keep-alive comment, so a proxy does
+   * not cut it while a long tool Step or an approval keeps it quiet; 15 s by default.
+   */
+  readonly keepAliveInterval?: Duration.Input | undefined
 }
 
 /**
@@ -108,6 +123,23 @@ const fail = (status: number, code: string, message: string) =>
 
 const json = (status: number, body: unknown, headers?: Record<string, string>) =>
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } })
+
+/** The longest `Idempotency-Key` header: its derived request IDs stay within the engine's 200 characters. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 150
+
+/** The request's `Idempotency-Key` header, if any; a 400 for an empty or overlong one. */
+const idempotencyKey = (request: Request) => {
+  const key = request.headers.get("idempotency-key")
+  if (key === null) return Effect.succeed(undefined)
+  if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    return fail(400, "bad_idempotency_key", `an Idempotency-Key has 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`)
+  }
+  return Effect.succeed(key)
+}
+
+/** The request options of one session RPC under the header's key (`part` tells apart several RPCs of a request). */
+const keyed = (key: string | undefined, part?: string) =>
+  key === undefined ? undefined : { requestId: part === undefined ? key : `${key}/${part}` }
 
 const errorResponse = (e: ChatRequestError) => json(e.status, { error: { code: e.code, message: e.message } })
 
@@ -204,9 +236,105 @@ const rpcFailure = (e: { readonly _tag: string; readonly message?: string }) => 
       return new ChatRequestError({ status: 404, code: "session_not_found", message: "no such session" })
     case "FlowNotActive":
       return new ChatRequestError({ status: 409, code: "session_closed", message: "the session has ended" })
+    case "IdempotencyKeyReused":
+      return new ChatRequestError({
+        status: 422,
+        code: "idempotency_key_reused",
+        message: "this Idempotency-Key was used for another request"
+      })
     default:
       return new ChatRequestError({ status: 500, code: "engine_error", message: e.message ?? e._tag })
   }
+}
+
+/**
+ * Runs effects one at a time per key (a session ID): the sends of two tabs of one session are serialized, so each
+ * knows the turn its message starts. Keys without a waiting effect are forgotten.
+ */
+const keyedLock = () => {
+  const locks = new Map<string, { readonly semaphore: Semaphore.Semaphore; users: number }>()
+  return <A, E, R>(key: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        const entry = locks.get(key) ?? { semaphore: Semaphore.makeUnsafe(1), users: 0 }
+        entry.users++
+        locks.set(key, entry)
+        return entry
+      }),
+      (entry) => Semaphore.withPermit(entry.semaphore)(effect),
+      (entry) =>
+        Effect.sync(() => {
+          entry.users--
+          if (entry.users === 0) locks.delete(key)
+        })
+    )
+}
+
+/**
+ * The turn a message sent now starts: each queued message starts its own turn after the active one, so the
+ * count of ended, active and queued turns is the same at any moment before the send.
+ */
+const nextTurnNumber = (snapshot: Option.Option<Wire.AgentSnapshot>): number =>
+  Option.match(snapshot, {
+    onNone: () => 1,
+    onSome: ({ state, queuedMessageCount }) =>
+      state === null ? 1 : state.turnCount + (state.activeTurnId === null ? 0 : 1) + queuedMessageCount + 1
+  })
+
+/** Whether the active turn waits for the user: an approval or a question of it is pending. */
+const awaitsInput = (snapshot: Wire.AgentSnapshot): boolean => {
+  const active = snapshot.state?.activeTurnId ?? null
+  return (
+    active !== null &&
+    snapshot.pendingInterrupts.some((i) =>
+      snapshot.toolCalls.some((r) => r.toolCallId === i.toolCallId && r.turnId === active)
+    )
+  )
+}
+
+/**
+ * What the stored messages do not keep of ended turns, from the session's events: each deferred call's effect,
+ * and for each stopped turn the text its last model call streamed when that call stored nothing.
+ */
+const historyOf = (
+  events: ReadonlyArray<Wire.AgentEvent>,
+  messages: ReadonlyArray<Wire.AgentMessage>
+): UiMessages.History => {
+  const tools: Record<string, { effect: string; requiresApproval: boolean }> = {}
+  const stopped: Record<string, string> = {}
+  /** The text of each turn's newest model call attempt: its Step execution, attempt and words. */
+  const streaming = new Map<string, { step: string; attempt: number; text: string }>()
+  for (const event of events) {
+    const turnId = event.turnId
+    if (turnId === null) continue
+    switch (event.type) {
+      case "tool_call_deferred":
+        tools[event.payload.toolCallId] = {
+          effect: event.payload.effect,
+          requiresApproval: event.payload.requiresApproval
+        }
+        break
+      case "text_delta": {
+        const current = streaming.get(turnId)
+        if (current?.step === event.stepExecutionId && current.attempt === event.attempt) {
+          current.text += event.payload.text
+        } else if (current === undefined || current.step !== event.stepExecutionId || event.attempt > current.attempt) {
+          streaming.set(turnId, { step: event.stepExecutionId, attempt: event.attempt, text: event.payload.text })
+        }
+        break
+      }
+      case "turn_cancelled": {
+        const text = streaming.get(turnId)?.text ?? ""
+        // the model call that streamed it committed: the stored messages hold the text already
+        const stored = messages.some((m) => m.turnId === turnId && m.role === "assistant" && m.text === text)
+        stopped[turnId] = stored ? "" : text
+        break
+      }
+      default:
+        break
+    }
+  }
+  return { tools, stopped }
 }
 
 /**
@@ -221,6 +349,8 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   const maxBody = options.maxBodyBytes ?? 1024 * 1024
   const maxChars = options.maxMessageChars ?? 32_000
   const poll = options.pollInterval ?? "25 millis"
+  const keepAlive = UiMessageStream.withKeepAlive(options.keepAliveInterval ?? "15 seconds")
+  const serialized = keyedLock()
 
   const authorize = (request: Request, sessionId: string, access: Access) =>
     Effect.gen(function* () {
@@ -242,6 +372,16 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         Stream.runLast,
         Effect.map((o) => Option.getOrNull(Option.map(o, (m) => m.token))),
         Effect.catch(() => Effect.succeed(null))
+      )
+    )
+
+  /** The session's retained events and the engine token of the newest (null when none is retained). */
+  const retainedEvents = (sessionId: string) =>
+    Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) =>
+      sessions.events(sessionId, { from: "oldest", follow: false }).pipe(
+        Stream.runCollect,
+        Effect.map((all) => ({ token: all.at(-1)?.token ?? null, events: all.map((e) => e.event) })),
+        Effect.catch(() => Effect.succeed({ token: null, events: [] as Array<Wire.AgentEvent> }))
       )
     )
 
@@ -272,6 +412,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
             `data: ${JSON.stringify({ type: "error", errorText: `the turn could not be read: ${e._tag}` })}\n\n`
           )
         ),
+        keepAlive,
         Stream.encodeText
       )
       const readable = yield* Stream.toReadableStreamEffect(body)
@@ -290,10 +431,93 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       )
     )
 
+  /** Whether a request under one of these idempotency keys already committed on the session. */
+  const committed = (sessionId: string, keys: ReadonlyArray<string>) =>
+    Effect.flatMap(Client.Client, (engine) =>
+      Effect.map(
+        Effect.forEach(keys, (key) => engine.requestCommitted(sessionId, key)),
+        (found) => found.some((c) => c)
+      )
+    ).pipe(Effect.mapError(rpcFailure))
+
+  /**
+   * The answer to a retried request that already committed: the active turn from its start, else the turn a
+   * queued message starts, else the last turn (204 before any turn).
+   */
+  const replay = (sessionId: string) =>
+    Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
+      const st = snapshot.state
+      const turnId =
+        st?.activeTurnId ??
+        (st === null
+          ? null
+          : snapshot.queuedMessageCount > 0
+            ? Wire.formatTurnId(st.turnCount + 1)
+            : st.turnCount > 0
+              ? Wire.formatTurnId(st.turnCount)
+              : null)
+      if (turnId === null) return new Response(null, { status: 204 })
+      return yield* uiStreamResponse(turn(sessionId, turnId, { _tag: "TurnStart", after: null }))
+    })
+
+  /**
+   * Sends a user message (starting the session with it when there is none yet) and gives the turn it starts and
+   * the engine token to read that turn from, or `Replay` for a retried request (same `Idempotency-Key`) that
+   * already committed. Refused while the active turn waits for the user's approval or answer (the browser
+   * answers those first), and for a plan-mode message the session does not take.
+   */
+  const sendUserMessage = (sessionId: string, message: string, planMode: boolean, key: string | undefined) =>
+    Effect.gen(function* () {
+      const sessions = yield* AgentSessionClient.AgentSessionClient
+      const snapshot = yield* snapshotOrNull(sessionId)
+      // the initial message of StartAgentSession has no plan_mode: a plan-mode session starts empty and
+      // its first message follows
+      const startOptions = { ...(planMode ? {} : { initialMessage: message }), ...keyed(key) }
+      const send = sessions
+        .sendUserMessage(sessionId, planMode ? { text: message, planMode: true } : message, keyed(key))
+        .pipe(Effect.mapError(rpcFailure))
+      const startFailure = (e: unknown) => rpcFailure(e as { readonly _tag: string; readonly message?: string })
+      const start = sessions.startSession(sessionId, startOptions)
+      if (key !== undefined && Option.isSome(snapshot)) {
+        // a retry: the keyed send answers from its stored reply (or refuses another message under the key)
+        if (yield* committed(sessionId, [key])) return yield* Effect.as(send, { _tag: "Replay" } as const)
+        // a retry of the request that started the session: the start with the same key returns its run
+        const started = yield* start.pipe(
+          Effect.as(true),
+          Effect.catchTag("FlowAlreadyStarted", () => Effect.succeed(false)),
+          Effect.mapError(startFailure)
+        )
+        if (started && !planMode) return { _tag: "Replay" } as const
+      }
+      if (Option.isNone(snapshot)) {
+        if (options.startSessions === false) return yield* fail(404, "session_not_found", "no such session")
+        yield* Effect.mapError(start, startFailure)
+        if (!planMode) return { _tag: "Turn", turnId: Wire.formatTurnId(1), after: null } as const
+      } else if (awaitsInput(snapshot.value)) {
+        return yield* fail(
+          409,
+          "awaiting_input",
+          "the turn waits for your approval or answer: give it (or stop the turn) before sending a message"
+        )
+      }
+      const next = nextTurnNumber(snapshot)
+      const after = Option.isNone(snapshot) ? null : yield* lastToken(sessionId)
+      const accepted = yield* send
+      if (!accepted) {
+        return yield* planMode
+          ? fail(400, "plan_mode_refused", "the session refused the plan-mode message (is plan mode enabled?)")
+          : fail(400, "empty_message", "the session refused the message")
+      }
+      return { _tag: "Turn", turnId: Wire.formatTurnId(next), after } as const
+    })
+
   // POST {base}
   const chat = (request: Request) =>
     Effect.gen(function* () {
       const sessions = yield* AgentSessionClient.AgentSessionClient
+      const key = yield* idempotencyKey(request)
       const text = yield* readBody(request, maxBody)
       const body: ChatBody = yield* decodeChatBody(text).pipe(
         Effect.mapError(
@@ -303,6 +527,14 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       )
       const sessionId = body.id
       yield* authorize(request, sessionId, "write")
+      if (body.trigger === "regenerate-message") {
+        // a durable turn cannot be taken back: the spec has no regenerate, so nothing is sent
+        return yield* fail(
+          400,
+          "regenerate_unsupported",
+          "a durable session cannot regenerate an answer: send the message again as a new message"
+        )
+      }
       const last = body.messages[body.messages.length - 1]!
       if (last.role === "user") {
         const message = textOf(last.parts)
@@ -310,36 +542,33 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         if (message.length > maxChars) {
           return yield* fail(413, "message_too_large", `the message is longer than ${maxChars} characters`)
         }
-        const planMode = body.planMode === true
-        const snapshot = yield* snapshotOrNull(sessionId)
-        if (Option.isNone(snapshot)) {
-          if (options.startSessions === false) return yield* fail(404, "session_not_found", "no such session")
-          // the initial message of StartAgentSession has no plan_mode: a plan-mode session starts empty and
-          // its first message follows
-          yield* sessions
-            .startSession(sessionId, planMode ? {} : { initialMessage: message })
-            .pipe(Effect.mapError((e) => rpcFailure(e as { readonly _tag: string; readonly message?: string })))
-          if (!planMode) {
-            return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(1), { _tag: "TurnStart", after: null }))
-          }
-        }
-        const st = Option.isNone(snapshot) ? null : snapshot.value.state
-        const next = st === null ? 1 : st.turnCount + (st.activeTurnId === null ? 1 : 2)
-        const after = Option.isNone(snapshot) ? null : yield* lastToken(sessionId)
-        const accepted = yield* sessions
-          .sendUserMessage(sessionId, planMode ? { text: message, planMode: true } : message)
-          .pipe(Effect.mapError(rpcFailure))
-        if (!accepted) {
-          return yield* planMode
-            ? fail(400, "plan_mode_refused", "the session refused the plan-mode message (is plan mode enabled?)")
-            : fail(400, "empty_message", "the session refused the message")
-        }
-        return yield* uiStreamResponse(turn(sessionId, Wire.formatTurnId(next), { _tag: "TurnStart", after }))
+        const from = yield* serialized(sessionId, sendUserMessage(sessionId, message, body.planMode === true, key))
+        if (from._tag === "Replay") return yield* replay(sessionId)
+        return yield* uiStreamResponse(turn(sessionId, from.turnId, { _tag: "TurnStart", after: from.after }))
       }
       if (last.role !== "assistant") return yield* fail(400, "bad_request", "the last message must be a user message")
       const answers = approvalAnswers(last.parts)
       if (answers.length === 0) {
         return yield* fail(400, "nothing_to_send", "the last assistant message holds no approval answer")
+      }
+      const resolve = (answer: ApprovalAnswer) =>
+        sessions
+          .resolveInterrupt(
+            sessionId,
+            { interruptId: answer.approvalId, approved: answer.approved, rejectionMessage: answer.reason },
+            keyed(key, answer.approvalId)
+          )
+          .pipe(Effect.mapError(rpcFailure))
+      if (
+        key !== undefined &&
+        (yield* committed(
+          sessionId,
+          answers.map((a) => keyed(key, a.approvalId)!.requestId)
+        ))
+      ) {
+        // a retry: each keyed answer is its stored reply, or completes what the first request did not reach
+        yield* Effect.forEach(answers, resolve, { discard: true })
+        return yield* replay(sessionId)
       }
       const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
       const active = snapshot.state?.activeTurnId ?? null
@@ -365,15 +594,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
         }
         if (pending !== undefined) toResolve.push(answer)
       }
-      for (const answer of toResolve) {
-        yield* sessions
-          .resolveInterrupt(sessionId, {
-            interruptId: answer.approvalId,
-            approved: answer.approved,
-            rejectionMessage: answer.reason
-          })
-          .pipe(Effect.mapError(rpcFailure))
-      }
+      yield* Effect.forEach(toResolve, resolve, { discard: true })
       const metadata = last.metadata as { readonly resumeToken?: unknown } | undefined
       return yield* continueTurn(
         sessionId,
@@ -401,6 +622,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "write")
       const sessions = yield* AgentSessionClient.AgentSessionClient
+      const key = yield* idempotencyKey(request)
       const text = yield* readBody(request, maxBody)
       const body: AnswerBody = yield* decodeAnswerBody(text).pipe(
         Effect.mapError(
@@ -418,6 +640,18 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       if ((body.answer ?? body.reason ?? "").length > maxChars) {
         return yield* fail(413, "message_too_large", `the answer is longer than ${maxChars} characters`)
       }
+      const submit = (
+        body.answer !== undefined
+          ? sessions.answerQuestion(sessionId, { interruptId: body.interruptId, answer: body.answer }, keyed(key))
+          : sessions.resolveInterrupt(
+              sessionId,
+              { interruptId: body.interruptId, approved: false, rejectionMessage: body.reason ?? null },
+              keyed(key)
+            )
+      ).pipe(Effect.mapError(rpcFailure))
+      // a retry: the keyed answer is its stored reply (or refuses another answer under the key)
+      if (key !== undefined && (yield* committed(sessionId, [key])))
+        return yield* Effect.andThen(submit, replay(sessionId))
       const snapshot = yield* sessions.getSnapshot(sessionId).pipe(Effect.mapError(rpcFailure))
       const active = snapshot.state?.activeTurnId ?? null
       const pending = snapshot.pendingInterrupts.find((i) => i.interruptId === body.interruptId)
@@ -443,15 +677,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
           `the answer must be one of the choices: ${pending.choices.map((c) => JSON.stringify(c)).join(", ")}`
         )
       }
-      const accepted = yield* (
-        body.answer !== undefined
-          ? sessions.answerQuestion(sessionId, { interruptId: body.interruptId, answer: body.answer })
-          : sessions.resolveInterrupt(sessionId, {
-              interruptId: body.interruptId,
-              approved: false,
-              rejectionMessage: body.reason ?? null
-            })
-      ).pipe(Effect.mapError(rpcFailure))
+      const accepted = yield* submit
       if (!accepted) {
         return yield* fail(
           409,
@@ -510,6 +736,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
           Stream.catch((e: { readonly _tag: string }) =>
             Stream.succeed(`event: error\ndata: ${JSON.stringify(e._tag)}\n\n`)
           ),
+          keepAlive,
           Stream.encodeText
         )
       const readable = yield* Stream.toReadableStreamEffect(body)
@@ -523,20 +750,23 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   const snapshot = (request: Request, sessionId: string) =>
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "read")
-      const token = yield* lastToken(sessionId)
+      const { token, events } = yield* retainedEvents(sessionId)
       const found = yield* snapshotOrNull(sessionId)
       if (Option.isNone(found)) return yield* fail(404, "session_not_found", "no such session")
-      return json(200, { snapshot: encodeSnapshot(found.value), token })
+      const history = historyOf(events, found.value.messages)
+      return json(200, { snapshot: encodeSnapshot(found.value), token, history })
     })
 
   // POST {base}/{id}/stop
   const stop = (request: Request, sessionId: string) =>
     Effect.gen(function* () {
       yield* authorize(request, sessionId, "write")
+      const key = yield* idempotencyKey(request)
       const cancel =
         options.cancelTurn ??
-        ((id: string) => Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) => sessions.cancelTurn(id)))
-      const cancelled = yield* cancel(sessionId).pipe(
+        ((id: string, o?: { readonly requestId?: string | undefined }) =>
+          Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) => sessions.cancelTurn(id, o)))
+      const cancelled = yield* cancel(sessionId, keyed(key)).pipe(
         Effect.mapError((e) =>
           typeof e === "object" && e !== null && "_tag" in e
             ? rpcFailure(e as { readonly _tag: string; readonly message?: string })

@@ -10,10 +10,13 @@
  *
  * @since 0.1.0
  */
+import type { Client } from "@durable-agent/engine"
+import type { AgentSessionClient } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import type * as Layer from "effect/Layer"
 import * as ChatHandler from "./ChatHandler.ts"
 
 /**
@@ -39,7 +42,15 @@ export const handler = (options: ChatHandler.ChatHandlerOptions) => {
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options: ChatHandler.ChatHandlerOptions) => {
+export const layer = (
+  options: ChatHandler.ChatHandlerOptions
+): Layer.Layer<
+  never,
+  never,
+  | HttpRouter.HttpRouter
+  | HttpRouter.Request<"Requires", Client.Client>
+  | HttpRouter.Request<"Requires", AgentSessionClient.AgentSessionClient>
+> => {
   const base = (options.basePath ?? "/api/chat").replace(/\/+$/, "") as `/${string}`
   const route = handler(options)
   // the wildcard route also matches the base path itself (`POST {base}`)

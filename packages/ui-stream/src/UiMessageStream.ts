@@ -31,37 +31,23 @@ import * as ResumeToken from "./ResumeToken.ts"
 import * as UiMessages from "./UiMessages.ts"
 
 /**
- * The metadata of the streamed assistant message: its turn, and the token to continue after the last `finish`.
+ * The metadata of the streamed assistant message: its turn, and the token to continue after the last `finish`
+ * (`UiMessages.TurnMetadata`; its Standard Schema is `UiMessages.messageMetadataSchema`).
  *
  * @category models
  * @since 0.1.0
  */
-export interface TurnMessageMetadata {
-  readonly turnId: string
-  readonly resumeToken?: string | undefined
-  readonly turnStatus?:
-    | "completed"
-    | "failed"
-    | "cancelled"
-    | "steered"
-    | "awaiting_approval"
-    | "awaiting_answer"
-    | undefined
-}
+export type TurnMessageMetadata = UiMessages.TurnMetadata
 
 /**
- * The data parts this stream writes: `data-tool-status` while a tool Step runs, `data-question` per question
- * (ID: the interrupt ID), and `data-plan` (ID `plan`) for the session's plan.
+ * The data parts this stream writes: the transient `data-tool-status` while a tool Step runs, `data-question`
+ * per question (ID: the interrupt ID), and `data-plan` (ID `plan`) for the session's plan
+ * (`UiMessages.TurnDataParts`; their Standard Schemas are `UiMessages.dataPartSchemas`).
  *
  * @category models
  * @since 0.1.0
  */
-export interface TurnDataParts {
-  readonly [key: string]: unknown
-  readonly "tool-status": { readonly toolCallId: string; readonly status: "running" }
-  readonly question: UiMessages.QuestionData
-  readonly plan: UiMessages.PlanData
-}
+export type TurnDataParts = UiMessages.TurnDataParts
 
 /**
  * A UI message chunk as this stream writes it.
@@ -334,9 +320,16 @@ export const turnStream = (
 
       /**
        * Waits until the snapshot shows what the event says (the event's Step attempt committed); `None` when that
-       * attempt ended without committing, so the event is dropped.
+       * attempt ended without committing, so the event is dropped. `settledSince`, when given, decides once the
+       * event's Step has completed (committed) and `check` still finds nothing: what committed after it may
+       * have moved the state on already (the snapshot is read from committed state, so it can land between an
+       * RPC's commit and the commit of the Step that applies it).
        */
-      const awaitCommitted = <A>(check: (snapshot: Wire.AgentSnapshot) => A | undefined, event: Wire.AgentEvent) =>
+      const awaitCommitted = <A>(
+        check: (snapshot: Wire.AgentSnapshot) => A | undefined,
+        event: Wire.AgentEvent,
+        settledSince?: (snapshot: Wire.AgentSnapshot) => A | undefined
+      ) =>
         Effect.gen(function* () {
           const began = Date.now()
           while (true) {
@@ -345,6 +338,10 @@ export const turnStream = (
             const found = check(snapshot)
             if (found !== undefined) return Option.some(found)
             const step = steps.find((s) => s.stepExecutionId === event.stepExecutionId)
+            if (settledSince !== undefined && step?.status === "completed") {
+              const settled = settledSince(snapshot)
+              if (settled !== undefined) return Option.some(settled)
+            }
             const over =
               step !== undefined &&
               (step.status === "completed" ||
@@ -589,11 +586,17 @@ export const turnStream = (
                 }
                 // shown as pending only once the pending interrupt is committed; a question settled already is
                 // shown by its interrupt_resolved
-                const committed = yield* awaitCommitted((s) => {
-                  const pending = s.pendingInterrupts.find((i) => i.interruptId === interruptId)
-                  if (pending !== undefined) return UiMessages.questionPart(pending)?.data
-                  return questionSettled(s, interruptId, toolCallId) ? null : undefined
-                }, event)
+                const committed = yield* awaitCommitted(
+                  (s) => {
+                    const pending = s.pendingInterrupts.find((i) => i.interruptId === interruptId)
+                    if (pending !== undefined) return UiMessages.questionPart(pending)?.data
+                    return questionSettled(s, interruptId, toolCallId) ? null : undefined
+                  },
+                  event,
+                  // the question committed and is no longer pending: answered or declined, and the Step that
+                  // applies the resolution has not committed yet; its interrupt_resolved shows it
+                  (s) => (s.pendingInterrupts.some((i) => i.interruptId === interruptId) ? undefined : null)
+                )
                 if (Option.isNone(committed)) return
                 asked.set(interruptId, committed.value ?? data)
                 if (committed.value === null) return
@@ -654,7 +657,9 @@ export const turnStream = (
               out.push({
                 type: "data-tool-status",
                 id: `status-${toolCallId}`,
-                data: { toolCallId, status: "running" }
+                data: { toolCallId, status: "running" },
+                // a status, not content: useChat's onData gets it, the message does not keep it
+                transient: true
               })
               return
             }
@@ -871,14 +876,64 @@ export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = {
 }
 
 /**
- * Encodes parts as the UI message stream's SSE: `id: <token>` and `data: <chunk JSON>` per part, then
- * `data: [DONE]`.
+ * Whether a chunk ends at a resumable point, where the SSE event carries its resume token as `id:`: the
+ * message's `start`, the end of each AI SDK step (`finish-step`), a tool part that waits for the user
+ * (`tool-approval-request`, a `data-question`), and `finish` (whose metadata has the token too). The chunks
+ * between them (text and reasoning deltas, tool inputs and outputs) carry none: a resume replays the turn from its
+ * start by default, and an exact continuation needs no more than these points.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const isResumablePoint = (chunk: { readonly type: string }): boolean => {
+  switch (chunk.type) {
+    case "start":
+    case "finish-step":
+    case "tool-approval-request":
+    case "data-question":
+    case "finish":
+      return true
+    default:
+      return false
+  }
+}
+
+/**
+ * Encodes parts as the UI message stream's SSE: `data: <chunk JSON>` per part, with `id: <token>` at each
+ * resumable point ({@link isResumablePoint}), then `data: [DONE]`.
  *
  * @category encoding
  * @since 0.1.0
  */
 export const toSse = <E, R>(parts: Stream.Stream<UiPart, E, R>): Stream.Stream<string, E, R> =>
   Stream.concat(
-    Stream.map(parts, (p) => `id: ${p.token}\ndata: ${JSON.stringify(p.chunk)}\n\n`),
+    Stream.map(parts, (p) =>
+      isResumablePoint(p.chunk)
+        ? `id: ${p.token}\ndata: ${JSON.stringify(p.chunk)}\n\n`
+        : `data: ${JSON.stringify(p.chunk)}\n\n`
+    ),
     Stream.succeed("data: [DONE]\n\n")
   )
+
+/**
+ * The SSE comment a stream sends at the keep-alive interval while it has nothing else to send, so a proxy does
+ * not cut an idle connection (a long tool Step, a wait for an approval's commit). Clients ignore comments.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const KEEP_ALIVE_COMMENT = ": keep-alive\n\n"
+
+/**
+ * Adds keep-alive comments ({@link KEEP_ALIVE_COMMENT}) to an SSE stream, one per `interval` while the stream
+ * runs; the stream's end ends them.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const withKeepAlive =
+  (interval: Duration.Input) =>
+  <E, R>(sse: Stream.Stream<string, E, R>): Stream.Stream<string, E, R> =>
+    Stream.merge(sse, Stream.tick(interval).pipe(Stream.drop(1), Stream.as(KEEP_ALIVE_COMMENT)), {
+      haltStrategy: "left"
+    })

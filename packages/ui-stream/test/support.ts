@@ -1,10 +1,18 @@
 import type { Client } from "@durable-agent/engine"
-import { type AgentSessionClient, type ModelClient, Runner, ToolSource } from "@durable-agent/session"
+import {
+  type AgentSessionClient,
+  type ModelClient,
+  ModelClient as ModelClientService,
+  Runner,
+  type Stepwise,
+  ToolSource
+} from "@durable-agent/session"
 import * as SessionTesting from "@durable-agent/session/testing"
 import type * as Wire from "@durable-agent/session/wire"
 import { readUIMessageStream, type UIMessage, type UIMessageChunk } from "ai"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import type { ChatHandler } from "../src/index.ts"
 
 /** Counts of how often each tool ran. */
@@ -70,10 +78,12 @@ export const layer = (options: {
   readonly eventsCapacityBytes?: number
   readonly builtInTools?: ReadonlyArray<Wire.BuiltInToolName>
   readonly planModeEnabled?: boolean
+  readonly agent?: Partial<Stepwise.AgentDefinition>
 }): Layer.Layer<AgentSessionClient.AgentSessionClient | Client.Client, unknown> =>
   SessionTesting.layer({
     model: options.model,
     tools,
+    ...(options.agent === undefined ? {} : { agent: options.agent }),
     flow: {
       ...(options.eventsCapacityBytes === undefined ? {} : { eventsCapacityBytes: options.eventsCapacityBytes }),
       ...(options.builtInTools === undefined ? {} : { builtInTools: options.builtInTools }),
@@ -159,3 +169,37 @@ export const userMessage = (id: string, text: string): UIMessage => ({
   role: "user",
   parts: [{ type: "text", text }]
 })
+
+/**
+ * A model that streams its answer a word every `every`, then answers with the words; a message that says "fast"
+ * gets its answer at once.
+ */
+export const wordModel = (words: ReadonlyArray<string>, every: Duration.Input) =>
+  Layer.succeed(ModelClientService.ModelClient, {
+    generate: (request) =>
+      Effect.gen(function* () {
+        const last = request.messages.at(-1)
+        const said = last?.role === "user" ? last.text : ""
+        const fast = said.includes("fast")
+        const reply = fast ? [`re: ${said}`] : words
+        for (const w of reply) {
+          if (!fast) yield* Effect.sleep(every)
+          if (request.onTextDelta) yield* request.onTextDelta(w)
+        }
+        return {
+          text: reply.join(""),
+          reasoning: null,
+          toolCalls: [],
+          usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 },
+          metadata: { requestModel: "words", responseModel: "words", providerName: "scripted" }
+        }
+      })
+  })
+
+/** A POST to a session route (`/stop`, `/answer`). */
+export const postTo = (user: string, path: string, body?: unknown) =>
+  new Request(`${base}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-user": user },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })

@@ -8,7 +8,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { ChatHandler, ResumeToken } from "../src/index.ts"
+import { ChatHandler, ResumeToken, UiMessageStream } from "../src/index.ts"
 import { authorize, chunksOf, fold, get, layer, post, readSse, runs, userMessage, writeAndRead } from "./support.ts"
 
 const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
@@ -40,8 +40,15 @@ describe("UI message stream", () => {
       const events = yield* promise(() => readSse(first))
       assert.strictEqual(events.at(-1)?.data, "[DONE]")
       const chunks = chunksOf(events)
-      // one token after every part
-      assert.isTrue(chunks.every((c) => typeof c.token === "string" && c.token.startsWith("u1.")))
+      // a token at each resumable point only (start, each step's end, the approval request, finish)
+      for (const c of chunks) {
+        assert.strictEqual(c.token !== undefined, UiMessageStream.isResumablePoint(c.chunk), c.chunk.type)
+        if (c.token !== undefined) assert.isTrue(c.token.startsWith("u1."))
+      }
+      assert.deepStrictEqual(
+        chunks.filter((c) => c.token !== undefined).map((c) => c.chunk.type),
+        ["start", "tool-approval-request", "finish-step", "finish"]
+      )
       const types = chunks.map((c) => c.chunk.type)
       assert.deepStrictEqual(types.slice(0, 3), ["start", "start-step", "text-start"])
       const finish = chunks.at(-1)!.chunk
@@ -122,7 +129,7 @@ describe("UI message stream", () => {
     }).pipe(Effect.provide(layer({ model: writeAndRead("bob") })))
   )
 
-  it.live("exact continuation from any token sends exactly the remaining parts", () =>
+  it.live("exact continuation from every resumable point sends exactly the remaining parts", () =>
     Effect.gen(function* () {
       const handler = yield* handlerEffect
       const sessions = yield* AgentSessionClient.AgentSessionClient
@@ -134,7 +141,12 @@ describe("UI message stream", () => {
         )
       )
       assert.isAbove(full.length, 6)
-      for (const i of [0, 2, Math.floor(full.length / 2), full.length - 2]) {
+      const points = full.flatMap((c, i) => (c.token === undefined ? [] : [i]))
+      assert.deepStrictEqual(
+        points.map((i) => full[i]!.chunk.type),
+        ["start", "finish-step", "finish"]
+      )
+      for (const i of points.slice(0, -1)) {
         const token = encodeURIComponent(full[i]!.token!)
         const rest = chunksOf(
           yield* promise(async () => readSse(await handler(get("cat", `/cat-1/stream?token=${token}&mode=continue`))))

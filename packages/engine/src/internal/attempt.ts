@@ -21,10 +21,11 @@ import {
   type ResolvedOptions,
   StoredRecovery
 } from "./decision.ts"
+import { pausePoint } from "./faults.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
-import { type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
-import { emitStream } from "./streams.ts"
+import { type Fence, type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
+import { emitStream, type StreamCounters } from "./streams.ts"
 import type { StoredWaitResult } from "./transition.ts"
 
 export interface AttemptInput {
@@ -38,7 +39,14 @@ export interface AttemptInput {
   /** Whether an earlier run of this Step execution may have saved a heartbeat checkpoint. */
   readonly mayHaveCheckpoint: boolean
   /** The runner's stream counters (metrics). */
-  readonly counters?: { streamRejectedWrites: number; streamTrims: number } | undefined
+  readonly counters?: StreamCounters | undefined
+  /** The owner's fence: heartbeats and stream writes commit only while it holds the Flow. */
+  readonly fence: Fence
+  /**
+   * A fenced write was refused: this owner lost the Flow. Stops the owner's fibers for the Flow; the attempt
+   * then interrupts itself, so no user code runs after the refused write.
+   */
+  readonly onFenced: Effect.Effect<void>
 }
 
 /** Runs the attempt to its outcome. Interrupted when its owner cancels it. */
@@ -61,19 +69,25 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     step.wait_result === null ? { timers: [], values: {} } : JSON.parse(step.wait_result)
   const staged = emptyStaged()
   let lastBeat = now
+  const where = `${step.step_execution_id}#${attempt} of Flow ${flow.flow_id}`
+  // a refused write: the owner stops this Flow's fibers and the attempt ends here, before user code goes on
+  const lost = Effect.andThen(i.onFenced, Effect.interrupt)
   const heartbeat = (value?: unknown) =>
     Effect.gen(function* () {
+      yield* pausePoint("heartbeat", where)
       const at = yield* Clock.currentTimeMillis
       lastBeat = at
-      yield* recordHeartbeat(
+      const written = yield* recordHeartbeat(
         sql,
+        i.fence,
         flow.flow_id,
         step.step_execution_id,
         attempt,
         at,
         value === undefined ? null : JSON.stringify(value)
-      )
-    }).pipe(Effect.orDie)
+      ).pipe(Effect.orDie)
+      if (!written) return yield* lost
+    })
   // the route's recovered errors (`RE`) cover the failing Step's declared errors: `Step` checks it
   const ctx: ExecuteContext<never> = {
     ...makeTxView(registered.def, i.view, staged),
@@ -100,17 +114,22 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     heartbeatCheckpoint: Option.fromNullishOr(checkpoint).pipe(Option.map((c) => JSON.parse(c))),
     heartbeat,
     emit: (stream, value) =>
-      emitStream(
-        sql,
-        config,
-        registered.def.type,
-        stream,
-        flow.flow_id,
-        step.step_execution_id,
-        attempt,
-        value,
-        i.counters
-      )
+      Effect.gen(function* () {
+        yield* pausePoint("emit", where)
+        const result = yield* emitStream(
+          sql,
+          config,
+          i.fence,
+          registered.def.type,
+          stream,
+          flow.flow_id,
+          step.step_execution_id,
+          attempt,
+          value,
+          i.counters
+        )
+        if (result === "fenced") return yield* lost
+      })
   }
   const body = Effect.suspend(() => def.execute(ctx, decodeJson(def.input, step.input))).pipe(
     Effect.provideContext(registered.context)

@@ -7,9 +7,14 @@
 //   after COMMIT. Timers and retry backoffs sleep in memory; one persisted `Wake` per timed wait wakes a
 //   Flow whose owner died or was evicted.
 // - While Steps run, the entity holds a persisted keep-alive (`Entity.keepAlive`), redelivered after a
-//   crash or shard move, so the Flow comes back on its new owner, which recovers it (`recover`).
-// - Every transition compare-and-sets the Flow's version: a stale owner's commit writes nothing, and the
-//   owner drops its cache and interrupts its Step fibers.
+//   crash or shard move, so the Flow comes back on its new owner, which recovers it (`recover`). The
+//   runner's recovery sweep (`sweep.ts`) wakes a Flow with running Steps that has no owner anyway.
+// - Ownership is an epoch: an activation claims the Flow (`claimOwnership`, on Postgres only while this
+//   runner holds the Flow's shard lock) before it loads it, and every write on the Flow's behalf
+//   (transitions with their attempt starts and replies, heartbeats, stream messages) checks the epoch in its
+//   own statement or transaction. A refused write drops the cache and interrupts the Step fibers before
+//   any more user code runs; the next request claims again, which succeeds only on the shard's holder.
+//   Every transition also compare-and-sets the Flow's version.
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import { Entity, type Sharding } from "effect/cluster"
@@ -28,6 +33,7 @@ import {
   FlowAlreadyStarted,
   FlowNotActive,
   FlowNotFound,
+  IdempotencyKeyReused,
   InvalidInput,
   RpcFailed,
   RpcLockConflict,
@@ -35,6 +41,7 @@ import {
   WorkerLost,
   WorkerShutdown
 } from "../Errors.ts"
+import * as Metrics from "../Metrics.ts"
 import { runAttempt } from "./attempt.ts"
 import {
   encodeMovement,
@@ -46,6 +53,7 @@ import {
   oversized,
   resolveOptions
 } from "./decision.ts"
+import { pausePoint } from "./faults.ts"
 import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
@@ -63,12 +71,15 @@ import {
 } from "./state.ts"
 import {
   attrsAt,
+  claimOwnership,
   deleteRun,
+  type Fence,
   type FlowRow,
   loadActiveSteps,
   loadAttempt,
   loadAttrVersions,
   loadFlow,
+  loadKeyedRequestIds,
   loadMessages,
   loadReply,
   normalizeAttempt,
@@ -99,14 +110,18 @@ const build = Effect.gen(function* () {
   const lock = yield* Semaphore.make(1)
   const fibers = new Map<string, Fiber.Fiber<void>>()
   let loaded: Loaded | undefined
+  /** This activation's ownership of the Flow; `undefined` until claimed, and again after a refused write. */
+  let fence: Fence | undefined
   let keptAlive = false
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
   runner.counters.flowsCached++
+  runner.activeFlows.add(flowId)
   yield* Scope.addFinalizer(
     entityScope,
     Effect.gen(function* () {
       runner.counters.flowsCached--
+      runner.activeFlows.delete(flowId)
       const running = [...fibers.values()]
       if (running.length > 0) yield* Effect.timeoutOption(Fiber.awaitAll(running), GRACE_PERIOD)
     })
@@ -189,10 +204,35 @@ const build = Effect.gen(function* () {
     return current
   })
 
-  /** The cache, loaded (and the Flow recovered) on first use and after a failed commit. */
+  const shardLease = runner.shardLease(address.shardId.group, address.shardId.id)
+
+  /**
+   * Claims the Flow: a new ownership epoch. Where the claim needs the shard lock (Postgres) and this runner
+   * does not hold it (it lost the shard and does not know yet), it waits: effect/cluster then stops this
+   * activation, and the Flow's requests go to the shard's holder.
+   */
+  const claim: Effect.Effect<Fence, EngineError> = Effect.gen(function* () {
+    let warned = false
+    while (true) {
+      const now = yield* Clock.currentTimeMillis
+      const epoch = yield* sqlDefect(claimOwnership(sql, flowId, runner.runnerId, now, shardLease))
+      if (epoch !== undefined) return { epoch, runner: runner.runnerId, idleTimeoutMs: runner.transactionIdleTimeoutMs }
+      if (!warned) {
+        warned = true
+        yield* Effect.logWarning(`Flow ${flowId}: this runner does not hold the Flow's shard lock; not claiming it`)
+      }
+      yield* Effect.sleep(Duration.millis(200))
+    }
+  })
+
+  /** The cache, loaded (and the Flow claimed and recovered) on first use and after a failed or refused commit. */
   const current: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
-    if (loaded !== undefined) return Effect.succeed(loaded)
+    if (loaded !== undefined && fence !== undefined) return Effect.succeed(loaded)
     return Effect.gen(function* () {
+      if (fence === undefined) {
+        loaded = undefined
+        fence = yield* claim
+      }
       const result = yield* sqlDefect(load())
       loaded = result._tag === "Missing" ? result : { _tag: "Loaded", cache: result.cache }
       if (result._tag === "Loaded" && result.cache.flow.status === "running") {
@@ -281,19 +321,29 @@ const build = Effect.gen(function* () {
    * Writes the transition in one SQL transaction, then replaces the cache and starts, interrupts and
    * arms what the transition decided. A commit the fence refuses drops this owner's state.
    */
-  const commit = (tx: Transition, cache: FlowCache | undefined): Effect.Effect<void, EngineError> =>
+  const commit = (
+    tx: Transition,
+    cache: FlowCache | undefined,
+    options?: { readonly completion?: string }
+  ): Effect.Effect<void, EngineError> =>
     Effect.uninterruptible(
       Effect.gen(function* () {
         if (tx.dirty) {
           const startedAt = performance.now()
+          const owner = fence
+          if (owner === undefined) {
+            loaded = undefined
+            return yield* new EngineError({ reason: `Flow ${flowId}: this runner does not own it` })
+          }
           tx.historyWindow = config.historyWindowEvents
-          const { batch, versions } = tx.batch(visibleVersions, cache)
+          const { batch, versions } = tx.batch(visibleVersions, cache, owner)
           const written = yield* groupCommit
             .run(
               Effect.gen(function* () {
                 if (tx.replacesRun) yield* deleteRun(sql, flowId)
                 const ok = yield* writeTransition(sql, batch)
                 if (!ok) return false
+                if (options?.completion !== undefined) yield* pausePoint("commit", options.completion)
                 for (const w of tx.wakes) {
                   yield* flowClient(flowId).Wake(
                     new WakePayload({ flowId, stepExecutionId: w.stepExecutionId, at: w.at }),
@@ -307,15 +357,18 @@ const build = Effect.gen(function* () {
             )
             .pipe(
               Effect.catchCause((cause) => {
-                // a failed or rolled-back commit: reload before the next transition
+                // a failed or rolled-back commit: reload (and recover what runs without a fiber) at once
                 loaded = undefined
                 const { errorType, detail } = errorInfo(cause)
-                return Effect.fail(new EngineError({ reason: `commit failed: ${errorType}: ${detail}` }))
+                return Effect.logWarning(`Flow ${flowId}: commit failed (${errorType}: ${detail}); reloading`).pipe(
+                  Effect.andThen(reloadSoon),
+                  Effect.andThen(Effect.fail(new EngineError({ reason: `commit failed: ${errorType}: ${detail}` })))
+                )
               })
             )
           if (!written) {
             yield* Effect.logWarning(`Flow ${flowId}: commit refused, another owner changed it; dropping this owner`)
-            yield* supersede
+            yield* supersede(owner)
             return yield* new EngineError({
               reason: `Flow ${flowId} was changed by another owner; this runner no longer owns it`
             })
@@ -327,17 +380,29 @@ const build = Effect.gen(function* () {
       })
     )
 
-  /** Another owner committed: stop everything here and forget the cache. */
-  const supersede = Effect.gen(function* () {
-    loaded = undefined
-    const all = [...fibers.values()]
-    fibers.clear()
-    for (const f of all) yield* Effect.forkDetach(Fiber.interrupt(f))
-    if (keptAlive) {
-      keptAlive = false
-      yield* Entity.keepAlive(false).pipe(Effect.provideContext(clusterContext))
-    }
-  })
+  /**
+   * A write under `lost` was refused: another owner holds the Flow. Stops every Step fiber here, forgets the
+   * cache and the epoch. The keep-alive is left alone: its persisted request is shared by every activation of
+   * the Flow, and the current owner depends on it; this activation's own hold ends when effect/cluster stops
+   * it (the shard is gone) or when a later claim here succeeds and a commit releases it.
+   */
+  const supersede = (lost: Fence) =>
+    Effect.sync(() => {
+      if (fence !== lost) return
+      runner.counters.fencedWrites++
+      fence = undefined
+      loaded = undefined
+      const all = [...fibers.values()]
+      fibers.clear()
+      if (timer !== undefined) {
+        all.push(timer.fiber)
+        timer = undefined
+      }
+      for (const f of all) Effect.runFork(Fiber.interrupt(f))
+    })
+
+  /** After a failed commit: reload the Flow (and recover its running Steps) without waiting for a request. */
+  const reloadSoon = Effect.asVoid(Effect.forkIn(Effect.ignore(lock.withPermits(1)(current)), attemptScope))
 
   const afterCommit = Effect.fnUntraced(function* (tx: Transition) {
     for (const stepExecutionId of tx.interrupts) {
@@ -437,7 +502,16 @@ const build = Effect.gen(function* () {
           const view = cache?.views.get(stepExecutionId)
           if (cache === undefined || step === undefined || view === undefined || step.attempt !== attempt) return
           runner.counters.bump(runner.counters.stepsStarted, step.step_type)
+          const owner = fence
+          if (owner === undefined) return
           return yield* runAttempt({
+            fence: owner,
+            onFenced: Effect.andThen(
+              Effect.logWarning(
+                `Flow ${flowId}: a write of ${stepExecutionId}#${attempt} was refused, another owner holds the Flow; stopping its fibers here`
+              ),
+              supersede(owner)
+            ),
             sql,
             config,
             registered: reg,
@@ -449,7 +523,7 @@ const build = Effect.gen(function* () {
             mayHaveCheckpoint:
               attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
             counters: runner.counters
-          })
+          }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return
         if (outcome._tag === "Failure") {
@@ -560,7 +634,7 @@ const build = Effect.gen(function* () {
           return yield* commit(retry, cache)
         }
         tx.settle()
-        yield* commit(tx, cache)
+        yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
       })
     ).pipe(Effect.ignore)
 
@@ -668,6 +742,13 @@ const build = Effect.gen(function* () {
         const cache = l.cache
         const stored = yield* storedReply(p.requestId)
         if (stored !== undefined) return stored
+        if (p.idempotencyKey !== undefined) {
+          // the key committed with other arguments: another request, not a retry of this one
+          const used = yield* sqlDefect(loadKeyedRequestIds(sql, flowId, p.idempotencyKey))
+          if (used.length > 0) {
+            return yield* new IdempotencyKeyReused({ flowId, rpc: p.rpc, requestId: p.idempotencyKey })
+          }
+        }
         if (cache.flow.status !== "running") return yield* new FlowNotActive({ flowId, status: cache.flow.status })
         const reg = yield* registered(cache.flow.flow_type)
         const rpc = reg.rpcs.get(p.rpc)

@@ -1,4 +1,5 @@
 // Requests from other processes to a Flow's owner, as effect/cluster entity messages.
+import { createHash } from "node:crypto"
 import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
 import * as DateTime from "effect/DateTime"
 import * as PrimaryKey from "effect/PrimaryKey"
@@ -11,6 +12,7 @@ import {
   FlowAlreadyStarted,
   FlowNotActive,
   FlowNotFound,
+  IdempotencyKeyReused,
   InvalidInput,
   RpcFailed,
   RpcLockConflict,
@@ -54,12 +56,32 @@ export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/e
   flowId: Schema.String,
   rpc: Schema.String,
   input: Schema.String,
-  requestId: Schema.String
+  /** The reply is stored under it: a random ID, or {@link keyedRequestId} of the caller's key. */
+  requestId: Schema.String,
+  /**
+   * The caller's idempotency key, when it gave one. Each send of a keyed request is then its own cluster
+   * message (`sendId`): a retry is answered from the stored reply by the owner, and never from a failure the
+   * cluster stored for an earlier send (a lock conflict, an unreachable runner).
+   */
+  idempotencyKey: Schema.optional(Schema.String),
+  sendId: Schema.optional(Schema.String)
 }) {
   [PrimaryKey.symbol]() {
-    return `rpc/${this.requestId}`
+    // a keyed request ID is up to 270 characters, over the cluster's 255 for a message ID
+    return `rpc/${this.sendId ?? this.requestId}`
   }
 }
+
+/** The prefix of a keyed request ID; the key starts after it and a 64-digit fingerprint (70 characters). */
+export const KEYED_PREFIX = "idem/"
+
+/**
+ * The request ID of a call with the idempotency key `key`: `idem/<sha-256 of rpc and input>/<key>`. The same
+ * key with the same RPC and input gives the same ID, so a retry finds the first call's stored reply; with other
+ * arguments it gives another ID under the same key, which the owner refuses with IdempotencyKeyReused.
+ */
+export const keyedRequestId = (key: string, rpc: string, input: string) =>
+  `${KEYED_PREFIX}${createHash("sha256").update(rpc).update("\n").update(input).digest("hex")}/${key}`
 
 const ControlCommand = Schema.Union([
   Schema.Struct({
@@ -94,6 +116,7 @@ export class ControlPayload extends Schema.Class<ControlPayload>("@durable-agent
 const StartError = Schema.Union([FlowAlreadyStarted, DefinitionError, EngineError, ValueTooLarge, InvalidInput])
 const InvokeError = Schema.Union([
   FlowNotFound,
+  IdempotencyKeyReused,
   FlowNotActive,
   RpcLockConflict,
   ChannelMessageNotFound,

@@ -40,6 +40,46 @@ export const encodeJson = <A>(schema: Codec<A>, value: A): string => {
 /** Decodes stored JSON text. Throws (a defect) when it does not match. */
 export const decodeJson = <A>(schema: Codec<A>, text: string): A => jsonCodec(schema).decode(JSON.parse(text)) as A
 
+// ------------------------------------------------------------------------------------------------
+// Decode cache
+// ------------------------------------------------------------------------------------------------
+
+/** Stored texts shorter than this are decoded on every read: caching them would cost more than it saves. */
+const DECODE_CACHE_MIN_CHARS = 256
+/** The most text (in UTF-16 code units) whose decoded values the cache keeps. */
+const DECODE_CACHE_MAX_CHARS = 32 * 1024 * 1024
+
+/** Decoded attribute values by stored text, least recently used first. */
+const decodeCache = new Map<string, { readonly schema: Codec<any>; readonly value: unknown }>()
+let decodeCacheChars = 0
+
+/**
+ * Decodes a stored attribute value once per stored text: an owner keeps a Flow's values as the JSON text it
+ * wrote or loaded, so the same string comes back on every read until the value changes, and a Step that
+ * reads a large value (a session's message chunks) does not decode it again. The decoded value is shared by
+ * every reader, which treat it as read-only (attribute values are immutable data). A text stored under
+ * another codec is decoded without the cache.
+ */
+export const decodeAttr = <A>(schema: Codec<A>, text: string): A => {
+  if (text.length < DECODE_CACHE_MIN_CHARS) return decodeJson(schema, text)
+  const hit = decodeCache.get(text)
+  if (hit !== undefined && hit.schema === schema) {
+    decodeCache.delete(text)
+    decodeCache.set(text, hit)
+    return hit.value as A
+  }
+  const value = decodeJson(schema, text)
+  if (hit !== undefined || text.length > DECODE_CACHE_MAX_CHARS / 4) return value
+  decodeCache.set(text, { schema, value })
+  decodeCacheChars += text.length
+  for (const [oldest] of decodeCache) {
+    if (decodeCacheChars <= DECODE_CACHE_MAX_CHARS) break
+    decodeCache.delete(oldest)
+    decodeCacheChars -= oldest.length
+  }
+  return value
+}
+
 /** Byte length of a stored value. */
 export const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
 
@@ -125,12 +165,12 @@ export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: St
     get: (attribute) => {
       check.attr(attribute)
       const v = read(attribute.name, "")
-      return v === undefined ? Option.none() : Option.some(decodeJson(attribute.schema, v))
+      return v === undefined ? Option.none() : Option.some(decodeAttr(attribute.schema, v))
     },
     getAt: (map, key) => {
       check.attr(map)
       const v = read(map.name, key)
-      return v === undefined ? Option.none() : Option.some(decodeJson(map.schema, v))
+      return v === undefined ? Option.none() : Option.some(decodeAttr(map.schema, v))
     },
     keys: (map) => {
       check.attr(map)

@@ -5,7 +5,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../Errors.ts"
 import { channelKey, type FlowState, type StoredMessage } from "./state.ts"
 
-export const SCHEMA_VERSION = "2"
+export const SCHEMA_VERSION = "3"
 export const ENGINE_NAME = "durable-agent-engine"
 
 export type Sql = SqlClient.SqlClient
@@ -67,6 +67,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
         reason: `the database belongs to another program (dex_meta.engine = ${meta.get("engine")})`
       })
     }
+    if (meta.get("schema_version") === "2") return yield* upgradeFrom2(sql)
     if (meta.get("schema_version") !== SCHEMA_VERSION) {
       return yield* new EngineError({
         reason: `the database has engine schema version ${meta.get("schema_version")}; this engine reads version ${SCHEMA_VERSION}`
@@ -102,13 +103,16 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     first_attempt_at BIGINT, retry_at BIGINT, view_version BIGINT, view_channels TEXT, recovery TEXT,
     locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, step_execution_id))`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_active ON dex_steps (flow_id, status)`)
+  // the recovery sweep's lookup of Flows with running Steps
+  yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_status ON dex_steps (status, flow_id)`)
+  // `runner`/`epoch`: the runner (and its ownership epoch) that started the attempt
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attempts (
     flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, started_at BIGINT NOT NULL,
     output_at BIGINT, heartbeat_at BIGINT, checkpoint TEXT, finished_at BIGINT, outcome TEXT,
-    error_type TEXT, detail TEXT, PRIMARY KEY (flow_id, step_execution_id, attempt))`)
+    error_type TEXT, detail TEXT, runner TEXT, epoch BIGINT, PRIMARY KEY (flow_id, step_execution_id, attempt))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_history (
     id ${autoId}, flow_id TEXT NOT NULL, at BIGINT NOT NULL, kind TEXT NOT NULL, step_execution_id TEXT,
-    attempt INTEGER, data TEXT NOT NULL)`)
+    attempt INTEGER, data TEXT NOT NULL, runner TEXT)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_history_flow ON dex_history (flow_id, id)`)
   // replies of requests from other processes, written with their transition: a redelivered request gets
   // the stored reply instead of running twice
@@ -117,16 +121,44 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     PRIMARY KEY (flow_id, request_id))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream (
     seq ${autoId}, flow_type TEXT NOT NULL, stream TEXT NOT NULL, flow_id TEXT NOT NULL,
-    step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL)`)
+    step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL,
+    runner TEXT)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_read ON dex_stream (flow_id, stream, seq)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_trim ON dex_stream (flow_type, stream, seq)`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream_usage (
     flow_type TEXT NOT NULL, stream TEXT NOT NULL, used BIGINT NOT NULL, trimmed_through BIGINT NOT NULL,
     PRIMARY KEY (flow_type, stream))`)
+  yield* createOwners(sql)
   yield* orEngineError(
     sql`INSERT INTO dex_meta (key, value) VALUES ('engine', ${ENGINE_NAME}), ('schema_version', ${SCHEMA_VERSION})
         ON CONFLICT (key) DO NOTHING`,
     "cannot write dex_meta"
+  )
+})
+
+/**
+ * The ownership table: one row per Flow, the epoch of its current owner. An activation claims the Flow by
+ * incrementing the epoch (`claimOwnership`); every write on the Flow's behalf checks it (`fenceCheck`).
+ */
+const createOwners = (sql: Sql) =>
+  orEngineError(
+    sql.unsafe(`CREATE TABLE IF NOT EXISTS dex_owners (
+    flow_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, runner TEXT NOT NULL, claimed_at BIGINT NOT NULL)`),
+    "cannot prepare the engine tables"
+  )
+
+/** Schema version 2 to 3: runner identity on attempts, history and stream messages, and the ownership table. */
+const upgradeFrom2 = Effect.fnUntraced(function* (sql: Sql) {
+  const run = (statement: string) => orEngineError(sql.unsafe(statement), "cannot upgrade the engine tables")
+  yield* run(`ALTER TABLE dex_attempts ADD COLUMN runner TEXT`)
+  yield* run(`ALTER TABLE dex_attempts ADD COLUMN epoch BIGINT`)
+  yield* run(`ALTER TABLE dex_history ADD COLUMN runner TEXT`)
+  yield* run(`ALTER TABLE dex_stream ADD COLUMN runner TEXT`)
+  yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_status ON dex_steps (status, flow_id)`)
+  yield* createOwners(sql)
+  yield* orEngineError(
+    sql`UPDATE dex_meta SET value = ${SCHEMA_VERSION} WHERE key = 'schema_version'`,
+    "cannot upgrade the engine tables"
   )
 })
 
@@ -198,6 +230,10 @@ export interface AttemptRow {
   readonly outcome: string | null
   readonly error_type: string | null
   readonly detail: string | null
+  /** The runner that started this attempt (its process identity), null for rows of schema version 2. */
+  readonly runner: string | null
+  /** The ownership epoch under which the attempt was started. */
+  readonly epoch: number | null
 }
 
 /** Postgres returns BIGINT columns as strings; every numeric column goes through this. */
@@ -228,7 +264,9 @@ export const normalizeAttempt = (r: any): AttemptRow => ({
   started_at: num(r.started_at),
   output_at: r.output_at === null ? null : num(r.output_at),
   heartbeat_at: r.heartbeat_at === null ? null : num(r.heartbeat_at),
-  finished_at: r.finished_at === null ? null : num(r.finished_at)
+  finished_at: r.finished_at === null ? null : num(r.finished_at),
+  runner: r.runner ?? null,
+  epoch: r.epoch === null || r.epoch === undefined ? null : num(r.epoch)
 })
 
 export const loadFlow = (sql: Sql, flowId: string) =>
@@ -334,6 +372,8 @@ const rows = <T extends object>(values: ReadonlyArray<T>) =>
 
 /** Everything one transition writes; `writeTransition` turns it into one SQL transaction. */
 export interface TransitionBatch {
+  /** The owner's fence: the transition commits only while this epoch is the Flow's current one. */
+  readonly fence: Fence
   readonly flow: FlowRow
   /** The version the owner holds: `null` inserts a new Flow row, otherwise the compare-and-set fence. */
   readonly expectedVersion: number | null
@@ -386,6 +426,7 @@ const STEP_COLUMNS = [
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: TransitionBatch) {
   const f = b.flow
   const flowId = f.flow_id
+  if (!(yield* fenceCheck(sql, flowId, b.fence))) return false
   if (b.expectedVersion === null) {
     yield* sql`INSERT INTO dex_flows ${sql.insert(row(f))}`
   } else {
@@ -400,9 +441,13 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
       ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
   }
   if (b.attempts.length > 0) {
-    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(b.attempts))} ON CONFLICT (flow_id, step_execution_id, attempt)
+    // a start (or a start handed out again) stamps the attempt with this owner; a finish keeps who ran it
+    const stamped = b.attempts.map((a) => ({ ...a, runner: b.fence.runner, epoch: b.fence.epoch }))
+    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(stamped))} ON CONFLICT (flow_id, step_execution_id, attempt)
       DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
-      error_type = excluded.error_type, detail = excluded.detail`
+      error_type = excluded.error_type, detail = excluded.detail,
+      runner = CASE WHEN excluded.finished_at IS NULL THEN excluded.runner ELSE dex_attempts.runner END,
+      epoch = CASE WHEN excluded.finished_at IS NULL THEN excluded.epoch ELSE dex_attempts.epoch END`
   }
   if (b.attrs.length > 0) {
     yield* sql`INSERT INTO dex_attrs ${sql.insert(rows(b.attrs.map((a) => ({ flow_id: flowId, ...a }))))}`
@@ -419,7 +464,7 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`INSERT INTO dex_messages ${sql.insert(rows(b.messages.map((m) => ({ flow_id: flowId, ...m }))))}`
   }
   if (b.history.length > 0) {
-    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history))}`
+    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history.map((h) => ({ ...h, runner: b.fence.runner }))))}`
   }
   if (b.pruneHistory !== undefined) {
     yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
@@ -460,17 +505,132 @@ export const loadReply = (sql: Sql, flowId: string, requestId: string) =>
     (rows) => (rows.length === 0 ? undefined : rows[0]!.reply)
   )
 
-/** A heartbeat: the attempt's first one marks it as having produced output. */
+/**
+ * The request IDs stored under the idempotency key `key` (see `protocol.keyedRequestId`): `idem/`, a
+ * 64-digit fingerprint and `/` take the first 70 characters, the key the rest.
+ */
+export const loadKeyedRequestIds = (sql: Sql, flowId: string, key: string) =>
+  Effect.map(
+    sql<{ request_id: string }>`SELECT request_id FROM dex_replies WHERE flow_id = ${flowId}
+      AND request_id LIKE 'idem/%' AND substr(request_id, 71) = ${key}`,
+    (rows) => rows.map((r) => r.request_id)
+  )
+
+/**
+ * A heartbeat: the attempt's first one marks it as having produced output. Fenced in the same statement:
+ * `false` when `fence` is no longer the Flow's owner (nothing is written).
+ */
 export const recordHeartbeat = (
   sql: Sql,
+  fence: Fence,
   flowId: string,
   step_execution_id: string,
   attempt: number,
   at: number,
   checkpoint: string | null
 ) =>
-  sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
-    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id} AND attempt = ${attempt}`
+  Effect.map(
+    sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
+    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}
+    AND attempt = ${attempt} AND ${ownerHolds(sql, flowId, fence)} RETURNING attempt`,
+    (rows) => rows.length > 0
+  )
+
+// ------------------------------------------------------------------------------------------------
+// Ownership
+// ------------------------------------------------------------------------------------------------
+
+/** The owner that writes on a Flow's behalf: its epoch (from `claimOwnership`) and runner identity. */
+export interface Fence {
+  readonly epoch: number
+  readonly runner: string
+  /**
+   * Postgres: how long a fenced transaction may sit idle (its process paused between statements) before the
+   * server ends it, set for the transaction by its first statement. Below the shard lock's expiry.
+   */
+  readonly idleTimeoutMs?: number | undefined
+}
+
+/**
+ * Where a runner's shard lock lives (Postgres advisory locks of effect/cluster's `SqlRunnerStorage`): a claim
+ * commits only while the runner's lock session (found by its `application_name`) holds the shard's lock.
+ */
+export interface ShardLease {
+  readonly applicationName: string
+  /** The advisory lock's two keys: the storage's namespace and the shard's lock number. */
+  readonly classId: number
+  readonly objId: number
+}
+
+/**
+ * The row lock of the owner check: on Postgres `FOR SHARE`, so a claim (which updates the row) waits for
+ * every open fenced write and a fenced write that waits for a claim sees the new epoch and is refused. SQLite
+ * has one writer at a time and one process per file.
+ */
+const forShare = (sql: Sql) =>
+  sql.onDialectOrElse({ pg: () => sql.literal("FOR SHARE"), orElse: () => sql.literal("") })
+
+/** The condition "`fence` is the Flow's current owner", for the WHERE of a fenced statement. */
+export const ownerHolds = (sql: Sql, flowId: string, fence: Fence) =>
+  sql`EXISTS (SELECT 1 FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} ${forShare(sql)})`
+
+/**
+ * The first statement of a fenced transaction: whether `fence` still owns the Flow (on Postgres its row stays
+ * share-locked until COMMIT, and the transaction's `idle_in_transaction_session_timeout` is set, so a
+ * transaction left idle by a paused process ends before the shard lock it was opened under can expire).
+ */
+export const fenceCheck = (sql: Sql, flowId: string, fence: Fence) =>
+  Effect.map(
+    sql.onDialectOrElse({
+      pg: () =>
+        fence.idleTimeoutMs === undefined
+          ? sql`SELECT epoch FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} FOR SHARE`
+          : sql`SELECT epoch, set_config('idle_in_transaction_session_timeout', ${String(fence.idleTimeoutMs)}, true)
+              AS idle FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch} FOR SHARE`,
+      orElse: () => sql`SELECT epoch FROM dex_owners WHERE flow_id = ${flowId} AND epoch = ${fence.epoch}`
+    }),
+    (rows) => rows.length > 0
+  )
+
+/**
+ * Takes ownership of a Flow: a new epoch, which refuses every later write of an earlier owner. With a shard
+ * lease (Postgres) the claim commits only while this runner holds the Flow's shard lock, so a runner that lost
+ * its shard (paused past the lock's expiry) cannot take the Flow back before it notices. `undefined` when the
+ * lease is not held.
+ */
+export const claimOwnership = (sql: Sql, flowId: string, runner: string, now: number, lease: ShardLease | undefined) =>
+  Effect.map(
+    sql<{ epoch: unknown }>`INSERT INTO dex_owners (flow_id, epoch, runner, claimed_at)
+      SELECT ${flowId}, 1, ${runner}, ${now} WHERE ${
+        lease === undefined
+          ? sql`1 = 1`
+          : sql`EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${lease.classId} AND l.objid = ${lease.objId}
+          AND l.objsubid = 2 AND a.application_name = ${lease.applicationName})`
+      }
+      ON CONFLICT (flow_id) DO UPDATE SET epoch = dex_owners.epoch + 1, runner = excluded.runner,
+      claimed_at = excluded.claimed_at
+      RETURNING epoch`,
+    (rows) => (rows.length === 0 ? undefined : num(rows[0]!.epoch))
+  )
+
+/** The current owner of a Flow: the runner that last claimed it, its epoch and when. */
+export const loadOwner = (sql: Sql, flowId: string) =>
+  Effect.map(
+    sql<{ runner: string; epoch: unknown; claimed_at: unknown }>`SELECT runner, epoch, claimed_at FROM dex_owners
+      WHERE flow_id = ${flowId}`,
+    (rows) =>
+      rows.length === 0
+        ? undefined
+        : { runner: rows[0]!.runner, epoch: num(rows[0]!.epoch), claimedAt: num(rows[0]!.claimed_at) }
+  )
+
+/** Flows with a running Step execution (at most `limit`): the candidates of the recovery sweep. */
+export const flowsWithRunningSteps = (sql: Sql, limit: number) =>
+  Effect.map(
+    sql<{ flow_id: string }>`SELECT DISTINCT flow_id FROM dex_steps WHERE status = 'running' LIMIT ${limit}`,
+    (rows) => rows.map((r) => r.flow_id)
+  )
 
 /** The newest heartbeat checkpoint of a Step execution's attempts. */
 export const loadCheckpoint = (sql: Sql, flowId: string, step_execution_id: string) =>
@@ -514,6 +674,7 @@ export const verify = Effect.fnUntraced(function* () {
 })
 
 /** Every table that holds rows of a Flow, by its `flow_id` column. */
+// (not `dex_owners`: a Flow's ownership row stays, so its epochs never repeat for a Flow ID used again)
 const FLOW_TABLES = [
   "dex_attrs",
   "dex_messages",
@@ -546,3 +707,32 @@ export const purgeClosedFlows = (sql: Sql, cutoff: number, limit: number) =>
       return ids
     })
   )
+
+// ------------------------------------------------------------------------------------------------
+// Committed-state reads (the query path: internal/query.ts)
+// ------------------------------------------------------------------------------------------------
+
+/** One row of a Flow's committed state: a current attribute value or a queued channel message. */
+export interface CommittedStateRow {
+  readonly kind: "attr" | "message"
+  /** The attribute or channel name. */
+  readonly name: string
+  readonly key: string
+  readonly value: string
+  /** The message ID; `null` for an attribute. */
+  readonly id: unknown
+}
+
+/**
+ * A Flow's committed state in one statement (one consistent snapshot on both databases): the newest stored
+ * version of each attribute key that holds a value, and every queued message, oldest first. Writes nothing.
+ */
+export const loadCommittedState = (sql: Sql, flowId: string) =>
+  sql<CommittedStateRow>`
+    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, NULL AS id FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND a.value IS NOT NULL AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)
+    UNION ALL
+    SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id FROM dex_messages m
+      WHERE m.flow_id = ${flowId}
+    ORDER BY kind, id`

@@ -34,7 +34,7 @@ import {
   storeWait,
   validateWait
 } from "./state.ts"
-import type { AttemptWrite, AttrVersionRow, FlowRow, HistoryRow, StepRow, TransitionBatch } from "./store.ts"
+import type { AttemptWrite, AttrVersionRow, Fence, FlowRow, HistoryRow, StepRow, TransitionBatch } from "./store.ts"
 
 /** The current attempt of a running Step execution, as the owner caches it. */
 export interface CurrentAttempt {
@@ -794,7 +794,11 @@ export class Transition {
   })
 
   /** The transition's writes, for one SQL transaction. */
-  batch(visible: (views: ReadonlyMap<string, StepRow>) => ReadonlySet<number>, cache: FlowCache | undefined) {
+  batch(
+    visible: (views: ReadonlyMap<string, StepRow>) => ReadonlySet<number>,
+    cache: FlowCache | undefined,
+    fence: Fence
+  ) {
     const { deletes, versions, dropped } = collectGarbage(
       cache?.attrVersions ?? new Map(),
       this.attrWrites,
@@ -810,6 +814,7 @@ export class Transition {
     const inserted = new Set(this.messages.map((m) => m.id))
     const consumed = new Set(this.messageDeletes)
     const batch: TransitionBatch = {
+      fence,
       flow: this.flow,
       expectedVersion: this.expectedVersion,
       steps: [...this.touched.values()],
@@ -859,7 +864,11 @@ export const collectGarbage = (
   /** Written keys that are not stored at all: hard-delete attributes deleted by this transition. */
   const dropped = new Set<string>()
   for (const [k, w] of written) {
-    if (w.value === null && hardDelete.has(w.name)) {
+    // A delete that no running Step's view reads past (every view is at or after it, or none reads an older
+    // value) leaves no version behind: a tombstone alone reads as absent, exactly as no row does.
+    const unread =
+      w.value === null && ![...visible].some((v) => v < w.version && (stored.get(k) ?? []).some((x) => x <= v))
+    if (w.value === null && (hardDelete.has(w.name) || unread)) {
       for (const x of stored.get(k) ?? []) deletes.push({ name: w.name, key: w.key, version: x })
       versions.delete(k)
       dropped.add(k)

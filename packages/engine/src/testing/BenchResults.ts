@@ -4,7 +4,7 @@
  * compared without parsing tables. The file is `bench-results.json` in the directory `npm run bench`
  * was started from (the repository root); it is not committed.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"

@@ -11,6 +11,16 @@ import { existsSync, readFileSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 
+/**
+ * The Node flags a child process needs to load this repository's packages the way the current process
+ * does: while this module runs from its TypeScript source (this repository's tests and benchmarks), the
+ * `@durable-agent/source` export condition, so the child resolves every `@durable-agent/*` import to its
+ * source and never to a build in `dist/` (stale or missing); from a built package, none.
+ */
+export const nodeFlags: ReadonlyArray<string> = import.meta.url.endsWith(".ts")
+  ? ["--conditions=@durable-agent/source"]
+  : []
+
 /** A running worker process. */
 export interface Child {
   readonly process: ChildProcess
@@ -26,7 +36,7 @@ export interface Child {
 }
 
 /**
- * Starts `node <script> ...args` with `env` added to this process's environment, detached (its own
+ * Starts `node <script> ...args` (with {@link nodeFlags}) with `env` added to this process's environment, detached (its own
  * process group). The scope kills it if it is still running.
  */
 export const spawnNode = (
@@ -36,7 +46,7 @@ export const spawnNode = (
 ): Effect.Effect<Child, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync((): Child => {
-      const child = spawn(process.execPath, [script, ...args], {
+      const child = spawn(process.execPath, [...nodeFlags, script, ...args], {
         detached: true,
         stdio: ["ignore", "pipe", "pipe"],
         env: { ...process.env, ...env }

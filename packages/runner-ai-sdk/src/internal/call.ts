@@ -1,6 +1,6 @@
 // One AI SDK model call with `streamText`: tools without `execute`, one step, no SDK retries.
 import { DeltaBuffer } from "@durable-agent/runner-kit"
-import { Errors, type ModelClient } from "@durable-agent/session"
+import { Errors, type ModelClient, SessionTracer } from "@durable-agent/session"
 import {
   isStepCount,
   type LanguageModel,
@@ -12,6 +12,7 @@ import {
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { toJsonSafe } from "./convert.ts"
+import { recordTelemetry } from "./telemetry.ts"
 
 export interface CallOptions {
   readonly model: LanguageModel
@@ -56,6 +57,10 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     const controller = new AbortController()
     const signal =
       options.abortSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, options.abortSignal])
+    // with the session's tracing on, the SDK's own telemetry nests under the attempt's chat span
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    const telemetry = frameworkSpans.enabled ? recordTelemetry(frameworkSpans) : undefined
+    yield* Effect.addFinalizer(() => Effect.sync(() => telemetry?.finish("the call ended without a result")))
     const result = streamText({
       model: options.model,
       ...(options.instructions ? { instructions: options.instructions } : {}),
@@ -66,6 +71,7 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
       abortSignal: signal,
       // errors surface as ModelCallError below; the SDK's default would also log them to stderr
       onError: () => {},
+      ...(telemetry === undefined ? {} : { telemetry: { isEnabled: true, integrations: [telemetry.integration] } }),
       ...(options.providerOptions ? { providerOptions: options.providerOptions } : {}),
       ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
       ...(options.toolChoice === undefined ? {} : { toolChoice: options.toolChoice })
@@ -126,4 +132,4 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
         finishReasons: [finishReason]
       }
     } satisfies CallResult
-  })
+  }).pipe(Effect.scoped)

@@ -8,8 +8,9 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as P from "../Persistence.ts"
 import * as Wire from "../wire/index.ts"
+import { messageIndex, messagesBefore } from "./messages.ts"
 import { NoInput, UpdateSettingsInput } from "./schemas.ts"
-import { isBlank, isTurnCancelled, settingsProblem, storedMessages, turnRecords, ZERO_USAGE } from "./session.ts"
+import { isBlank, isTurnCancelled, settingsProblem, turnRecords, ZERO_USAGE } from "./session.ts"
 import type { SessionSteps } from "./steps/index.ts"
 
 export interface SessionRpcs {
@@ -226,7 +227,7 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
         return {
           output: {
             state,
-            messages: storedMessages(ctx).slice(-Wire.SNAPSHOT_MESSAGE_LIMIT),
+            messages: messagesBefore(ctx, null, Wire.SNAPSHOT_MESSAGE_LIMIT),
             pendingInterrupts: Option.getOrElse(ctx.get(P.PendingInterrupts), () => []),
             toolCalls: state?.activeTurnId ? turnRecords(ctx, state.activeTurnId) : [],
             usage: Option.getOrElse(ctx.get(P.AgentUsage), () => ZERO_USAGE),
@@ -249,15 +250,15 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
       Effect.sync(() => {
         const limit = Math.min(Wire.MAX_LIST_AGENT_MESSAGES_LIMIT, Math.max(1, Math.trunc(request.limit)))
         const before = request.beforeSequence
-        const all = storedMessages(ctx)
-        const page = (before === null ? all : all.filter((m) => m.sequence < before)).slice(-limit)
-        // Without AgentMessageIndex the oldest stored message is sequence 1.
+        const page = messagesBefore(ctx, before, limit)
+        // The oldest stored message is AgentMessageIndex.first_sequence, 1 without an index.
+        const oldest = messageIndex(ctx).firstSequence
         const first = page[0]
         return {
           output: {
             messages: page,
-            nextBeforeSequence: first === undefined || first.sequence <= 1 ? null : first.sequence,
-            deletedBeforeSequence: null
+            nextBeforeSequence: first === undefined || first.sequence <= oldest ? null : first.sequence,
+            deletedBeforeSequence: oldest > 1 ? oldest : null
           }
         }
       })

@@ -14,7 +14,8 @@ import * as P from "../Persistence.ts"
 import type { ToolPolicy } from "../Policy.ts"
 import type { AgentFrameworkRunnerShape, FrameworkMessage } from "../Runner.ts"
 import * as Wire from "../wire/index.ts"
-import { maxValueBytes, oversize, truncateText } from "./sizes.ts"
+import { allMessages, type MessageStorageOptions, scanReplySequence, storeMessages } from "./messages.ts"
+import { maxValueBytes, oversize, storedBytes, truncateText } from "./sizes.ts"
 
 /** What the Steps of one session Flow need to know besides state; `Id` is the runner's service key. */
 export interface SessionConfig<Id = unknown> {
@@ -32,7 +33,18 @@ export interface SessionConfig<Id = unknown> {
   readonly maxDurableWaitSeconds: number
   /** Whether plan mode is enabled (`plan_mode_enabled`). */
   readonly planModeEnabled: boolean
+  /** The message storage options ("Message storage", Options). */
+  readonly messageStorage: MessageStorageOptions
 }
+
+/**
+ * The message storage options a commit applies: a chunk never exceeds the engine's largest value, so no
+ * rollover can fail on size.
+ */
+export const messageStorageFor = (config: SessionConfig, limit: number): MessageStorageOptions => ({
+  ...config.messageStorage,
+  messageChunkMaxBytes: Math.min(config.messageStorage.messageChunkMaxBytes, limit)
+})
 
 export const ZERO_USAGE: Wire.AgentUsage = {
   modelCalls: 0,
@@ -179,9 +191,8 @@ export const requireState = (ctx: TxView): Effect.Effect<Wire.AgentState> =>
     onSome: Effect.succeed
   })
 
-/** Every stored message, in sequence order (keys are zero-padded, so they sort numerically). */
-export const storedMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
-  ctx.keys(P.AgentMessages).flatMap((key) => Option.toArray(ctx.getAt(P.AgentMessages, key)))
+/** Every stored message, in sequence order, from the chunks and the window ("Message storage", Reads). */
+export const storedMessages = (ctx: TxView): Array<Wire.AgentMessage> => allMessages(ctx)
 
 /** Every stored tool call record. */
 export const allRecords = (ctx: TxView): Array<Wire.AgentToolCall> =>
@@ -239,22 +250,43 @@ export const messagesOversize = (
   limit: number
 ): string | undefined => {
   for (const m of buildMessages(state, turnId, messages, createdAt)) {
-    const problem = oversize(`AgentMessages[${Wire.messageSequenceKey(m.sequence)}]`, Wire.AgentMessage, m, limit)
+    const name = `AgentMessages[${Wire.messageSequenceKey(m.sequence)}]`
+    const problem = oversize(name, Wire.AgentMessage, m, limit)
     if (problem !== undefined) return problem
+    // A message too large for the window is stored in a chunk of its own, 15 bytes larger.
+    const chunkBytes = storedBytes(Wire.AgentMessage, m) + SINGLE_CHUNK_OVERHEAD_BYTES
+    if (chunkBytes > limit) {
+      return `Value AgentMessageChunks[${Wire.messageSequenceKey(m.sequence)}] is ${chunkBytes} bytes, over the limit of ${limit}`
+    }
   }
   return undefined
 }
 
-/** Stores messages at the next sequences of the turn; returns the state with the counter advanced. */
+/** What a chunk of one message adds to the message's size: `{"messages":[` and `]}`. */
+const SINGLE_CHUNK_OVERHEAD_BYTES = 15
+
+/**
+ * Stores messages at the next sequences of the turn ("Message storage"); returns the state with the counter
+ * advanced. In an active turn whose TurnReplySequence names another turn (one an earlier worker started), it
+ * records the turn's reply sequence first, before any rollover moves the turn's messages.
+ */
 export const appendMessages = (
   ctx: TxView,
+  storage: MessageStorageOptions,
   state: Wire.AgentState,
   turnId: string,
   messages: ReadonlyArray<FrameworkMessage>,
   createdAt: string
 ): Wire.AgentState => {
+  if (messages.length === 0) return state
+  if (state.activeTurnId === turnId) {
+    const reply = ctx.get(P.TurnReplySequence)
+    if (Option.isNone(reply) || reply.value.turnId !== turnId) {
+      ctx.set(P.TurnReplySequence, { turnId, sequence: scanReplySequence(ctx, turnId, state.nextMessageSequence) })
+    }
+  }
   const built = buildMessages(state, turnId, messages, createdAt)
-  for (const m of built) ctx.setAt(P.AgentMessages, Wire.messageSequenceKey(m.sequence), m)
+  storeMessages(ctx, storage, built)
   return { ...state, nextMessageSequence: state.nextMessageSequence + built.length }
 }
 
@@ -314,7 +346,14 @@ export const beginTurn = Effect.fnUntraced(function* (
     yield* endTurn(ctx, config, state, turnId, `ValueTooLarge: ${problem}`)
     return null
   }
-  const appended = appendMessages(ctx, state, turnId, userMessages, now)
+  const appended = appendMessages(
+    ctx,
+    messageStorageFor(config, yield* maxValueBytes),
+    state,
+    turnId,
+    userMessages,
+    now
+  )
   ctx.set(P.TurnReplySequence, { turnId, sequence: appended.nextMessageSequence })
   ctx.set(P.TurnSessionSettings, {
     turnId,
@@ -369,7 +408,7 @@ export const turnMessageCount = (ctx: TxView, state: Wire.AgentState, turnId: st
   const reply = ctx.get(P.TurnReplySequence)
   return Option.isSome(reply) && reply.value.turnId === turnId
     ? state.nextMessageSequence - reply.value.sequence
-    : storedMessages(ctx).filter((m) => m.turnId === turnId && m.role !== "user").length
+    : state.nextMessageSequence - scanReplySequence(ctx, turnId, state.nextMessageSequence)
 }
 
 /** Whether cancel_turn cancelled this turn (turn IDs never repeat). */
@@ -449,13 +488,15 @@ export const endControlledTurn = Effect.fnUntraced(function* (
   const fitting = (unfinished ?? []).filter(
     (message) => messagesOversize(state, turnId, [message], now, limit) === undefined
   )
+  const storage = messageStorageFor(config, limit)
   if (fitting.length > 0) {
-    next = appendMessages(ctx, next, turnId, fitting, now)
+    next = appendMessages(ctx, storage, next, turnId, fitting, now)
   } else {
     const finals = turnRecords(ctx, turnId).filter(isFinal)
     if (finals.length > 0) {
       const header = reason === "steered" ? Wire.TURN_STEERED_NOTE_HEADER : Wire.TURN_CANCELLED_NOTE_HEADER
-      next = appendMessages(ctx, next, turnId, [fittingNote(runner, next, turnId, finals, now, limit, header)], now)
+      const note = fittingNote(runner, next, turnId, finals, now, limit, header)
+      next = appendMessages(ctx, storage, next, turnId, [note], now)
     }
   }
   clearTurn(ctx)
@@ -503,11 +544,12 @@ export const failTurn = Effect.fnUntraced(function* (
     if (problem === undefined) fitting.push(message)
     else yield* Effect.logWarning(`an unfinished turn message is left out: ${problem}`)
   }
-  let next = appendMessages(ctx, state, turnId, fitting, now)
+  const storage = messageStorageFor(config, limit)
+  let next = appendMessages(ctx, storage, state, turnId, fitting, now)
   const finals = turnRecords(ctx, turnId).filter(isFinal)
   if (finals.length > 0) {
     const note = fittingNote(runner, next, turnId, finals, now, limit)
-    next = appendMessages(ctx, next, turnId, [note], now)
+    next = appendMessages(ctx, storage, next, turnId, [note], now)
   }
   yield* endTurn(ctx, config, next, turnId, truncateText(error, Math.floor(limit / 4)))
 })

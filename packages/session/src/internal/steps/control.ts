@@ -17,6 +17,7 @@ import {
   turnControl,
   turnRecords
 } from "../session.ts"
+import { noteActivation, tracedActivation } from "../tracing.ts"
 import { questionInterruptId, recoveryRetry, type SessionSteps, sync, unfinishedMessages } from "./common.ts"
 
 /** The control family. Other families' Steps are read from `steps` when a decision is made. */
@@ -36,29 +37,35 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
         P.SteeredUserMessages.atMost(Wire.CHANNEL_RANGE_MAX),
         P.TurnControlRequests.atMost(Wire.CHANNEL_RANGE_MAX)
       ),
-    execute: Effect.fn("AgentSession.ApplyTurnControl")(function* (ctx) {
-      const runner = yield* config.runner
-      let state = yield* requireState(ctx)
-      const steered = ctx.channelResults(P.SteeredUserMessages)
-      const turnId = state.activeTurnId
-      if (turnId !== null) {
-        const reason = turnControl(ctx, turnId) ?? (steered.length > 0 ? "steered" : null)
-        if (reason === null) {
-          // Nothing to apply to the active turn (a stale wake): it goes on where it waits.
-          return StepDecision.deadEnd()
+    execute: tracedActivation(
+      config,
+      "ApplyTurnControl",
+      Effect.fn("AgentSession.ApplyTurnControl")(function* (ctx, _: null) {
+        const runner = yield* config.runner
+        let state = yield* requireState(ctx)
+        const steered = ctx.channelResults(P.SteeredUserMessages)
+        // a steered user message from outside the session: an activation
+        if (steered.length > 0) noteActivation(ctx)
+        const turnId = state.activeTurnId
+        if (turnId !== null) {
+          const reason = turnControl(ctx, turnId) ?? (steered.length > 0 ? "steered" : null)
+          if (reason === null) {
+            // Nothing to apply to the active turn (a stale wake): it goes on where it waits.
+            return StepDecision.deadEnd()
+          }
+          if (turnRecords(ctx, turnId).some((r) => !isFinal(r))) {
+            // Not every record is final yet: ResumeTurn still waits and comes back here (defensive).
+            for (const message of steered) ctx.publish(P.SteeredUserMessages, message)
+            return StepDecision.deadEnd()
+          }
+          const unfinished = yield* unfinishedMessages(config, ctx, runner, state, turnId)
+          yield* endControlledTurn(ctx, config, runner, state, turnId, reason, unfinished, steered.length)
+          state = yield* requireState(ctx)
         }
-        if (turnRecords(ctx, turnId).some((r) => !isFinal(r))) {
-          // Not every record is final yet: ResumeTurn still waits and comes back here (defensive).
-          for (const message of steered) ctx.publish(P.SteeredUserMessages, message)
-          return StepDecision.deadEnd()
-        }
-        const unfinished = yield* unfinishedMessages(config, ctx, runner, state, turnId)
-        yield* endControlledTurn(ctx, config, runner, state, turnId, reason, unfinished, steered.length)
-        state = yield* requireState(ctx)
-      }
-      const started = yield* beginTurnFromMessages(ctx, config, runner, state, steered)
-      return started ? StepDecision.goTo(steps.RunModel, null) : StepDecision.goTo(steps.AwaitUserMessage, null)
-    })
+        const started = yield* beginTurnFromMessages(ctx, config, runner, state, steered)
+        return started ? StepDecision.goTo(steps.RunModel, null) : StepDecision.goTo(steps.AwaitUserMessage, null)
+      })
+    )
   })
 
   // -------------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import {
   provideStepServices,
   type SessionConfig
 } from "../session.ts"
+import { tracedTool } from "../tracing.ts"
 import {
   exhaustedStatus,
   HEARTBEAT_TIMEOUT,
@@ -68,7 +69,10 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
         record === undefined || record.taskAnswerPending || cancelled ? 0 : (record.taskPollIntervalSeconds ?? 1)
       return Wait.anyOf(Timer.seconds(seconds))
     },
-    execute: recordingToolErrors("AgentSession.PollToolTask", (ctx, toolCallId) => pollToolTaskBody(ctx, toolCallId))
+    execute: tracedTool(
+      "PollToolTask",
+      recordingToolErrors("AgentSession.PollToolTask", (ctx, toolCallId) => pollToolTaskBody(ctx, toolCallId))
+    )
   })
 
   const pollToolTaskBody = (ctx: ExecuteContext, toolCallId: string) =>

@@ -32,6 +32,7 @@ import {
   withHeartbeats
 } from "../session.ts"
 import { maxValueBytes, oversize, truncateText } from "../sizes.ts"
+import { tracedTool } from "../tracing.ts"
 import {
   endSession,
   exhaustedStatus,
@@ -304,7 +305,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolFailure
     },
-    execute: recordingToolErrors("AgentSession.CallTool", callToolBody)
+    execute: tracedTool("CallTool", recordingToolErrors("AgentSession.CallTool", callToolBody))
   })
 
   const CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id> = Step({
@@ -317,7 +318,10 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolOutcomeUnknown
     },
-    execute: recordingToolErrors("AgentSession.CallSingleAttemptTool", callToolBody)
+    execute: tracedTool(
+      "CallSingleAttemptTool",
+      recordingToolErrors("AgentSession.CallSingleAttemptTool", callToolBody)
+    )
   })
 
   return {

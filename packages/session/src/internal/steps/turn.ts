@@ -26,6 +26,7 @@ import {
   initialState,
   isBlank,
   isFinal,
+  messageStorageFor,
   messagesOversize,
   nowIso,
   provideStepServices,
@@ -40,6 +41,7 @@ import {
   ZERO_USAGE
 } from "../session.ts"
 import { maxValueBytes, oversize, storedBytes } from "../sizes.ts"
+import { noteActivation, noteChat, tracedActivation, tracedChat } from "../tracing.ts"
 import {
   abandonable,
   endSession,
@@ -115,27 +117,32 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     type: "StartAgentSession",
     input: StartInput,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
-    execute: Effect.fn("AgentSession.StartAgentSession")(function* (ctx, input) {
-      const settings = input.sessionSettings
-      if (settings !== null) {
-        const problem = settingsProblem(settings)
-        if (problem !== undefined) {
-          return StepDecision.forceFail(`${Wire.INVALID_START_SESSION_SETTINGS_REASON}: ${problem}`)
+    execute: tracedActivation(
+      config,
+      "StartAgentSession",
+      Effect.fn("AgentSession.StartAgentSession")(function* (ctx, input: typeof StartInput.Type) {
+        const settings = input.sessionSettings
+        if (settings !== null) {
+          const problem = settingsProblem(settings)
+          if (problem !== undefined) {
+            return StepDecision.forceFail(`${Wire.INVALID_START_SESSION_SETTINGS_REASON}: ${problem}`)
+          }
         }
-      }
-      const runner = yield* config.runner
-      ctx.set(P.AgentState, initialState)
-      ctx.set(P.AgentUsage, ZERO_USAGE)
-      ctx.set(P.PendingInterrupts, [])
-      if (settings !== null && Object.keys(settings).length > 0) {
-        ctx.set(P.SessionSettings, settings as Wire.SessionSettings)
-      }
-      if (input.initialMessage !== null && !isBlank(input.initialMessage)) {
-        const turnId = yield* beginTurn(ctx, config, runner, initialState, [input.initialMessage])
-        return turnId === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
-      }
-      return StepDecision.goTo(AwaitUserMessage, null)
-    })
+        const runner = yield* config.runner
+        ctx.set(P.AgentState, initialState)
+        ctx.set(P.AgentUsage, ZERO_USAGE)
+        ctx.set(P.PendingInterrupts, [])
+        if (settings !== null && Object.keys(settings).length > 0) {
+          ctx.set(P.SessionSettings, settings as Wire.SessionSettings)
+        }
+        if (input.initialMessage !== null && !isBlank(input.initialMessage)) {
+          const turnId = yield* beginTurn(ctx, config, runner, initialState, [input.initialMessage])
+          return turnId === null ? StepDecision.goTo(AwaitUserMessage, null) : StepDecision.goTo(RunModel, null)
+        }
+        return StepDecision.goTo(AwaitUserMessage, null)
+      }),
+      true
+    )
   })
 
   // -------------------------------------------------------------------------------------------------------
@@ -172,42 +179,49 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
             P.PlanExecutions.forOne(String(plan.revision))
           )
     },
-    execute: Effect.fn("AgentSession.AwaitUserMessage")(function* (ctx) {
-      if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(steps.ApplyTurnControl, null)
-      const runner = yield* config.runner
-      const state = yield* requireState(ctx)
-      const plan = approvablePlan(ctx)
-      const approvals = plan === null ? [] : ctx.channelResults(P.PlanExecutions, String(plan.revision))
-      if (approvals.length > 0) {
-        // An approval: it is consumed whatever happens next, and runs only for the plan it names.
-        ctx.delete(P.PendingPlanExecution)
-        const revision = approvals[0]!.revision
-        if (plan === null || plan.revision !== revision) return StepDecision.goTo(AwaitUserMessage, null)
-        const turnId = Wire.formatTurnId(state.turnCount + 1)
-        if (plan.status === "draft") {
-          const now = yield* nowIso
-          ctx.set(P.AgentPlan, { ...plan, status: "active", updatedAt: now })
-          yield* emitter(ctx, config, turnId).planUpdated({
-            revision,
-            status: "active",
-            taskCount: plan.tasks.length
-          })
+    execute: tracedActivation(
+      config,
+      "AwaitUserMessage",
+      Effect.fn("AgentSession.AwaitUserMessage")(function* (ctx, _: null) {
+        if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(steps.ApplyTurnControl, null)
+        const runner = yield* config.runner
+        const state = yield* requireState(ctx)
+        const plan = approvablePlan(ctx)
+        const approvals = plan === null ? [] : ctx.channelResults(P.PlanExecutions, String(plan.revision))
+        const queued = ctx.channelResults(P.QueuedUserMessages)
+        // a message or a plan execution from outside the session: an activation (its invoke_agent root)
+        if (approvals.length > 0 || queued.length > 0) noteActivation(ctx)
+        if (approvals.length > 0) {
+          // An approval: it is consumed whatever happens next, and runs only for the plan it names.
+          ctx.delete(P.PendingPlanExecution)
+          const revision = approvals[0]!.revision
+          if (plan === null || plan.revision !== revision) return StepDecision.goTo(AwaitUserMessage, null)
+          const turnId = Wire.formatTurnId(state.turnCount + 1)
+          if (plan.status === "draft") {
+            const now = yield* nowIso
+            ctx.set(P.AgentPlan, { ...plan, status: "active", updatedAt: now })
+            yield* emitter(ctx, config, turnId).planUpdated({
+              revision,
+              status: "active",
+              taskCount: plan.tasks.length
+            })
+          }
+          const started = yield* beginTurn(
+            ctx,
+            config,
+            runner,
+            state,
+            [Wire.planExecutionApprovedMessage(revision)],
+            "executing"
+          )
+          if (started === null) return StepDecision.goTo(AwaitUserMessage, null)
+          yield* emitter(ctx, config, started).planExecutionStarted({ revision })
+          return StepDecision.goTo(RunModel, null)
         }
-        const started = yield* beginTurn(
-          ctx,
-          config,
-          runner,
-          state,
-          [Wire.planExecutionApprovedMessage(revision)],
-          "executing"
-        )
-        if (started === null) return StepDecision.goTo(AwaitUserMessage, null)
-        yield* emitter(ctx, config, started).planExecutionStarted({ revision })
-        return StepDecision.goTo(RunModel, null)
-      }
-      const started = yield* beginTurnFromMessages(ctx, config, runner, state, ctx.channelResults(P.QueuedUserMessages))
-      return started ? StepDecision.goTo(RunModel, null) : StepDecision.goTo(AwaitUserMessage, null)
-    })
+        const started = yield* beginTurnFromMessages(ctx, config, runner, state, queued)
+        return started ? StepDecision.goTo(RunModel, null) : StepDecision.goTo(AwaitUserMessage, null)
+      })
+    )
   })
   const RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, never, Id, ModelCallError> = Step({
     type: "RecordTurnFailure",
@@ -261,248 +275,257 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordTurnFailure
     },
-    execute: Effect.fn("AgentSession.RunModel")(function* (ctx) {
-      const runner = yield* config.runner
-      const state = yield* requireState(ctx)
-      const turnId = state.activeTurnId
-      if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
-      yield* Effect.annotateCurrentSpan({
-        "gen_ai.conversation.id": ctx.flowId,
-        "dex.flow.id": ctx.flowId,
-        "dex.step.execution_id": ctx.stepExecutionId,
-        "dex.step.attempt": ctx.attempt,
-        "dex.agent.turn.id": turnId
-      })
-      // A steered or cancelled turn ends here, before any model call, as ApplyTurnControl ends it.
-      const control = turnControl(ctx, turnId)
-      if (control !== null) {
-        yield* endControlledTurn(
-          ctx,
-          config,
-          runner,
-          state,
-          turnId,
-          control,
-          yield* unfinishedMessages(config, ctx, runner, state, turnId),
-          ctx.channelSize(P.SteeredUserMessages)
-        )
-        return StepDecision.goTo(steps.ApplyTurnControl, null)
-      }
-      // cancel_turn interrupts this attempt: the signal aborts the framework's call and its provider request.
-      const controller = new AbortController()
-      const turn = {
-        ...turnContext(config, ctx, turnId, state, storedMessages(ctx)),
-        cancellationSignal: controller.signal,
-        deadline: new Date((yield* Clock.currentTimeMillis) + RUN_MODEL_TIMEOUT_MS)
-      }
-      const outcome = yield* runner.runModelStep(turn).pipe(
-        // a runner may name its outcome by the spec's `kind` alone; the session reads `_tag`
-        Effect.map(normalizeOutcome),
-        withHeartbeats(ctx, config.heartbeatInterval),
-        provideStepServices(ctx, config, turnId),
-        Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
-      )
-      const events = emitter(ctx, config, turnId)
-      const nowMs = yield* Clock.currentTimeMillis
-      const now = new Date(nowMs).toISOString()
-      const limit = yield* maxValueBytes
-      yield* recordUsage(ctx, events, outcome.usage)
-      // Size rules: a message or record that cannot be stored fails the turn, and a run state that cannot be
-      // stored ends the session, decided here so that no event claims what the commit would not keep.
-      const tooLarge =
-        messagesOversize(state, turnId, outcome.newMessages ?? [], now, limit) ??
-        (outcome._tag === "ToolCallsRequested" ? recordsOversize(outcome.toolCalls, turnId, limit) : undefined)
-      if (tooLarge !== undefined) {
-        yield* failTurn(ctx, config, runner, state, turnId, `ValueTooLarge: ${tooLarge}`)
-        return StepDecision.goTo(AwaitUserMessage, null)
-      }
-      if (outcome._tag !== "TurnCompleted") {
-        const runStateBytes = storedBytes(Schema.String, outcome.frameworkRunState)
-        if (runStateBytes > limit) {
-          return yield* endSession(ctx, config, state, turnId, Wire.runStateTooLargeDetail(runStateBytes, limit))
+    execute: tracedChat(
+      "RunModel",
+      Effect.fn("AgentSession.RunModel")(function* (ctx, _: Wire.RecordTurnFailureInput) {
+        const runner = yield* config.runner
+        const state = yield* requireState(ctx)
+        const turnId = state.activeTurnId
+        if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
+        // A steered or cancelled turn ends here, before any model call, as ApplyTurnControl ends it.
+        const control = turnControl(ctx, turnId)
+        if (control !== null) {
+          yield* endControlledTurn(
+            ctx,
+            config,
+            runner,
+            state,
+            turnId,
+            control,
+            yield* unfinishedMessages(config, ctx, runner, state, turnId),
+            ctx.channelSize(P.SteeredUserMessages)
+          )
+          return StepDecision.goTo(steps.ApplyTurnControl, null)
         }
-      }
-      const unfinishedWithoutBuilder =
-        outcome._tag !== "TurnCompleted" &&
-        (outcome.newMessages?.length ?? 0) > 0 &&
-        runner.buildUnfinishedTurnMessages === undefined
-      if (unfinishedWithoutBuilder) {
-        yield* failTurn(ctx, config, runner, state, turnId, Wire.UNFINISHED_TURN_MESSAGES_REQUIRED_ERROR)
-        return StepDecision.goTo(AwaitUserMessage, null)
-      }
-      switch (outcome._tag) {
-        case "TurnCompleted": {
-          const next = appendMessages(ctx, state, turnId, outcome.newMessages, now)
-          yield* endTurn(ctx, config, next, turnId, outcome.turnError ?? null)
+        // cancel_turn interrupts this attempt: the signal aborts the framework's call and its provider request.
+        const controller = new AbortController()
+        const turn = {
+          ...turnContext(config, ctx, turnId, state, storedMessages(ctx)),
+          cancellationSignal: controller.signal,
+          deadline: new Date((yield* Clock.currentTimeMillis) + RUN_MODEL_TIMEOUT_MS)
+        }
+        const outcome = yield* runner.runModelStep(turn).pipe(
+          // a runner may name its outcome by the spec's `kind` alone; the session reads `_tag`
+          Effect.map(normalizeOutcome),
+          withHeartbeats(ctx, config.heartbeatInterval),
+          provideStepServices(ctx, config, turnId),
+          Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
+        )
+        noteChat(ctx, {
+          usage: outcome.usage,
+          metadata: outcome.modelCallMetadata,
+          messageSequences: Array.from(
+            { length: outcome.newMessages?.length ?? 0 },
+            (_, i) => state.nextMessageSequence + i
+          ),
+          toolCallIds: outcome._tag === "ToolCallsRequested" ? outcome.toolCalls.map((c) => c.toolCallId) : [],
+          input: () => turn.messages.map((m) => ({ role: m.role, text: m.text, tool_call_id: m.toolCallId })),
+          output: () =>
+            (outcome.newMessages ?? []).map((m) => ({ role: m.role, text: m.text, tool_call_id: m.toolCallId }))
+        })
+        const events = emitter(ctx, config, turnId)
+        const nowMs = yield* Clock.currentTimeMillis
+        const now = new Date(nowMs).toISOString()
+        const limit = yield* maxValueBytes
+        const storage = messageStorageFor(config, limit)
+        yield* recordUsage(ctx, events, outcome.usage)
+        // Size rules: a message or record that cannot be stored fails the turn, and a run state that cannot be
+        // stored ends the session, decided here so that no event claims what the commit would not keep.
+        const tooLarge =
+          messagesOversize(state, turnId, outcome.newMessages ?? [], now, limit) ??
+          (outcome._tag === "ToolCallsRequested" ? recordsOversize(outcome.toolCalls, turnId, limit) : undefined)
+        if (tooLarge !== undefined) {
+          yield* failTurn(ctx, config, runner, state, turnId, `ValueTooLarge: ${tooLarge}`)
           return StepDecision.goTo(AwaitUserMessage, null)
         }
-        case "TurnContinued": {
-          const next = appendMessages(ctx, state, turnId, outcome.newMessages, now)
-          ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
-          ctx.set(P.AgentState, { ...next, status: "running_model" })
-          return StepDecision.goTo(RunModel, null)
+        if (outcome._tag !== "TurnCompleted") {
+          const runStateBytes = storedBytes(Schema.String, outcome.frameworkRunState)
+          if (runStateBytes > limit) {
+            return yield* endSession(ctx, config, state, turnId, Wire.runStateTooLargeDetail(runStateBytes, limit))
+          }
         }
-        case "ToolCallsRequested": {
-          const existing = turnRecords(ctx, turnId)
-          const used = new Set(existing.map((r) => r.toolCallId))
-          if (outcome.toolCalls.length === 0) {
-            yield* failTurn(ctx, config, runner, state, turnId, "the runner requested tool calls but listed none")
+        const unfinishedWithoutBuilder =
+          outcome._tag !== "TurnCompleted" &&
+          (outcome.newMessages?.length ?? 0) > 0 &&
+          runner.buildUnfinishedTurnMessages === undefined
+        if (unfinishedWithoutBuilder) {
+          yield* failTurn(ctx, config, runner, state, turnId, Wire.UNFINISHED_TURN_MESSAGES_REQUIRED_ERROR)
+          return StepDecision.goTo(AwaitUserMessage, null)
+        }
+        switch (outcome._tag) {
+          case "TurnCompleted": {
+            const next = appendMessages(ctx, storage, state, turnId, outcome.newMessages, now)
+            yield* endTurn(ctx, config, next, turnId, outcome.turnError ?? null)
             return StepDecision.goTo(AwaitUserMessage, null)
           }
-          for (const call of outcome.toolCalls) {
-            const problem = toolCallIdProblem(call.toolCallId, used)
-            if (problem !== undefined) {
-              yield* failTurn(ctx, config, runner, state, turnId, `invalid tool call: ${problem}`)
+          case "TurnContinued": {
+            const next = appendMessages(ctx, storage, state, turnId, outcome.newMessages, now)
+            ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
+            ctx.set(P.AgentState, { ...next, status: "running_model" })
+            return StepDecision.goTo(RunModel, null)
+          }
+          case "ToolCallsRequested": {
+            const existing = turnRecords(ctx, turnId)
+            const used = new Set(existing.map((r) => r.toolCallId))
+            if (outcome.toolCalls.length === 0) {
+              yield* failTurn(ctx, config, runner, state, turnId, "the runner requested tool calls but listed none")
               return StepDecision.goTo(AwaitUserMessage, null)
             }
-            used.add(call.toolCallId)
-          }
-          const next = appendMessages(ctx, state, turnId, outcome.newMessages ?? [], now)
-          ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
-          const pending = [...Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])]
-          const movements: Array<StepMovement> = []
-          const deadline =
-            config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
-          const planning = state.interactionMode === "planning"
-          for (const [i, call] of outcome.toolCalls.entries()) {
-            const builtIn = config.builtInTools.has(call.toolName) ? call.toolName : undefined
-            const base = newRecord(call, turnId, existing.length + i)
-            // A built-in call runs in the session's own Steps: no approval, the read effect.
-            const record: Wire.AgentToolCall =
-              builtIn === undefined
-                ? base
-                : { ...base, effect: "read", requiresApproval: false, status: "approved", toolSourceReference: null }
-            yield* events.toolCallDeferred({
-              toolCallId: record.toolCallId,
-              toolName: record.toolName,
-              effect: record.effect,
-              requiresApproval: record.requiresApproval
-            })
-            if (planning && builtIn !== "write_todos") {
-              // A planning turn only plans: every other call is rejected in this commit and never runs.
-              yield* finalizeRecord(ctx, events, record, {
-                status: "rejected",
-                rejectionMessage: Wire.PLANNING_TURN_REJECTION_MESSAGE
-              })
-              continue
-            }
-            if (builtIn === "ask_user") {
-              const args = BuiltInTools.validateAskUser(call.arguments)
-              if (args._tag === "Invalid") {
-                yield* finalizeRecord(ctx, events, record, {
-                  status: "failed",
-                  error: Wire.invalidBuiltInArgumentsError("ask_user", args.reason)
-                })
-                continue
+            for (const call of outcome.toolCalls) {
+              const problem = toolCallIdProblem(call.toolCallId, used)
+              if (problem !== undefined) {
+                yield* failTurn(ctx, config, runner, state, turnId, `invalid tool call: ${problem}`)
+                return StepDecision.goTo(AwaitUserMessage, null)
               }
-              const asking: Wire.AgentToolCall = {
-                ...record,
-                status: "awaiting_answer",
-                inputQuestion: args.value.question,
-                inputChoices: args.value.choices,
-                inputAllowsFreeText: args.value.allowsFreeText
-              }
-              ctx.setAt(P.AgentToolCalls, record.toolCallId, asking)
-              const interrupt = questionInterrupt(asking, record.toolCallId, now, deadline)
-              pending.push(interrupt)
-              yield* raised(events, interrupt)
-              movements.push(StepMovement.of(steps.AwaitQuestionAnswer, record.toolCallId))
-              continue
+              used.add(call.toolCallId)
             }
-            if (builtIn === "durable_wait") {
-              const args = BuiltInTools.validateDurableWait(call.arguments, config.maxDurableWaitSeconds)
-              if (args._tag === "Invalid") {
-                yield* finalizeRecord(ctx, events, record, {
-                  status: "failed",
-                  error: Wire.invalidBuiltInArgumentsError("durable_wait", args.reason)
-                })
-                continue
-              }
-              const waitUntil = new Date(nowMs + args.value.seconds * 1000).toISOString()
-              ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, status: "waiting_for_timer", waitUntil })
-              yield* events.timerStarted({ toolCallId: record.toolCallId, waitUntil, reason: args.value.reason })
-              movements.push(StepMovement.of(steps.AwaitTimer, record.toolCallId))
-              continue
-            }
-            if (builtIn === "write_todos") {
-              // Settles in this commit: the plan is replaced, or every call of a response that called it more
-              // than once fails and the plan stays as it was.
-              const repeated = outcome.toolCalls.filter((c) => c.toolName === "write_todos").length > 1
-              const tasks = repeated ? undefined : BuiltInTools.validateWriteTodos(call.arguments)
-              if (tasks === undefined || tasks._tag === "Invalid") {
-                yield* finalizeRecord(ctx, events, record, {
-                  status: "failed",
-                  error:
-                    tasks === undefined
-                      ? Wire.WRITE_TODOS_CALLED_MORE_THAN_ONCE_ERROR
-                      : Wire.invalidTodosError(tasks.reason)
-                })
-                continue
-              }
-              const revision = Option.match(ctx.get(P.AgentPlan), { onNone: () => 0, onSome: (p) => p.revision }) + 1
-              const list = tasks.value
-              const status: Wire.AgentPlanStatus =
-                list.length === 0
-                  ? "cleared"
-                  : planning
-                    ? "draft"
-                    : list.every((t) => t.status === "completed")
-                      ? "completed"
-                      : "active"
-              ctx.set(P.AgentPlan, { revision, status, tasks: list, updatedAt: now })
-              yield* events.planUpdated({ revision, status, taskCount: list.length })
-              yield* finalizeRecord(ctx, events, record, {
-                status: "succeeded",
-                output: Schema.encodeSync(Wire.WriteTodosResultJson)(
-                  list.length === 0
-                    ? { status: "cleared", revision }
-                    : { status: "updated", revision, taskCount: list.length }
-                )
-              })
-              continue
-            }
-            if (Option.isNone(parseToolArguments(call.arguments))) {
-              yield* finalizeRecord(ctx, events, record, {
-                status: "failed",
-                error: Wire.invalidBuiltInArgumentsError(call.toolName, Wire.ARGUMENTS_NOT_JSON_OBJECT_REASON)
-              })
-            } else if (record.requiresApproval) {
-              ctx.setAt(P.AgentToolCalls, record.toolCallId, record)
-              const interrupt: Wire.AgentInterrupt = {
-                interruptId: record.toolCallId,
-                kind: "tool_approval",
+            const next = appendMessages(ctx, storage, state, turnId, outcome.newMessages ?? [], now)
+            ctx.set(P.FrameworkRunState, outcome.frameworkRunState)
+            const pending = [...Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])]
+            const movements: Array<StepMovement> = []
+            const deadline =
+              config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
+            const planning = state.interactionMode === "planning"
+            for (const [i, call] of outcome.toolCalls.entries()) {
+              const builtIn = config.builtInTools.has(call.toolName) ? call.toolName : undefined
+              const base = newRecord(call, turnId, existing.length + i)
+              // A built-in call runs in the session's own Steps: no approval, the read effect.
+              const record: Wire.AgentToolCall =
+                builtIn === undefined
+                  ? base
+                  : { ...base, effect: "read", requiresApproval: false, status: "approved", toolSourceReference: null }
+              yield* events.toolCallDeferred({
                 toolCallId: record.toolCallId,
                 toolName: record.toolName,
-                arguments: record.arguments,
-                createdAt: now,
-                deadline,
-                question: null,
-                choices: [],
-                allowsFreeText: true
-              }
-              pending.push(interrupt)
-              yield* events.interruptRaised({
-                interruptId: interrupt.interruptId,
-                toolCallId: interrupt.toolCallId,
-                toolName: interrupt.toolName,
-                deadline: interrupt.deadline,
-                kind: interrupt.kind,
-                question: null,
-                choices: [],
-                allowsFreeText: true
+                effect: record.effect,
+                requiresApproval: record.requiresApproval
               })
-              movements.push(StepMovement.of(steps.AwaitToolApproval, record.toolCallId))
-            } else {
-              ctx.setAt(P.AgentToolCalls, record.toolCallId, record)
-              movements.push(StepMovement.of(toolStep(steps, record.effect), record.toolCallId))
+              if (planning && builtIn !== "write_todos") {
+                // A planning turn only plans: every other call is rejected in this commit and never runs.
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "rejected",
+                  rejectionMessage: Wire.PLANNING_TURN_REJECTION_MESSAGE
+                })
+                continue
+              }
+              if (builtIn === "ask_user") {
+                const args = BuiltInTools.validateAskUser(call.arguments)
+                if (args._tag === "Invalid") {
+                  yield* finalizeRecord(ctx, events, record, {
+                    status: "failed",
+                    error: Wire.invalidBuiltInArgumentsError("ask_user", args.reason)
+                  })
+                  continue
+                }
+                const asking: Wire.AgentToolCall = {
+                  ...record,
+                  status: "awaiting_answer",
+                  inputQuestion: args.value.question,
+                  inputChoices: args.value.choices,
+                  inputAllowsFreeText: args.value.allowsFreeText
+                }
+                ctx.setAt(P.AgentToolCalls, record.toolCallId, asking)
+                const interrupt = questionInterrupt(asking, record.toolCallId, now, deadline)
+                pending.push(interrupt)
+                yield* raised(events, interrupt)
+                movements.push(StepMovement.of(steps.AwaitQuestionAnswer, record.toolCallId))
+                continue
+              }
+              if (builtIn === "durable_wait") {
+                const args = BuiltInTools.validateDurableWait(call.arguments, config.maxDurableWaitSeconds)
+                if (args._tag === "Invalid") {
+                  yield* finalizeRecord(ctx, events, record, {
+                    status: "failed",
+                    error: Wire.invalidBuiltInArgumentsError("durable_wait", args.reason)
+                  })
+                  continue
+                }
+                const waitUntil = new Date(nowMs + args.value.seconds * 1000).toISOString()
+                ctx.setAt(P.AgentToolCalls, record.toolCallId, { ...record, status: "waiting_for_timer", waitUntil })
+                yield* events.timerStarted({ toolCallId: record.toolCallId, waitUntil, reason: args.value.reason })
+                movements.push(StepMovement.of(steps.AwaitTimer, record.toolCallId))
+                continue
+              }
+              if (builtIn === "write_todos") {
+                // Settles in this commit: the plan is replaced, or every call of a response that called it more
+                // than once fails and the plan stays as it was.
+                const repeated = outcome.toolCalls.filter((c) => c.toolName === "write_todos").length > 1
+                const tasks = repeated ? undefined : BuiltInTools.validateWriteTodos(call.arguments)
+                if (tasks === undefined || tasks._tag === "Invalid") {
+                  yield* finalizeRecord(ctx, events, record, {
+                    status: "failed",
+                    error:
+                      tasks === undefined
+                        ? Wire.WRITE_TODOS_CALLED_MORE_THAN_ONCE_ERROR
+                        : Wire.invalidTodosError(tasks.reason)
+                  })
+                  continue
+                }
+                const revision = Option.match(ctx.get(P.AgentPlan), { onNone: () => 0, onSome: (p) => p.revision }) + 1
+                const list = tasks.value
+                const status: Wire.AgentPlanStatus =
+                  list.length === 0
+                    ? "cleared"
+                    : planning
+                      ? "draft"
+                      : list.every((t) => t.status === "completed")
+                        ? "completed"
+                        : "active"
+                ctx.set(P.AgentPlan, { revision, status, tasks: list, updatedAt: now })
+                yield* events.planUpdated({ revision, status, taskCount: list.length })
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "succeeded",
+                  output: Schema.encodeSync(Wire.WriteTodosResultJson)(
+                    list.length === 0
+                      ? { status: "cleared", revision }
+                      : { status: "updated", revision, taskCount: list.length }
+                  )
+                })
+                continue
+              }
+              if (Option.isNone(parseToolArguments(call.arguments))) {
+                yield* finalizeRecord(ctx, events, record, {
+                  status: "failed",
+                  error: Wire.invalidBuiltInArgumentsError(call.toolName, Wire.ARGUMENTS_NOT_JSON_OBJECT_REASON)
+                })
+              } else if (record.requiresApproval) {
+                ctx.setAt(P.AgentToolCalls, record.toolCallId, record)
+                const interrupt: Wire.AgentInterrupt = {
+                  interruptId: record.toolCallId,
+                  kind: "tool_approval",
+                  toolCallId: record.toolCallId,
+                  toolName: record.toolName,
+                  arguments: record.arguments,
+                  createdAt: now,
+                  deadline,
+                  question: null,
+                  choices: [],
+                  allowsFreeText: true
+                }
+                pending.push(interrupt)
+                yield* events.interruptRaised({
+                  interruptId: interrupt.interruptId,
+                  toolCallId: interrupt.toolCallId,
+                  toolName: interrupt.toolName,
+                  deadline: interrupt.deadline,
+                  kind: interrupt.kind,
+                  question: null,
+                  choices: [],
+                  allowsFreeText: true
+                })
+                movements.push(StepMovement.of(steps.AwaitToolApproval, record.toolCallId))
+              } else {
+                ctx.setAt(P.AgentToolCalls, record.toolCallId, record)
+                movements.push(StepMovement.of(toolStep(steps, record.effect), record.toolCallId))
+              }
             }
+            ctx.set(P.PendingInterrupts, pending)
+            ctx.set(P.AgentState, { ...next, status: "running_tools" })
+            return StepDecision.goToMany(...movements, StepMovement.of(ResumeTurn, outcome.toolCalls.length))
           }
-          ctx.set(P.PendingInterrupts, pending)
-          ctx.set(P.AgentState, { ...next, status: "running_tools" })
-          return StepDecision.goToMany(...movements, StepMovement.of(ResumeTurn, outcome.toolCalls.length))
         }
-      }
-    })
+      })
+    )
   })
 
   // -------------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import {
   secondsUntil,
   turnControl
 } from "../session.ts"
+import { noteActivation, tracedActivation } from "../tracing.ts"
 import {
   abandonable,
   exhaustedStatus,
@@ -138,51 +139,58 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
         ? Wait.anyOf(Timer.seconds(secondsUntil(pending.deadline, Date.now())), ...channels)
         : Wait.anyOf(...channels)
     },
-    execute: Effect.fn("AgentSession.AwaitToolApproval")(function* (ctx, toolCallId) {
-      const found = ctx.getAt(P.AgentToolCalls, toolCallId)
-      if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
-      const record = found.value
-      const events = emitter(ctx, config, record.turnId)
-      const resolution = ctx.channelResults(P.InterruptResolutions, toolCallId)[0]
-      if (resolution !== undefined) {
-        yield* events.interruptResolved({
-          interruptId: toolCallId,
-          approved: resolution.approved,
-          rejectionMessage: resolution.approved ? null : resolution.rejectionMessage,
-          kind: "tool_approval",
-          answered: false,
-          cancellationReason: null
-        })
-        if (resolution.approved) {
-          ctx.setAt(P.AgentToolCalls, toolCallId, { ...record, status: "approved" })
-          return StepDecision.goTo(toolStep(steps, record.effect), toolCallId)
+    execute: tracedActivation(
+      config,
+      "AwaitToolApproval",
+      Effect.fn("AgentSession.AwaitToolApproval")(function* (ctx, toolCallId: string) {
+        const found = ctx.getAt(P.AgentToolCalls, toolCallId)
+        if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
+        const record = found.value
+        const events = emitter(ctx, config, record.turnId)
+        const resolution = ctx.channelResults(P.InterruptResolutions, toolCallId)[0]
+        if (resolution !== undefined) {
+          // an answer from outside the session: an activation, whose root the record's tool spans join
+          noteActivation(ctx, toolCallId)
+          yield* events.interruptResolved({
+            interruptId: toolCallId,
+            approved: resolution.approved,
+            rejectionMessage: resolution.approved ? null : resolution.rejectionMessage,
+            kind: "tool_approval",
+            answered: false,
+            cancellationReason: null
+          })
+          if (resolution.approved) {
+            ctx.setAt(P.AgentToolCalls, toolCallId, { ...record, status: "approved" })
+            return StepDecision.goTo(toolStep(steps, record.effect), toolCallId)
+          }
+          yield* finalizeRecord(ctx, events, record, {
+            status: "rejected",
+            rejectionMessage: resolution.rejectionMessage
+          })
+          return StepDecision.deadEnd()
         }
-        yield* finalizeRecord(ctx, events, record, {
-          status: "rejected",
-          rejectionMessage: resolution.rejectionMessage
-        })
-        return StepDecision.deadEnd()
-      }
-      if (ctx.timerFired()) {
-        const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
-        const interrupt = pending.find((i) => i.interruptId === toolCallId && i.kind === "tool_approval")
-        const nowMs = yield* Clock.currentTimeMillis
-        // resolve_interrupt already removed it (its resolution is queued), or the Timer fired early: wait again.
-        if (interrupt === undefined || !deadlinePassed(interrupt, nowMs)) {
-          return StepDecision.goTo(AwaitToolApproval, toolCallId)
+        if (ctx.timerFired()) {
+          const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
+          const interrupt = pending.find((i) => i.interruptId === toolCallId && i.kind === "tool_approval")
+          const nowMs = yield* Clock.currentTimeMillis
+          // resolve_interrupt already removed it (its resolution is queued), or the Timer fired early: wait again.
+          if (interrupt === undefined || !deadlinePassed(interrupt, nowMs)) {
+            return StepDecision.goTo(AwaitToolApproval, toolCallId)
+          }
+          noteActivation(ctx, toolCallId)
+          return yield* rejectAtDeadline(
+            ctx,
+            events,
+            record,
+            interrupt,
+            "tool_approval",
+            Wire.APPROVAL_DEADLINE_PASSED_MESSAGE
+          )
         }
-        return yield* rejectAtDeadline(
-          ctx,
-          events,
-          record,
-          interrupt,
-          "tool_approval",
-          Wire.APPROVAL_DEADLINE_PASSED_MESSAGE
-        )
-      }
-      // A cancellation wake: only the flags decide, and an answer that committed first wins.
-      return yield* cancellationWake(ctx, events, record, AwaitToolApproval)
-    })
+        // A cancellation wake: only the flags decide, and an answer that committed first wins.
+        return yield* cancellationWake(ctx, events, record, AwaitToolApproval)
+      })
+    )
   })
 
   // -------------------------------------------------------------------------------------------------------

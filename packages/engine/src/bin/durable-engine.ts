@@ -8,13 +8,11 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import * as Command from "effect/cli/Command"
 import * as Effect from "effect/Effect"
-import { command } from "../src/InspectCommand.ts"
+import { command } from "../InspectCommand.ts"
 
 const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
 if (major < 22 || (major === 22 && minor < 19)) {
-  process.stderr.write(
-    `durable-engine needs Node.js 22.19 or newer (this is ${process.version}); run it through npx or npm scripts, which use the Node 24 this project pins\n`
-  )
+  process.stderr.write(`durable-engine needs Node.js 22.19 or newer (this is ${process.version})\n`)
   process.exit(1)
 }
 

@@ -1,0 +1,261 @@
+/**
+ * The Pi framework runner, in Step mode. Each RunModel makes exactly one pi-ai model call with the turn's
+ * context, the way Pi's agent loop makes its calls (`transformContext`, `getApiKey`, then the stream function,
+ * pi-ai's `streamSimple` by default, with the turn's abort signal) but without the loop, which would go on to
+ * run the tools. The tool calls come back as the session's tool calls and each runs in its own Step
+ * (CallTool or CallSingleAttemptTool by its effect class), where the Pi `AgentTool`'s own `execute` runs after
+ * its TypeBox schema validated the arguments (`prepareArguments`, then `validateToolArguments`, as the loop
+ * does). The next RunModel continues the context with the recorded results as `toolResult` messages, the
+ * context `agentLoopContinue` takes.
+ *
+ * The framework run state is Pi's context JSON for the turn: the turn's Pi messages after the stored
+ * history, and the calls that wait for results. `buildUnfinishedTurnMessages` returns those messages with a
+ * result for every call, so a steered, cancelled or failed turn keeps its exact transcript.
+ *
+ * The session's enabled built-in tools (`AgentTurnContext.enabledBuiltInTools`: ask_user, durable_wait,
+ * write_todos) are offered as Pi tools with the JSON Schemas of `BuiltInTools.definitions`, like Stepwise
+ * offers them; the session routes their calls to its own Steps. An enabled built-in's name wins over an
+ * agent tool of that name. `AgentTurnContext.cancellationSignal` is the call's abort signal, so
+ * `cancel_turn` aborts the provider request.
+ *
+ * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once: none.
+ * The agent's tools are the runner's `tools`, and every one of them is deferred.
+ *
+ * @since 0.1.0
+ */
+import { BuiltIns, Replay, RunState } from "@durable-agent/runner-kit"
+import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
+import type {
+  AgentMessage,
+  AgentTool,
+  AgentToolResult,
+  AgentToolUpdateCallback,
+  StreamFn
+} from "@mariozechner/pi-agent-core"
+import type { Api, AssistantMessage, Message, Model, SimpleStreamOptions, TSchema } from "@mariozechner/pi-ai"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { callModel } from "./internal/call.ts"
+import { fromStoredMessages, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
+import { type DurableToolCall, durableCalls, runDeferred } from "./internal/tools.ts"
+
+export type { DurableToolCall } from "./internal/tools.ts"
+
+/**
+ * A Pi `AgentTool` (a TypeBox schema as `parameters`, its own `execute`), with an optional effect class as
+ * framework metadata; a `ToolPolicy` of the session wins over it.
+ */
+export type PiTool<TParameters extends TSchema = TSchema, TDetails = any> = AgentTool<TParameters, TDetails> & {
+  readonly effect?: Wire.ToolEffect | undefined
+}
+
+/**
+ * Any Pi tool, whatever its schema: `execute` as a method, so a tool whose arguments are typed by its
+ * schema (`piTool`, `AgentTool<typeof schema>`) fits in a list of tools.
+ */
+export type AnyPiTool = Omit<PiTool<any>, "execute"> & {
+  execute(
+    toolCallId: string,
+    params: any,
+    signal?: AbortSignal,
+    onUpdate?: AgentToolUpdateCallback<any>
+  ): Promise<AgentToolResult<any>>
+}
+
+/** Declares a Pi tool with its `execute` arguments typed by its TypeBox schema. */
+export const piTool = <TParameters extends TSchema, TDetails = any>(
+  tool: PiTool<TParameters, TDetails>
+): PiTool<TParameters, TDetails> => tool
+
+/** What `model`, `systemPrompt` and `streamOptions` functions receive. */
+export interface PiTurnInfo {
+  readonly flowId: string
+  readonly turnId: string
+  readonly sessionSettings: Wire.SessionSettings
+}
+
+/** An agent on Pi. */
+export interface PiAgent {
+  readonly name: string
+  /** A pi-ai model (`getModel("openai", "gpt-4.1-mini")`, a custom `Model`), or a function of the turn. */
+  readonly model: Model<Api> | ((turn: PiTurnInfo) => Model<Api>)
+  readonly systemPrompt?: string | ((turn: PiTurnInfo) => string) | undefined
+  readonly tools?: ReadonlyArray<AnyPiTool> | undefined
+  /** Effect classes by tool name; wins over a tool's own `effect`. */
+  readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
+  /** pi-ai stream options (API key, reasoning level, max tokens, headers, ...); `maxRetries` is always 0. */
+  readonly streamOptions?: SimpleStreamOptions | ((turn: PiTurnInfo) => SimpleStreamOptions) | undefined
+  /** Resolves the API key before each call (pi-agent-core's `getApiKey`). */
+  readonly getApiKey?: ((provider: string) => Promise<string | undefined> | string | undefined) | undefined
+  /** Pi's context transform before each call (pi-agent-core's `transformContext`). */
+  readonly transformContext?: ((messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>) | undefined
+  /** The stream function of the call (default pi-ai's `streamSimple`), such as Pi's proxy stream. */
+  readonly streamFn?: StreamFn | undefined
+}
+
+/**
+ * The framework run state between RunModel Steps of one turn: the turn's part of Pi's context (its Pi
+ * messages after the stored history, the last one the assistant message that asked for tools) and the calls
+ * that wait for results.
+ */
+const runState = RunState.pending<Message>()
+
+/** The durable call the current tool runs in, inside a Pi tool's `execute` in a tool Step (else `undefined`). */
+export const currentToolCall = (): DurableToolCall | undefined => durableCalls.getStore()
+
+/** The enabled built-ins as Pi tools (their JSON Schemas; a TypeBox schema is JSON Schema), never executed here. */
+const builtInTools = (turn: Runner.AgentTurnContext): Array<AgentTool<any>> =>
+  BuiltIns.enabled(turn).map((d) => ({
+    name: d.name,
+    label: d.name,
+    description: d.description,
+    parameters: d.parameters as unknown as TSchema,
+    execute: () => Promise.reject(new Error("a built-in tool runs in the session's own Steps"))
+  }))
+
+const toUsage = (message: AssistantMessage): Wire.AgentUsage => ({
+  modelCalls: 1,
+  inputTokens: message.usage.input + message.usage.cacheRead + message.usage.cacheWrite,
+  outputTokens: message.usage.output,
+  cachedInputTokens: message.usage.cacheRead,
+  reasoningTokens: 0
+})
+
+/** The turn's messages from run state, with a result for every call that waited for one. */
+const turnMessages = (
+  turn: Runner.AgentTurnContext,
+  state: RunState.PendingState<Message> | undefined,
+  timestamp: number
+): Array<Message> => [
+  ...(state?.messages ?? []),
+  ...Replay.replay(turn, state?.pending ?? []).map((p) =>
+    toolResultMessage(p, p.text, Replay.finalRecord(turn.toolCalls, p.toolCallId)?.status !== "succeeded", timestamp)
+  )
+]
+
+/** Builds the runner. */
+export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
+  const tools = (agent.tools ?? []) as ReadonlyArray<PiTool<any>>
+  const byName = new Map(tools.map((t) => [t.name, t]))
+  const info = (turn: Runner.AgentTurnContext): PiTurnInfo => ({
+    flowId: turn.flowId,
+    turnId: turn.turnId,
+    sessionSettings: turn.sessionSettings
+  })
+  const effectOf = (name: string): Wire.ToolEffect | undefined =>
+    agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
+      ? agent.toolEffects[name]
+      : byName.get(name)?.effect
+
+  const runModelStep = Effect.fn("PiRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+    const events = yield* EventWriter.EventWriter
+    const now = yield* Clock.currentTimeMillis
+    const history = fromStoredMessages(turn.messages)
+    const state = runState.decode(turn.frameworkRunState)
+    const current = turnMessages(turn, state, now)
+    const builtIns = builtInTools(turn)
+    const builtInNames = new Set(builtIns.map((t) => t.name))
+    const model = typeof agent.model === "function" ? agent.model(info(turn)) : agent.model
+    const systemPrompt = typeof agent.systemPrompt === "function" ? agent.systemPrompt(info(turn)) : agent.systemPrompt
+    const streamOptions =
+      typeof agent.streamOptions === "function" ? agent.streamOptions(info(turn)) : agent.streamOptions
+    const message = yield* callModel({
+      model,
+      systemPrompt: systemPrompt ?? "",
+      messages: [...history, ...current],
+      tools: [...tools.filter((t) => !builtInNames.has(t.name)), ...builtIns],
+      streamFn: agent.streamFn,
+      streamOptions,
+      getApiKey: agent.getApiKey,
+      transformContext: agent.transformContext,
+      onTextDelta: events.textDelta,
+      onReasoningDelta: events.reasoningDelta,
+      onToolCallDelta: (d) =>
+        events.write({
+          type: "pi.tool_call_delta",
+          payload: { tool_call_id: d.toolCallId, tool_name: d.toolName, text: d.text }
+        }),
+      abortSignal: turn.cancellationSignal
+    })
+    const usage = toUsage(message)
+    // the cost is pi-ai's, from the model's price table: the session's usage has no cost, so it is an event
+    yield* events.write({
+      type: "pi.usage",
+      payload: {
+        provider: message.provider,
+        model: message.responseModel ?? message.model,
+        input_tokens: message.usage.input,
+        output_tokens: message.usage.output,
+        cache_read_tokens: message.usage.cacheRead,
+        cache_write_tokens: message.usage.cacheWrite,
+        cost: {
+          input: message.usage.cost.input,
+          output: message.usage.cost.output,
+          cache_read: message.usage.cost.cacheRead,
+          cache_write: message.usage.cost.cacheWrite,
+          total: message.usage.cost.total
+        }
+      }
+    })
+    const modelCallMetadata: ModelClient.ModelCallMetadata = {
+      requestModel: model.id,
+      responseModel: message.responseModel ?? message.model,
+      providerName: model.provider,
+      ...(message.responseId !== undefined ? { responseId: message.responseId } : {}),
+      finishReasons: [message.stopReason]
+    }
+    const calls = toolCallsOf(message)
+    const messages = [...current, message]
+    if (calls.length === 0) {
+      return Runner.AgentTurnOutcome.turnCompleted({
+        newMessages: toFrameworkMessages(messages, (i) => `${turn.turnId}/${turn.stepExecutionId}/${i}`),
+        usage,
+        modelCallMetadata
+      })
+    }
+    return Runner.AgentTurnOutcome.toolCallsRequested({
+      frameworkRunState: runState.encode({
+        v: 1,
+        messages,
+        pending: calls.map((c) => ({ toolCallId: c.id, toolName: c.name }))
+      }),
+      toolCalls: calls.map((c) => ({
+        toolCallId: c.id,
+        toolName: c.name,
+        arguments: JSON.stringify(c.arguments ?? {}),
+        // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
+        policy:
+          byName.has(c.name) || builtInNames.has(c.name)
+            ? turn.resolveToolPolicy(c.name, effectOf(c.name))
+            : { effect: "read" as const, requiresApproval: false }
+      })),
+      usage,
+      modelCallMetadata
+    })
+  })
+
+  const executeDeferredToolCall = (call: Runner.DeferredToolExecution) =>
+    runDeferred(byName.get(call.toolCall.toolName), call).pipe(Effect.withSpan("PiRunner.executeDeferredToolCall"))
+
+  const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
+    Effect.map(Clock.currentTimeMillis, (now) =>
+      toFrameworkMessages(
+        turnMessages(turn, runState.decode(turn.frameworkRunState), now),
+        (i) => `${turn.turnId}/unfinished/${i}`
+      )
+    )
+
+  return {
+    name: agent.name,
+    buildUserMessage: (text: string): Runner.FrameworkMessage =>
+      toFrameworkMessages([{ role: "user", content: text, timestamp: Date.now() }], () => "user")[0]!,
+    runModelStep,
+    executeDeferredToolCall,
+    buildUnfinishedTurnMessages
+  }
+}
+
+/** The runner as the session's `AgentFrameworkRunner` layer. */
+export const layer = (agent: PiAgent): Layer.Layer<Runner.AgentFrameworkRunner> =>
+  Layer.succeed(Runner.AgentFrameworkRunner, make(agent))

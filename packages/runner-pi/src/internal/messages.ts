@@ -1,0 +1,208 @@
+// Conversions between Pi's plain-JSON messages (pi-ai `Message`) and the session's stored messages.
+import type { Runner, Wire } from "@durable-agent/session"
+import type {
+  AssistantMessage,
+  ImageContent,
+  Message,
+  TextContent,
+  ThinkingContent,
+  ToolCall,
+  ToolResultMessage,
+  Usage
+} from "@mariozechner/pi-ai"
+
+/**
+ * One stored item. A user or tool-result message is stored whole; an assistant message is stored as one
+ * item per content block (so each tool call has its own projection), the message's other fields (model,
+ * usage and cost, stop reason, response ID) on its first item, and grouped back by `id` on the rebuild.
+ */
+export interface StoredItem {
+  readonly v: 1
+  readonly pi: "message" | "block"
+  readonly message?: Message | undefined
+  readonly id?: string | undefined
+  readonly block?: AssistantMessage["content"][number] | undefined
+  readonly meta?: Omit<AssistantMessage, "content"> | undefined
+}
+
+/** A stored message as the session gives it back (only the fields the rebuild reads). */
+export type StoredMessageView = Pick<
+  Wire.AgentMessage,
+  "role" | "text" | "toolCallId" | "toolName" | "toolArguments" | "toolOutput" | "frameworkItem"
+>
+
+const base = { text: null, toolCallId: null, toolName: null, toolArguments: null, toolOutput: null }
+
+const ZERO_USAGE: Usage = {
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 0,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 }
+}
+
+/** The text of text and image blocks, as the projection and a tool result's output show it. */
+export const blocksText = (blocks: ReadonlyArray<TextContent | ImageContent>): string =>
+  blocks.map((b) => (b.type === "text" ? b.text : `[image ${b.mimeType}]`)).join("\n")
+
+/** Splits Pi messages into stored messages; `messageId` names an assistant message's items. */
+export const toFrameworkMessages = (
+  messages: ReadonlyArray<Message>,
+  messageId: (index: number) => string
+): Array<Runner.FrameworkMessage> => {
+  const out: Array<Runner.FrameworkMessage> = []
+  messages.forEach((message, index) => {
+    switch (message.role) {
+      case "user": {
+        const item: StoredItem = { v: 1, pi: "message", message }
+        const text = typeof message.content === "string" ? message.content : blocksText(message.content)
+        out.push({ ...base, role: "user", text, frameworkItem: JSON.stringify(item) })
+        return
+      }
+      case "toolResult": {
+        const item: StoredItem = { v: 1, pi: "message", message }
+        out.push({
+          ...base,
+          role: "tool",
+          toolCallId: message.toolCallId,
+          toolName: message.toolName,
+          toolOutput: blocksText(message.content),
+          frameworkItem: JSON.stringify(item)
+        })
+        return
+      }
+      case "assistant": {
+        const { content, ...meta } = message
+        const id = messageId(index)
+        if (content.length === 0) {
+          out.push({ ...base, role: "assistant", frameworkItem: JSON.stringify({ v: 1, pi: "block", id, meta }) })
+          return
+        }
+        content.forEach((block, i) => {
+          const item: StoredItem = { v: 1, pi: "block", id, block, ...(i === 0 ? { meta } : {}) }
+          const frameworkItem = JSON.stringify(item)
+          if (block.type === "text") out.push({ ...base, role: "assistant", text: block.text, frameworkItem })
+          else if (block.type === "toolCall") {
+            out.push({
+              ...base,
+              role: "assistant",
+              toolCallId: block.id,
+              toolName: block.name,
+              toolArguments: JSON.stringify(block.arguments ?? {}),
+              frameworkItem
+            })
+          } else out.push({ ...base, role: "assistant", frameworkItem })
+        })
+      }
+    }
+  })
+  return out
+}
+
+const parseItem = (text: string): StoredItem | undefined => {
+  try {
+    const parsed = JSON.parse(text) as StoredItem
+    return parsed !== null &&
+      typeof parsed === "object" &&
+      parsed.v === 1 &&
+      (parsed.pi === "message" || parsed.pi === "block")
+      ? parsed
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const projectedAssistant = (content: AssistantMessage["content"]): AssistantMessage => ({
+  role: "assistant",
+  content,
+  api: "unknown",
+  provider: "unknown",
+  model: "unknown",
+  usage: ZERO_USAGE,
+  stopReason: content.some((b) => b.type === "toolCall") ? "toolUse" : "stop",
+  timestamp: 0
+})
+
+/**
+ * Rebuilds Pi messages from stored ones, regrouping an assistant message's blocks by `id`. Messages this
+ * runner did not write (another runner's, or older) are rebuilt from their projection.
+ */
+export const fromStoredMessages = (stored: ReadonlyArray<StoredMessageView>): Array<Message> => {
+  const out: Array<Message> = []
+  let openId: string | undefined
+  for (const m of stored) {
+    const item = parseItem(m.frameworkItem)
+    if (item?.pi === "message" && item.message !== undefined) {
+      out.push(item.message)
+      openId = undefined
+      continue
+    }
+    if (item?.pi === "block" && item.id !== undefined) {
+      const last = out[out.length - 1]
+      if (openId === item.id && last?.role === "assistant") {
+        if (item.block !== undefined) last.content.push(item.block)
+      } else {
+        const meta = item.meta ?? projectedAssistant([])
+        out.push({ ...meta, content: item.block !== undefined ? [item.block] : [] } as AssistantMessage)
+        openId = item.id
+      }
+      continue
+    }
+    openId = undefined
+    if (m.role === "tool") {
+      out.push({
+        role: "toolResult",
+        toolCallId: m.toolCallId ?? "",
+        toolName: m.toolName ?? "",
+        content: [{ type: "text", text: m.toolOutput ?? "" }],
+        isError: false,
+        timestamp: 0
+      })
+    } else if (m.role === "assistant" && m.toolCallId !== null) {
+      let args: ToolCall["arguments"] = {}
+      try {
+        args = JSON.parse(m.toolArguments ?? "{}")
+      } catch {
+        args = {}
+      }
+      const call: ToolCall = { type: "toolCall", id: m.toolCallId, name: m.toolName ?? "", arguments: args }
+      const last = out[out.length - 1]
+      // consecutive projected calls were one response's parallel calls
+      if (last?.role === "assistant" && last.provider === "unknown") last.content.push(call)
+      else out.push(projectedAssistant([call]))
+    } else if (m.role === "assistant") {
+      out.push(projectedAssistant([{ type: "text", text: m.text ?? "" } satisfies TextContent]))
+    } else {
+      out.push({ role: "user", content: m.text ?? "", timestamp: 0 })
+    }
+  }
+  return out
+}
+
+/** The tool calls of an assistant message. */
+export const toolCallsOf = (message: AssistantMessage): Array<ToolCall> =>
+  message.content.filter((b): b is ToolCall => b.type === "toolCall")
+
+/** The text of an assistant message's thinking blocks. */
+export const thinkingOf = (message: AssistantMessage): string =>
+  message.content
+    .filter((b): b is ThinkingContent => b.type === "thinking")
+    .map((b) => b.thinking)
+    .join("")
+
+/** A tool result message with the model-visible text of a record. */
+export const toolResultMessage = (
+  call: { readonly toolCallId: string; readonly toolName: string },
+  text: string,
+  isError: boolean,
+  timestamp: number
+): ToolResultMessage => ({
+  role: "toolResult",
+  toolCallId: call.toolCallId,
+  toolName: call.toolName,
+  content: [{ type: "text", text }],
+  isError,
+  timestamp
+})

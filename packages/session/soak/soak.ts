@@ -1,0 +1,571 @@
+/**
+ * The soak (`npm run soak -- --mode cluster|embedded --sessions N --minutes M`): sessions with a scripted model
+ * and a tool of every effect class run in real worker processes (soak-worker.ts) while this process injects
+ * faults, then the durable state is checked.
+ *
+ * - cluster: three runners on one Postgres database that the soak creates and drops; embedded: one worker on a
+ *   SQLite file in a temporary directory.
+ * - Faults, one at a time every 2 to 6 s until the send deadline (`--minutes`): SIGKILL of a worker's process
+ *   group (restarted 1 to 2 s later), or SIGSTOP (cluster: 5 to 7 s, past the 4 s shard-lock expiry; embedded: 1
+ *   to 4 s) and SIGCONT.
+ * - Every real tool execution, and every send and approval that returned, is a line in a ledger file outside
+ *   the workers (O_APPEND writes).
+ * - After the deadline no new messages are sent; the sessions must settle within `--settle-seconds` (120).
+ *
+ * Checks, each a list of violations: single-attempt tool calls (non_idempotent_write, unclassified) executed at
+ * most once; every tool record final and finished by exactly one `tool_call_finished`, whose status is the
+ * record's, and no `succeeded` record without an execution; no event twice for the same Step execution, attempt,
+ * type and tool call or interrupt, and no attempt whose text deltas repeat; every user message once, answered
+ * once, every acknowledged send present; no session stuck (settled in time, no active turn, no queued message, no
+ * ready or running Step). Prints the figures (faults injected and survived, turns completed, tool executions,
+ * time to progress after a fault, p50 and max) and a final `SOAK_RESULT <json>` line; exits 1 on any violation.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import { NodeSqlite } from "@durable-agent/engine"
+import { PgClient } from "@effect/sql-pg"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import { SqlClient } from "effect/sql"
+import { createTestDatabase } from "../../engine/test/support/postgres.ts"
+import { OUTCOME_UNKNOWN_TEXT, settleEvents } from "../src/wire/index.ts"
+import { sessionIds, TOOL_EFFECTS } from "./scenario.ts"
+
+const workerPath = fileURLToPath(new URL("./soak-worker.ts", import.meta.url))
+
+/** What the soak found, as printed on its SOAK_RESULT line. */
+export interface SoakResult {
+  readonly mode: "cluster" | "embedded"
+  readonly sessions: number
+  readonly minutes: number
+  readonly faults: {
+    readonly injected: number
+    readonly kills: number
+    readonly stops: number
+    readonly survived: number
+    /** The faults not survived: a session whose turn was under way then wrote no event after it. */
+    readonly unprogressed: ReadonlyArray<string>
+  }
+  readonly turnsCompleted: number
+  /** What the checks read: tool calls, events and user messages (a check over nothing proves nothing). */
+  readonly checked: { readonly toolCalls: number; readonly events: number; readonly userMessages: number }
+  readonly toolExecutions: Readonly<Record<string, number>>
+  readonly approvals: number
+  readonly progressMs: { readonly p50: number | null; readonly max: number | null }
+  readonly settledAfterMs: number | null
+  readonly checks: ReadonlyArray<{ readonly name: string; readonly violations: ReadonlyArray<string> }>
+  readonly violations: number
+}
+
+// --- worker processes ---------------------------------------------------------------------------------------
+
+interface Worker {
+  readonly child: ChildProcess
+  readonly lines: Array<string>
+  stopped: boolean
+  dead: boolean
+}
+
+const startWorker = (args: ReadonlyArray<string>): Worker => {
+  const child = spawn(process.execPath, [...process.execArgv, workerPath, ...args], {
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const worker: Worker = { child, lines: [], stopped: false, dead: false }
+  let buffer = ""
+  child.stdout!.on("data", (chunk: Buffer) => {
+    buffer += chunk.toString("utf8")
+    let i = buffer.indexOf("\n")
+    while (i >= 0) {
+      worker.lines.push(buffer.slice(0, i))
+      buffer = buffer.slice(i + 1)
+      i = buffer.indexOf("\n")
+    }
+  })
+  child.stderr!.on("data", () => {})
+  child.once("exit", () => {
+    worker.dead = true
+  })
+  return worker
+}
+
+/** Signals the worker's whole process group. */
+const signal = (worker: Worker, sig: NodeJS.Signals) => {
+  try {
+    process.kill(-worker.child.pid!, sig)
+  } catch {
+    // already gone
+  }
+}
+
+const killWorker = async (worker: Worker) => {
+  if (worker.dead) return
+  const exited = new Promise<void>((resolve) => worker.child.once("exit", () => resolve()))
+  signal(worker, "SIGKILL")
+  await exited
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+const between = (min: number, max: number) => min + Math.floor(Math.random() * (max - min))
+
+// --- checks ---------------------------------------------------------------------------------------------------
+
+/** One line of the ledger. */
+export interface LedgerLine {
+  readonly kind: "exec" | "sent" | "approved"
+  readonly session: string
+  readonly toolCallId?: string
+  readonly tool?: string
+  readonly turn?: number
+  readonly ok?: boolean
+  readonly pid: number
+  readonly at: number
+}
+
+/** One stored event, its payload parsed. */
+export interface EventRow {
+  readonly session: string
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly type: string
+  readonly turnId: string | null
+  readonly payload: Record<string, any>
+  readonly at: number
+}
+
+/** What the checks read of the engine's tables, per session. */
+export interface Durable {
+  readonly records: Map<string, Array<Record<string, any>>>
+  readonly messages: Map<string, Array<Record<string, any>>>
+  readonly states: Map<string, Record<string, any> | null>
+  readonly events: Array<EventRow>
+  readonly queued: Map<string, number>
+  readonly activeSteps: Map<string, Array<string>>
+}
+
+/** Reads what the checks need straight from the engine's tables (no worker runs any more). */
+const readDurable = (sessions: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const attrs = yield* sql<{ flow_id: string; name: string; value: string | null }>`SELECT a.flow_id, a.name, a.value
+      FROM dex_attrs a WHERE a.name IN ('AgentState', 'AgentToolCalls', 'AgentMessages') AND a.version = (SELECT MAX(b.version)
+      FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
+    const stream = yield* sql<{
+      flow_id: string
+      step_execution_id: string
+      attempt: number
+      value: string
+      at: number
+    }>`SELECT flow_id, step_execution_id, attempt, value, at FROM dex_stream ORDER BY seq`
+    const queued = yield* sql<{ flow_id: string; n: number }>`SELECT flow_id, COUNT(*) AS n FROM dex_messages
+      WHERE channel = 'QueuedUserMessages' GROUP BY flow_id`
+    const steps = yield* sql<{ flow_id: string; step_execution_id: string; step_type: string; status: string }>`SELECT
+      flow_id, step_execution_id, step_type, status FROM dex_steps WHERE status IN ('ready', 'running')
+      OR (status = 'waiting' AND step_type <> 'AwaitUserMessage')`
+    const durable: Durable = {
+      records: new Map(sessions.map((s) => [s, []])),
+      messages: new Map(sessions.map((s) => [s, []])),
+      states: new Map(sessions.map((s) => [s, null])),
+      events: [],
+      queued: new Map(queued.map((q) => [q.flow_id, Number(q.n)])),
+      activeSteps: new Map()
+    }
+    for (const a of attrs) {
+      if (a.value === null || !durable.states.has(a.flow_id)) continue
+      const value = JSON.parse(a.value)
+      if (a.name === "AgentState") durable.states.set(a.flow_id, value)
+      else if (a.name === "AgentToolCalls") durable.records.get(a.flow_id)!.push(value)
+      else durable.messages.get(a.flow_id)!.push(value)
+    }
+    for (const m of durable.messages.values()) m.sort((a, b) => a.sequence - b.sequence)
+    for (const r of stream) {
+      const envelope = JSON.parse(r.value)
+      durable.events.push({
+        session: r.flow_id,
+        stepExecutionId: r.step_execution_id,
+        attempt: Number(r.attempt),
+        type: envelope.type,
+        turnId: envelope.turn_id ?? null,
+        payload: typeof envelope.payload === "string" ? JSON.parse(envelope.payload) : (envelope.payload ?? {}),
+        at: Number(r.at)
+      })
+    }
+    for (const s of steps) {
+      const list = durable.activeSteps.get(s.flow_id) ?? []
+      list.push(`${s.step_execution_id} ${s.status}`)
+      durable.activeSteps.set(s.flow_id, list)
+    }
+    return durable
+  })
+
+const countBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string) => {
+  const counts = new Map<string, number>()
+  for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1)
+  return counts
+}
+
+const SINGLE_ATTEMPT = new Set(["non_idempotent_write", "unclassified"])
+const DELTA_TYPES = new Set(["text_delta", "reasoning_delta"])
+const TURN_ENDS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"])
+
+/** The soak's checks over the ledger and the durable state; exported for the checks' own test. */
+export const runChecks = (
+  sessions: ReadonlyArray<string>,
+  ledger: ReadonlyArray<LedgerLine>,
+  d: Durable,
+  settled: boolean,
+  settleSeconds: number
+) => {
+  const execs = ledger.filter((l) => l.kind === "exec")
+  const atMostOnce: Array<string> = []
+  for (const [key, n] of countBy(
+    execs.filter((e) => SINGLE_ATTEMPT.has(TOOL_EFFECTS[e.tool!]!)),
+    (e) => `${e.session} ${e.toolCallId}`
+  )) {
+    if (n > 1) atMostOnce.push(`${key} (${TOOL_EFFECTS[key.split(" ")[1]!.split("-")[0]!]}) executed ${n} times`)
+  }
+
+  // A record lives in AgentToolCalls while its turn is active; the turn's end keeps its outcome as the tool
+  // result message (what the model sees), so that message is the record of a call of an ended turn.
+  const finalOnce: Array<string> = []
+  const contradicting: Array<string> = []
+  const executed = new Set(execs.map((e) => `${e.session} ${e.toolCallId}`))
+  const eventsOf = (events: ReadonlyArray<EventRow>, type: string) => {
+    const by = new Map<string, Array<EventRow>>()
+    for (const e of events.filter((x) => x.type === type)) {
+      const key = `${e.session} ${e.payload.tool_call_id}`
+      by.set(key, [...(by.get(key) ?? []), e])
+    }
+    return by
+  }
+  // the outcomes a reader takes: the settled stream of each session (wire/EventLog.ts)
+  const settledEvents = [...d.messages.keys()].flatMap((session) =>
+    settleEvents(d.events.filter((e) => e.session === session))
+  )
+  const deferred = eventsOf(d.events, "tool_call_deferred")
+  const finishedBy = eventsOf(settledEvents, "tool_call_finished")
+  const results = new Map<string, Array<Record<string, any>>>()
+  for (const [session, messages] of d.messages) {
+    for (const m of messages.filter((x) => x.role === "tool")) {
+      const key = `${session} ${m.tool_call_id}`
+      results.set(key, [...(results.get(key) ?? []), m])
+    }
+  }
+  for (const [session, records] of d.records) {
+    for (const r of records) {
+      if (!FINAL.has(r.status)) finalOnce.push(`${session} ${r.tool_call_id}: record is ${r.status}, not final`)
+    }
+  }
+  for (const key of new Set([...deferred.keys(), ...finishedBy.keys(), ...results.keys()])) {
+    const ends = finishedBy.get(key) ?? []
+    const result = results.get(key) ?? []
+    if (ends.length !== 1) finalOnce.push(`${key}: ${ends.length} settled tool_call_finished events`)
+    if (result.length !== 1) finalOnce.push(`${key}: ${result.length} tool results stored`)
+    const output = result[0]?.tool_output
+    const stored =
+      output === undefined
+        ? undefined
+        : output === `${result[0]!.tool_name} ok`
+          ? "succeeded"
+          : output === OUTCOME_UNKNOWN_TEXT
+            ? "outcome_unknown"
+            : "another final status"
+    for (const e of ends) {
+      const said =
+        e.payload.status === "succeeded" || e.payload.status === "outcome_unknown"
+          ? e.payload.status
+          : "another final status"
+      if (stored !== undefined && said !== stored) {
+        contradicting.push(
+          `${key}: tool_call_finished says ${e.payload.status} (${e.stepExecutionId} attempt ${e.attempt}), the stored result ${stored}`
+        )
+      }
+    }
+    if (stored === "succeeded" && !executed.has(key)) finalOnce.push(`${key}: succeeded without an execution`)
+  }
+
+  const duplicates: Array<string> = []
+  const structural = d.events.filter((e) => !DELTA_TYPES.has(e.type))
+  for (const [key, n] of countBy(
+    structural,
+    (e) =>
+      `${e.session} ${e.stepExecutionId} attempt ${e.attempt} ${e.type} ${e.payload.tool_call_id ?? e.payload.interrupt_id ?? ""}`
+  )) {
+    if (n > 1) duplicates.push(`${key.trim()} written ${n} times`)
+  }
+  const deltas = new Map<string, { text: string; turnId: string | null }>()
+  for (const e of d.events.filter((x) => x.type === "text_delta")) {
+    const key = `${e.session} ${e.stepExecutionId} attempt ${e.attempt}`
+    const entry = deltas.get(key) ?? { text: "", turnId: e.turnId }
+    entry.text += e.payload.text
+    deltas.set(key, entry)
+  }
+  for (const [key, { text, turnId }] of deltas) {
+    const expected = `done ${Number((turnId ?? "turn-0").slice(5))}`
+    if (!expected.startsWith(text)) duplicates.push(`${key}: text deltas "${text}" are not one answer "${expected}"`)
+  }
+
+  const answered: Array<string> = []
+  for (const [session, messages] of d.messages) {
+    const users = messages.filter((m) => m.role === "user").map((m) => String(m.text))
+    const turns = users.map((t) => Number(t.slice(5)))
+    for (const [text, n] of countBy(users, (t) => t))
+      if (n > 1) answered.push(`${session}: "${text}" stored ${n} times`)
+    turns.forEach((t, i) => {
+      if (t !== i + 1) answered.push(`${session}: user message ${i + 1} is "turn ${t}"`)
+    })
+    const answers = messages.filter((m) => m.role === "assistant" && m.text !== null).map((m) => String(m.text))
+    for (const t of turns) {
+      const n = answers.filter((a) => a === `done ${t}`).length
+      if (n !== 1) answered.push(`${session}: "turn ${t}" answered ${n} times`)
+    }
+    const ends = settleEvents(d.events.filter((e) => e.session === session)).filter((e) => TURN_ENDS.has(e.type))
+    const completed = ends.filter((e) => e.type === "turn_completed").length
+    if (completed !== turns.length || ends.length !== turns.length) {
+      answered.push(
+        `${session}: ${completed} settled turn_completed of ${ends.length} turn ends for ${turns.length} turns`
+      )
+    }
+  }
+  for (const s of ledger.filter((l) => l.kind === "sent" && l.ok === true)) {
+    const users = (d.messages.get(s.session) ?? []).filter((m) => m.role === "user").map((m) => m.text)
+    if (!users.includes(`turn ${s.turn}`)) answered.push(`${s.session}: acknowledged "turn ${s.turn}" is missing`)
+  }
+
+  const stuck: Array<string> = []
+  if (!settled) stuck.push(`the sessions did not all settle within ${settleSeconds} s after the faults stopped`)
+  for (const session of sessions) {
+    const state = d.states.get(session)
+    if (state === null || state === undefined) stuck.push(`${session}: never started`)
+    else if (state.active_turn_id !== null) stuck.push(`${session}: turn ${state.active_turn_id} still active`)
+    if ((d.queued.get(session) ?? 0) > 0) stuck.push(`${session}: ${d.queued.get(session)} queued messages`)
+    const active = d.activeSteps.get(session)
+    if (active !== undefined) stuck.push(`${session}: Steps not settled: ${active.join(", ")}`)
+  }
+
+  return [
+    { name: "non-idempotent tool calls executed at most once", violations: atMostOnce },
+    { name: "every tool record final exactly once", violations: finalOnce },
+    { name: "no duplicate event", violations: duplicates },
+    { name: "no contradicting event", violations: contradicting },
+    { name: "every user message answered", violations: answered },
+    { name: "no session stuck", violations: stuck }
+  ]
+}
+
+const FINAL = new Set(["succeeded", "failed", "rejected", "cancelled", "outcome_unknown"])
+
+/** For each fault, how long until every session whose turn was under way at that moment wrote its next event. */
+const progressAfterFaults = (
+  faults: ReadonlyArray<{ readonly kind: string; readonly at: number; readonly start: number }>,
+  events: ReadonlyArray<EventRow>,
+  unprogressed: Array<string>
+) => {
+  const bySession = new Map<string, Array<EventRow>>()
+  for (const e of events) bySession.set(e.session, [...(bySession.get(e.session) ?? []), e])
+  return faults.map((f) => {
+    let worst: number | null = 0
+    for (const [session, list] of bySession) {
+      const before = list.filter((e) => e.at <= f.at)
+      const last = before[before.length - 1]
+      // a session between turns at the fault has nothing to resume
+      if (last === undefined || last.type === "turn_completed") continue
+      const next = list.find((e) => e.at > f.at)
+      if (next === undefined) {
+        worst = null
+        unprogressed.push(`${f.kind} at +${f.at - f.start} ms: ${session} wrote nothing after it (last: ${last.type})`)
+        break
+      }
+      worst = Math.max(worst, next.at - f.at)
+    }
+    return worst
+  })
+}
+
+const percentile = (values: ReadonlyArray<number>, p: number) => {
+  if (values.length === 0) return null
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+}
+
+// --- the run --------------------------------------------------------------------------------------------------
+
+export const runSoak = async (options: {
+  readonly mode: "cluster" | "embedded"
+  readonly sessions: number
+  readonly minutes: number
+  readonly settleSeconds: number
+  readonly log: (line: string) => void
+}): Promise<SoakResult> => {
+  const { mode, log } = options
+  const dir = mkdtempSync(join(tmpdir(), "das-soak-"))
+  const ledger = join(dir, "ledger.jsonl")
+  const database = mode === "cluster" ? await createTestDatabase() : undefined
+  const target = database?.url ?? join(dir, "soak.db")
+  const start = Date.now()
+  const sendUntil = start + options.minutes * 60_000
+  const args = [target, ledger, String(options.sessions), String(sendUntil)]
+  const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, () => startWorker(args))
+  const faults: Array<{ readonly kind: "kill" | "stop"; readonly at: number; readonly start: number }> = []
+  let settledAt: number | null = null
+  try {
+    log(`soak: ${mode}, ${options.sessions} sessions, ${options.minutes} min of faults, ${slots.length} worker(s)`)
+    await sleep(3000)
+    while (Date.now() < sendUntil) {
+      await sleep(between(2000, 6000))
+      if (Date.now() >= sendUntil) break
+      const slot = between(0, slots.length)
+      const worker = slots[slot]!
+      if (Math.random() < 0.5) {
+        faults.push({ kind: "kill", at: Date.now(), start })
+        await killWorker(worker)
+        log(`fault ${faults.length}: SIGKILL worker ${slot + 1}`)
+        await sleep(between(1000, 2000))
+        slots[slot] = startWorker(args)
+      } else {
+        faults.push({ kind: "stop", at: Date.now(), start })
+        signal(worker, "SIGSTOP")
+        worker.stopped = true
+        const pause = mode === "cluster" ? between(5000, 7000) : between(1000, 4000)
+        log(`fault ${faults.length}: SIGSTOP worker ${slot + 1} for ${pause} ms`)
+        await sleep(pause)
+        signal(worker, "SIGCONT")
+        worker.stopped = false
+      }
+    }
+    const faultsStopped = Date.now()
+    log(`faults stopped after ${faults.length}; waiting for the sessions to settle`)
+    const settleDeadline = faultsStopped + options.settleSeconds * 1000
+    const seen = new Set<Worker>()
+    while (Date.now() < settleDeadline && settledAt === null) {
+      for (const w of slots) {
+        if (w.lines.some((l) => l.startsWith("ALL_SETTLED"))) {
+          seen.add(w)
+          settledAt = Date.now()
+        }
+      }
+      await sleep(200)
+    }
+  } finally {
+    for (const w of slots) await killWorker(w)
+  }
+  const faultsStoppedAt = Math.max(sendUntil, faults.at(-1)?.at ?? sendUntil)
+  const sessions = sessionIds(options.sessions)
+  const ledgerLines: Array<LedgerLine> = existsSync(ledger)
+    ? readFileSync(ledger, "utf8")
+        .split("\n")
+        .filter((l) => l.length > 0)
+        .map((l) => JSON.parse(l))
+    : []
+  const sqlLayer =
+    database === undefined
+      ? NodeSqlite.layer({ filename: target })
+      : Layer.orDie(PgClient.layer({ url: Redacted.make(database.url) }))
+  try {
+    const durable = await Effect.runPromise(
+      readDurable(sessions).pipe(Effect.provide(sqlLayer)) as Effect.Effect<Durable>
+    )
+    const checks = runChecks(sessions, ledgerLines, durable, settledAt !== null, options.settleSeconds)
+    const unprogressed: Array<string> = []
+    const progress = progressAfterFaults(faults, durable.events, unprogressed)
+    const measured = progress.filter((p): p is number => p !== null)
+    const execs = ledgerLines.filter((l) => l.kind === "exec")
+    const toolExecutions: Record<string, number> = {}
+    for (const e of execs) toolExecutions[TOOL_EFFECTS[e.tool!]!] = (toolExecutions[TOOL_EFFECTS[e.tool!]!] ?? 0) + 1
+    const turnsCompleted = durable.events.filter((e) => e.type === "turn_completed").length
+    return {
+      mode,
+      sessions: options.sessions,
+      minutes: options.minutes,
+      faults: {
+        injected: faults.length,
+        kills: faults.filter((f) => f.kind === "kill").length,
+        stops: faults.filter((f) => f.kind === "stop").length,
+        survived: measured.length,
+        unprogressed
+      },
+      turnsCompleted,
+      checked: {
+        toolCalls: durable.events.filter((e) => e.type === "tool_call_deferred").length,
+        events: durable.events.length,
+        userMessages: [...durable.messages.values()].reduce((n, m) => n + m.filter((x) => x.role === "user").length, 0)
+      },
+      toolExecutions,
+      approvals: ledgerLines.filter((l) => l.kind === "approved" && l.ok === true).length,
+      progressMs: { p50: percentile(measured, 50), max: measured.length === 0 ? null : Math.max(...measured) },
+      settledAfterMs: settledAt === null ? null : settledAt - faultsStoppedAt,
+      checks,
+      violations: checks.reduce((n, c) => n + c.violations.length, 0)
+    }
+  } finally {
+    await database?.drop()
+    if (process.env.SOAK_KEEP_DIR === "1") log(`kept ${dir}`)
+    else rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+const report = (r: SoakResult, log: (line: string) => void) => {
+  log("")
+  log(`soak ${r.mode}: ${r.sessions} sessions, ${r.minutes} min of faults`)
+  log(
+    `  faults injected ${r.faults.injected} (SIGKILL ${r.faults.kills}, SIGSTOP/SIGCONT ${r.faults.stops}), survived ${r.faults.survived}`
+  )
+  for (const u of r.faults.unprogressed) log(`       ${u}`)
+  log(`  turns completed ${r.turnsCompleted}, approvals ${r.approvals}`)
+  log(
+    `  checked ${r.checked.toolCalls} tool calls, ${r.checked.events} events, ${r.checked.userMessages} user messages`
+  )
+  log(
+    `  tool executions: ${Object.entries(r.toolExecutions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`
+  )
+  log(`  time to progress after a fault: p50 ${r.progressMs.p50 ?? "-"} ms, max ${r.progressMs.max ?? "-"} ms`)
+  log(`  settled ${r.settledAfterMs === null ? "never" : `${r.settledAfterMs} ms`} after the faults stopped`)
+  for (const c of r.checks) {
+    log(
+      `  ${c.violations.length === 0 ? "PASS" : "FAIL"} ${c.name}${c.violations.length === 0 ? "" : ` (${c.violations.length})`}`
+    )
+    for (const v of c.violations.slice(0, 20)) log(`       ${v}`)
+    if (c.violations.length > 20) log(`       ... ${c.violations.length - 20} more`)
+  }
+  log(`  violations: ${r.violations}`)
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    options: {
+      mode: { type: "string", default: "embedded" },
+      sessions: { type: "string", default: "10" },
+      minutes: { type: "string", default: "1" },
+      "settle-seconds": { type: "string", default: "120" }
+    }
+  })
+  const mode = values.mode
+  const sessions = Number(values.sessions)
+  const minutes = Number(values.minutes)
+  const settleSeconds = Number(values["settle-seconds"])
+  if ((mode !== "cluster" && mode !== "embedded") || !(sessions >= 1) || !(minutes > 0) || !(settleSeconds > 0)) {
+    process.stderr.write(
+      "usage: npm run soak -- --mode cluster|embedded --sessions N --minutes M [--settle-seconds S]\n"
+    )
+    process.exit(2)
+  }
+  const log = (line: string) => void process.stdout.write(`${line}\n`)
+  runSoak({ mode, sessions, minutes, settleSeconds, log }).then(
+    (result) => {
+      report(result, log)
+      log(`SOAK_RESULT ${JSON.stringify(result)}`)
+      process.exit(result.violations === 0 ? 0 : 1)
+    },
+    (error) => {
+      process.stderr.write(`soak failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+      process.exit(3)
+    }
+  )
+}

@@ -1,0 +1,236 @@
+// Message storage (docs/session-contract.md, "Message storage"): the conversation as a sequentially chunked
+// AttributeMap. The newest messages are `AgentMessages` instances, one per message (the window), so storing a
+// message is one blind instance write. When a Step leaves more than `messageWindowSize` messages in the window,
+// the same commit moves the oldest into immutable `AgentMessageChunks` instances, listed in
+// `AgentMessageIndex`. A message too large for a chunk of its own skips the window. Readers page through the
+// chunks from the newest, so a snapshot or a page never reads the whole history; a session stored before
+// chunks existed (every message in `AgentMessages`, no index) reads as one large window, and every Step that
+// stores messages moves part of it into chunks.
+import type { TxView } from "@durable-agent/engine"
+import * as Option from "effect/Option"
+import * as P from "../Persistence.ts"
+import * as Wire from "../wire/index.ts"
+import { storedBytes } from "./sizes.ts"
+
+/** The message storage options ("Message storage", Options), named alike in every core. */
+export interface MessageStorageOptions {
+  /** The most messages a Step leaves in the window (`message_window_size`); default 64. */
+  readonly messageWindowSize: number
+  /** The most messages of one chunk (`message_chunk_size`); default 32. */
+  readonly messageChunkSize: number
+  /** The largest encoded chunk (`message_chunk_max_bytes`); default 1 MiB, at most 8 MiB. */
+  readonly messageChunkMaxBytes: number
+}
+
+/** The default message storage options. */
+export const defaultMessageStorage: MessageStorageOptions = {
+  messageWindowSize: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageWindowSize,
+  messageChunkSize: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageChunkSize,
+  messageChunkMaxBytes: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageChunkMaxBytes
+}
+
+/** The problem of message storage options, or `undefined` when they are valid. */
+export const messageStorageProblem = (options: MessageStorageOptions): string | undefined => {
+  const positive = (name: string, value: number) =>
+    Number.isInteger(value) && value >= 1 ? undefined : `${name} must be a whole number of at least 1`
+  return (
+    positive("messageWindowSize", options.messageWindowSize) ??
+    positive("messageChunkSize", options.messageChunkSize) ??
+    positive("messageChunkMaxBytes", options.messageChunkMaxBytes) ??
+    (options.messageChunkMaxBytes > Wire.MAX_MESSAGE_CHUNK_MAX_BYTES
+      ? `messageChunkMaxBytes must be at most ${Wire.MAX_MESSAGE_CHUNK_MAX_BYTES}`
+      : undefined)
+  )
+}
+
+/** `{"messages":[]}`: the encoded size of an empty chunk ("Message storage", Rollover). */
+const EMPTY_CHUNK_BYTES = 15
+
+/** The encoded size of one message as a chunk entry. */
+const messageBytes = (message: Wire.AgentMessage): number => storedBytes(Wire.AgentMessage, message)
+
+const key = Wire.messageSequenceKey
+
+// ---------------------------------------------------------------------------------------------------------
+// Reads
+// ---------------------------------------------------------------------------------------------------------
+
+/** The index, or the layout of a session without one: every message in the window from sequence 1. */
+export const messageIndex = (ctx: TxView): Wire.AgentMessageIndex =>
+  Option.getOrElse(ctx.get(P.AgentMessageIndex), () => ({ chunks: [], firstSequence: 1, windowFirstSequence: 1 }))
+
+/** A chunk's messages, checked against its range ("Message storage", Reads); a defect when they differ. */
+const chunkMessages = (ctx: TxView, range: Wire.AgentMessageChunkRange): ReadonlyArray<Wire.AgentMessage> => {
+  const chunk = ctx.getAt(P.AgentMessageChunks, key(range.firstSequence))
+  const messages = Option.isSome(chunk) ? chunk.value.messages : []
+  const holds =
+    messages.length === range.lastSequence - range.firstSequence + 1 &&
+    messages.every((m, i) => m.sequence === range.firstSequence + i)
+  if (!holds) {
+    throw new Error(
+      `AgentMessageChunks[${key(range.firstSequence)}] does not hold the messages ${range.firstSequence}..${range.lastSequence} its index lists`
+    )
+  }
+  return messages
+}
+
+/** The window's messages, in sequence order (keys are zero-padded, so they sort numerically). */
+const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
+  ctx.keys(P.AgentMessages).flatMap((k) => Option.toArray(ctx.getAt(P.AgentMessages, k)))
+
+/**
+ * Every stored message, in sequence order: the chunks, then the window, merged by sequence (a single
+ * oversized message's chunk sits among the window's sequences). The model input of a turn.
+ */
+export const allMessages = (ctx: TxView): Array<Wire.AgentMessage> => {
+  const index = messageIndex(ctx)
+  const out: Array<Wire.AgentMessage> = []
+  for (const range of index.chunks) for (const m of chunkMessages(ctx, range)) out.push(m)
+  const window = windowMessages(ctx)
+  if (out.length === 0) return window
+  for (const m of window) out.push(m)
+  // Chunks are listed oldest first and the window follows them, except single oversized messages stored
+  // among the window's sequences: sort only when that happened.
+  for (let i = 1; i < out.length; i++) {
+    if (out[i]!.sequence < out[i - 1]!.sequence) return out.sort((a, b) => a.sequence - b.sequence)
+  }
+  return out
+}
+
+/**
+ * The newest `limit` stored messages before `beforeSequence` (all when `null`), in sequence order. Reads the
+ * window and then chunks from the newest back, only as many as the page needs.
+ */
+export const messagesBefore = (ctx: TxView, beforeSequence: number | null, limit: number): Array<Wire.AgentMessage> => {
+  const before = beforeSequence ?? Number.POSITIVE_INFINITY
+  const index = messageIndex(ctx)
+  // Newest first: the window's messages and the chunks' ranges, merged by sequence as the page fills.
+  const window = windowMessages(ctx).filter((m) => m.sequence < before)
+  const ranges = index.chunks.filter((r) => r.firstSequence < before)
+  const page: Array<Wire.AgentMessage> = []
+  let w = window.length - 1
+  let c = ranges.length - 1
+  let pendingChunk: ReadonlyArray<Wire.AgentMessage> = []
+  let p = -1
+  while (page.length < limit) {
+    if (p < 0 && c >= 0 && (w < 0 || ranges[c]!.lastSequence > window[w]!.sequence)) {
+      pendingChunk = chunkMessages(ctx, ranges[c]!)
+      p = pendingChunk.length - 1
+      c--
+      while (p >= 0 && pendingChunk[p]!.sequence >= before) p--
+    }
+    const fromChunk = p >= 0 ? pendingChunk[p]! : undefined
+    const fromWindow = w >= 0 ? window[w]! : undefined
+    if (fromChunk === undefined && fromWindow === undefined) break
+    if (fromWindow === undefined || (fromChunk !== undefined && fromChunk.sequence > fromWindow.sequence)) {
+      page.push(fromChunk!)
+      p--
+    } else {
+      page.push(fromWindow)
+      w--
+    }
+  }
+  return page.reverse()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Writes
+// ---------------------------------------------------------------------------------------------------------
+
+/** The chunks each Step attempt has moved so far, so one commit moves at most four in all. */
+const moved = new WeakMap<TxView, { chunks: number; bytes: number }>()
+
+/**
+ * Stores messages: each in the window with one blind write, or, when its single-message chunk would exceed
+ * `messageChunkMaxBytes`, straight into a chunk of its own; then rolls the window over.
+ */
+export const storeMessages = (
+  ctx: TxView,
+  options: MessageStorageOptions,
+  messages: ReadonlyArray<Wire.AgentMessage>
+): void => {
+  if (messages.length === 0) return
+  let index = Option.getOrUndefined(ctx.get(P.AgentMessageIndex))
+  for (const m of messages) {
+    if (EMPTY_CHUNK_BYTES + messageBytes(m) > options.messageChunkMaxBytes) {
+      ctx.setAt(P.AgentMessageChunks, key(m.sequence), { messages: [m] })
+      const base = index ?? { chunks: [], firstSequence: 1, windowFirstSequence: 1 }
+      index = { ...base, chunks: [...base.chunks, { firstSequence: m.sequence, lastSequence: m.sequence }] }
+    } else {
+      ctx.setAt(P.AgentMessages, key(m.sequence), m)
+    }
+  }
+  if (index !== undefined) ctx.set(P.AgentMessageIndex, index)
+  rollOver(ctx, options)
+}
+
+/**
+ * Moves the oldest window messages into chunks while the window holds more than `messageWindowSize`: a chunk
+ * closes at `messageChunkSize` messages, before the next message would take its encoded size past
+ * `messageChunkMaxBytes`, or before a gap (a single oversized message's chunk). One commit moves at most
+ * MESSAGE_ROLLOVER_MAX_CHUNKS_PER_COMMIT chunks and MESSAGE_ROLLOVER_MAX_BYTES_PER_COMMIT bytes unless its
+ * first chunk alone is larger. Writes the index only when it moves a chunk.
+ */
+export const rollOver = (ctx: TxView, options: MessageStorageOptions): void => {
+  const keys = ctx.keys(P.AgentMessages)
+  if (keys.length <= options.messageWindowSize) return
+  const done = moved.get(ctx) ?? { chunks: 0, bytes: 0 }
+  moved.set(ctx, done)
+  let index = messageIndex(ctx)
+  let excess = keys.length - options.messageWindowSize
+  let next = 0
+  while (excess > 0 && done.chunks < Wire.MESSAGE_ROLLOVER_MAX_CHUNKS_PER_COMMIT) {
+    const chunk: Array<Wire.AgentMessage> = []
+    let bytes = EMPTY_CHUNK_BYTES
+    while (next < keys.length && chunk.length < options.messageChunkSize) {
+      const m = Option.getOrUndefined(ctx.getAt(P.AgentMessages, keys[next]!))
+      if (m === undefined) break
+      const size = messageBytes(m) + (chunk.length === 0 ? 0 : 1)
+      if (
+        chunk.length > 0 &&
+        (bytes + size > options.messageChunkMaxBytes || m.sequence !== chunk.at(-1)!.sequence + 1)
+      ) {
+        break
+      }
+      chunk.push(m)
+      bytes += size
+      next++
+    }
+    if (chunk.length === 0) break
+    if (done.chunks > 0 && done.bytes + bytes > Wire.MESSAGE_ROLLOVER_MAX_BYTES_PER_COMMIT) break
+    const first = chunk[0]!.sequence
+    const last = chunk.at(-1)!.sequence
+    ctx.setAt(P.AgentMessageChunks, key(first), { messages: chunk })
+    for (const m of chunk) ctx.deleteAt(P.AgentMessages, key(m.sequence))
+    index = {
+      ...index,
+      chunks: [...index.chunks, { firstSequence: first, lastSequence: last }].sort(
+        (a, b) => a.firstSequence - b.firstSequence
+      ),
+      windowFirstSequence: Math.max(index.windowFirstSequence, last + 1)
+    }
+    done.chunks++
+    done.bytes += bytes
+    excess -= chunk.length
+  }
+  if (done.chunks > 0) ctx.set(P.AgentMessageIndex, index)
+}
+
+/**
+ * The first sequence after a turn's user messages, found by scanning back from the newest message: for a
+ * turn whose TurnReplySequence is missing or names another turn (one an earlier worker started).
+ */
+export const scanReplySequence = (ctx: TxView, turnId: string, nextMessageSequence: number): number => {
+  let reply = nextMessageSequence
+  let before: number | null = null
+  for (;;) {
+    const page = messagesBefore(ctx, before, 64)
+    for (let i = page.length - 1; i >= 0; i--) {
+      const m = page[i]!
+      if (m.turnId !== turnId) return reply
+      if (m.role !== "user") reply = m.sequence
+    }
+    if (page.length < 64) return reply
+    before = page[0]!.sequence
+  }
+}
