@@ -9,6 +9,7 @@ export const projects = [
   "packages/runner-ai-sdk",
   "packages/runner-openai-agents",
   "packages/runner-mastra",
+  "packages/runner-claude-agent-sdk",
   "packages/runner-pi",
   "packages/mcp",
   "packages/ui-stream",
