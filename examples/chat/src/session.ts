@@ -169,17 +169,22 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
           })
 
         /**
-         * The pending interrupt an `interrupt_raised` event names, once the transition that raised it has committed.
-         * The event is written while RunModel runs, before its commit, and the snapshot is read from committed state,
-         * so it can lag the event by a commit: read it again until it shows the interrupt. None after 30 s (the
-         * attempt died before its commit, or the interrupt was resolved meanwhile).
+         * The snapshot once it shows what an event announced (`shows`). Structural events are written while their
+         * Step runs, before its commit, and the snapshot is read from committed state, so it can lag the event by
+         * a commit: read it again until it shows the event's effect. None after 30 s (the attempt died before its
+         * commit, or what the event announced was superseded meanwhile).
          */
-        const committedInterrupt = (sessionId: string, interruptId: string) =>
+        const committedSnapshot = (sessionId: string, shows: (snapshot: Wire.AgentSnapshot) => boolean) =>
           client.getSnapshot(sessionId).pipe(
-            Effect.map((snapshot) =>
-              Option.fromNullishOr(snapshot.pendingInterrupts.find((i) => i.interruptId === interruptId))
-            ),
+            Effect.map((snapshot) => (shows(snapshot) ? Option.some(snapshot) : Option.none())),
             Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("50 millis"), times: 600 })
+          )
+
+        /** The pending interrupt an `interrupt_raised` event names, once its transition committed. */
+        const committedInterrupt = (sessionId: string, interruptId: string) =>
+          Effect.map(
+            committedSnapshot(sessionId, (s) => s.pendingInterrupts.some((i) => i.interruptId === interruptId)),
+            Option.flatMap((s) => Option.fromNullishOr(s.pendingInterrupts.find((i) => i.interruptId === interruptId)))
           )
 
         const ask = (v: View, interrupt: Wire.AgentInterrupt) =>
@@ -222,7 +227,16 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
               }
               case "tool_call_finished": {
                 const { toolCallId, toolName, status } = event.payload
-                yield* loadCalls(v)
+                if (replay) yield* loadCalls(v)
+                else {
+                  // the call's record once the commit that finished it shows it (gone: its turn has ended)
+                  const snapshot = yield* committedSnapshot(v.sessionId, (s) => {
+                    const record = s.toolCalls.find((c) => c.toolCallId === toolCallId)
+                    return record === undefined || record.status === status
+                  })
+                  if (Option.isSome(snapshot))
+                    for (const call of snapshot.value.toolCalls) v.calls.set(call.toolCallId, call)
+                }
                 return yield* print(finishedLine(toolName, status, v.calls.get(toolCallId)))
               }
               case "interrupt_raised": {
@@ -262,9 +276,10 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
                 return yield* print(chatLine("the turn was steered by a newer message"))
               case "plan_updated": {
                 if (replay) return
-                const snapshot = yield* client.getSnapshot(v.sessionId)
-                const current = snapshot.plan
-                if (current === null || current.revision !== event.payload.revision) return
+                const revision = event.payload.revision
+                const snapshot = yield* committedSnapshot(v.sessionId, (s) => (s.plan?.revision ?? -1) >= revision)
+                const current = Option.isSome(snapshot) ? snapshot.value.plan : null
+                if (current === null || current.revision !== revision) return
                 const tasks = current.tasks.map((t) => `  [${t.status}] ${t.content}`)
                 const hint = current.status === "draft" ? ["/execute runs it; /plan <text> revises it"] : []
                 return yield* print(
