@@ -5,9 +5,11 @@ import { toFrameworkMessages as fromAiSdk } from "../../runner-ai-sdk/src/intern
 import {
   type DbMessage,
   fromStoredMessages,
+  invocationOf,
   markNewRounds,
   partCounts,
-  toFrameworkMessages
+  toFrameworkMessages,
+  toolCallIds
 } from "../src/internal/messages.ts"
 
 const stored = (messages: ReadonlyArray<Runner.FrameworkMessage>): Array<Wire.AgentMessage> =>
@@ -86,10 +88,12 @@ describe("Mastra messages as stored messages", () => {
             {
               type: "tool-invocation",
               toolInvocation: { state: "result", toolCallId: "x1", toolName: "lookup", args: { q: 1 }, result: "found" }
-            }
+            },
+            // the answer after the result is the next model call of the same assistant message, as Mastra merges it
+            { type: "step-start" },
+            { type: "text", text: "Found it." }
           ]
-        ],
-        ["assistant", [{ type: "text", text: "Found it." }]]
+        ]
       ]
     )
   })
@@ -114,10 +118,46 @@ describe("Mastra messages as stored messages", () => {
       rebuilt.map((m) => [m.role, m.content.parts.map((p) => p.toolInvocation ?? p.text)]),
       [
         ["user", ["hi"]],
-        ["assistant", [{ state: "result", toolCallId: "k1", toolName: "lookup", args: { q: 2 }, result: "ok" }]],
-        ["assistant", ["Done."]]
+        [
+          "assistant",
+          [{ state: "result", toolCallId: "k1", toolName: "lookup", args: { q: 2 }, result: "ok" }, undefined, "Done."]
+        ]
       ]
     )
+  })
+
+  it("merges another runner's adjacent assistant messages as Mastra would: a step start only after results", () => {
+    const base = {
+      text: null,
+      toolCallId: null,
+      toolName: null,
+      toolArguments: null,
+      toolOutput: null,
+      frameworkItem: "{}"
+    }
+    const rebuilt = fromStoredMessages(
+      stored([
+        { ...base, role: "user", text: "hi" },
+        { ...base, role: "assistant", text: "Looking." },
+        { ...base, role: "assistant", toolCallId: "p1", toolName: "lookup", toolArguments: "{}" },
+        { ...base, role: "assistant", toolCallId: "p2", toolName: "lookup", toolArguments: "{}" },
+        { ...base, role: "tool", toolCallId: "p1", toolName: "lookup", toolOutput: "r1" },
+        { ...base, role: "tool", toolCallId: "p2", toolName: "lookup", toolOutput: "r2" },
+        { ...base, role: "assistant", toolCallId: "p3", toolName: "lookup", toolArguments: "{}" },
+        { ...base, role: "tool", toolCallId: "p3", toolName: "lookup", toolOutput: "r3" },
+        { ...base, role: "assistant", text: "Done." },
+        { ...base, role: "user", text: "more" }
+      ])
+    )
+    assert.deepStrictEqual(
+      rebuilt.map((m) => [m.id, m.role, m.content.parts.map((p) => invocationOf(p)?.toolCallId ?? p.type)]),
+      [
+        ["stored-0", "user", ["text"]],
+        ["stored-1", "assistant", ["text", "p1", "p2", "step-start", "p3", "step-start", "text"]],
+        ["stored-9", "user", ["text"]]
+      ]
+    )
+    assert.deepStrictEqual(toolCallIds(rebuilt, "result"), ["p1", "p2", "p3"])
   })
 
   it("marks where a model call's parts begin in a message it continued, once", () => {

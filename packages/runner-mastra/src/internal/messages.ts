@@ -142,28 +142,60 @@ const newMessage = (id: string, role: string, index: number, parts: Array<Part>,
   content: { format: 2, parts, ...(metadata !== undefined ? { metadata } : {}) }
 })
 
+/** A part that ends a model call: a tool invocation with its result (the next part is a new round). */
+const endsRound = (part: Part | undefined): boolean => part !== undefined && invocationOf(part)?.state === "result"
+
+/**
+ * The rebuilt history, as Mastra would hold it. Mastra merges an assistant message into the assistant
+ * message before it (`MessageMerger.shouldMerge`), so two adjacent assistant messages (another runner's
+ * projection stores a call, its result and the answer after it as separate messages) would reach the run
+ * as one, and the runner would see a stored message changed. The rebuild merges them itself, with a
+ * `step-start` where a new model call begins.
+ */
+class History {
+  readonly messages: Array<DbMessage> = []
+  /** The stored ID of the last message appended (a merged message keeps the ID of the one it joined). */
+  private lastId: string | undefined
+
+  append(id: string, role: string, index: number, parts: Array<Part>, metadata?: unknown): void {
+    const last = this.messages[this.messages.length - 1]
+    if (last !== undefined && last.id === this.lastId && this.lastId === id) {
+      last.content.parts.push(...parts)
+    } else if (last !== undefined && role === "assistant" && last.role === "assistant") {
+      const newRound = endsRound(last.content.parts[last.content.parts.length - 1]) && parts[0]?.type !== "step-start"
+      last.content.parts.push(...(newRound ? [{ type: "step-start" }, ...parts] : parts))
+      if (metadata !== undefined) {
+        Object.assign(last.content, { metadata: { ...(last.content.metadata as object | undefined), ...metadata } })
+      }
+    } else {
+      this.messages.push(newMessage(id, role, index, parts, metadata))
+    }
+    this.lastId = id
+  }
+}
+
 /**
  * Rebuilds Mastra messages from stored ones, regrouping parts by message. Messages this runner did not
- * write (another runner's, or older) are rebuilt from their projection.
+ * write (another runner's, or older) are rebuilt from their projection. Adjacent assistant messages become
+ * one, as Mastra would merge them (see {@link History}).
  */
 export const fromStoredMessages = (stored: ReadonlyArray<StoredMessageView>): Array<DbMessage> => {
-  const out: Array<DbMessage> = []
+  const history = new History()
   stored.forEach((message, index) => {
     const item = parseItem(message.frameworkItem)
     if (item === undefined) {
-      fromProjection(out, message, index)
+      fromProjection(history, message, index)
     } else if (item.result_of === undefined && item.part !== undefined) {
       const parts: Array<Part> = item.step_start ? [{ type: "step-start" }, item.part] : [item.part]
-      const last = out[out.length - 1]
-      if (last !== undefined && last.id === item.id) last.content.parts.push(...parts)
-      else out.push(newMessage(item.id, item.role, index, parts, item.metadata))
+      history.append(item.id, item.role, index, parts, item.metadata)
     }
   })
-  return out
+  return history.messages
 }
 
-const fromProjection = (out: Array<DbMessage>, m: StoredMessageView, index: number) => {
+const fromProjection = (history: History, m: StoredMessageView, index: number) => {
   const id = `stored-${index}`
+  const out = history.messages
   if (m.role === "tool") {
     // the result goes into its call's invocation, as Mastra keeps it
     for (let i = out.length - 1; i >= 0; i--) {
@@ -187,10 +219,10 @@ const fromProjection = (out: Array<DbMessage>, m: StoredMessageView, index: numb
       args = {}
     }
     const invocation = { state: "call", toolCallId: m.toolCallId, toolName: m.toolName ?? "", args }
-    out.push(newMessage(id, "assistant", index, [{ type: "tool-invocation", toolInvocation: invocation }]))
+    history.append(id, "assistant", index, [{ type: "tool-invocation", toolInvocation: invocation }])
     return
   }
-  out.push(newMessage(id, m.role, index, [{ type: "text", text: m.text ?? "" }]))
+  history.append(id, m.role, index, [{ type: "text", text: m.text ?? "" }])
 }
 
 /** The tool call IDs of the invocations in `messages` (only those in `state` when given). */
