@@ -1,8 +1,8 @@
 // Branches of the session that no other test reaches (issue 27, item 8), each pinned by a test that fails when
 // the branch is removed: the ToolTaskStarted problem cases, a runner that returns new messages without an
-// unfinished-turn builder, several agents (Flow types with their own runners) in one worker, and RunModel ending
-// a steered turn before its model call, a tool question whose interrupt ID another call of the turn uses, and
-// the turn controls refused in a turn that lacks accepts_turn_control.
+// unfinished-turn builder, several agents (Flow types with their own runners) in one worker, RunModel ending
+// a steered or a cancelled turn before its model call, a tool question whose interrupt ID another call of the
+// turn uses, and the turn controls refused in a turn that lacks accepts_turn_control.
 
 import { Client } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
@@ -242,6 +242,76 @@ describe("RunModel in a steered turn", () => {
         const steered = (yield* allEvents("st1")).filter((e) => e.event.type === "turn_steered")
         assert.strictEqual(steered.length, 1)
         assert.strictEqual(steered[0]!.event.stepExecutionId, "RunModel-2")
+      }).pipe(Effect.provide(SessionTesting.layer({ runner: Layer.succeed(Runner.AgentFrameworkRunner, runner) })))
+    })
+  })
+})
+
+describe("RunModel in a cancelled turn", () => {
+  // cancel_turn's own commit cancels every RunModel it finds, so the branch is reached by a cancellation that
+  // committed without that (a direct write of the Attribute, as a worker of an earlier version could leave it)
+  // while a RunModel of the turn is about to be scheduled.
+  it.live("a RunModel that starts after a committed cancellation ends the turn cancelled before its model call", () => {
+    const calls: Array<{ readonly turnId: string; readonly last: string | null; readonly continued: boolean }> = []
+    return Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const runner: Runner.AgentFrameworkRunnerShape = {
+        name: "continuing",
+        buildUserMessage: (text) => message("user", text),
+        runModelStep: (turn) =>
+          Effect.gen(function* () {
+            calls.push({
+              turnId: turn.turnId,
+              last: turn.messages.at(-1)?.text ?? null,
+              continued: turn.frameworkRunState !== null
+            })
+            if (calls.length === 1) {
+              // the first call waits until the cancellation committed, then asks for another model call
+              yield* Deferred.await(gate)
+              return Runner.AgentTurnOutcome.turnContinued({ frameworkRunState: "{}", newMessages: [], usage })
+            }
+            return Runner.AgentTurnOutcome.turnCompleted({ newMessages: [message("assistant", "Next.")], usage })
+          }),
+        executeDeferredToolCall: () => Effect.succeed({ output: "unused" })
+      }
+      yield* Effect.gen(function* () {
+        const client = yield* AgentSessionClient.AgentSessionClient
+        const engine = yield* Client.Client
+        yield* client.startSession("ct1", { initialMessage: "go" })
+        yield* SessionTesting.awaitSnapshot("ct1", () => calls.length === 1)
+        const turnId = calls[0]!.turnId
+        yield* engine.setAttribute("ct1", Persistence.TurnCancellationRequest, {
+          turnId,
+          requestedAt: new Date().toISOString()
+        })
+        yield* Deferred.succeed(gate, undefined)
+        const cancelled = yield* SessionTesting.awaitTurn("ct1", { turn: 1 })
+        // the continued RunModel of the cancelled turn made no model call
+        assert.strictEqual(calls.length, 1)
+        assert.strictEqual(cancelled.state?.activeTurnId, null)
+        assert.strictEqual(cancelled.state?.status, "waiting_for_user_message")
+        assert.strictEqual(cancelled.state?.turnCount, 1)
+        assert.strictEqual(cancelled.state?.lastTurnError, null)
+        const shape = yield* stepShape("ct1")
+        const at = shape.indexOf("ApplyTurnControl")
+        assert.deepStrictEqual(shape.slice(at - 2, at + 1), ["RunModel", "RunModel", "ApplyTurnControl"])
+        const events = (yield* allEvents("ct1")).map((e) => e.event)
+        const ended = events.filter((e) => e.type === "turn_cancelled")
+        assert.strictEqual(ended.length, 1)
+        assert.strictEqual(ended[0]!.stepExecutionId, "RunModel-2")
+        assert.strictEqual(ended[0]!.turnId, turnId)
+        assert.notInclude(
+          events.map((e) => e.type),
+          "turn_steered"
+        )
+        // the session stays open and answers the next message in a new turn
+        assert.isTrue(yield* client.sendUserMessage("ct1", "next"))
+        const done = yield* SessionTesting.awaitTurn("ct1", { turn: 2 })
+        assert.strictEqual(calls.length, 2)
+        assert.isFalse(calls[1]!.continued)
+        assert.notStrictEqual(calls[1]!.turnId, turnId)
+        assert.strictEqual(calls[1]!.last, "next")
+        assert.strictEqual(done.messages.at(-1)?.text, "Next.")
       }).pipe(Effect.provide(SessionTesting.layer({ runner: Layer.succeed(Runner.AgentFrameworkRunner, runner) })))
     })
   })
