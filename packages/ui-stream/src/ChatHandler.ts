@@ -419,8 +419,12 @@ export const makeHandler = (options: ChatHandlerOptions) => {
       return new Response(readable, { status: 200, headers: UiMessageStream.UI_MESSAGE_STREAM_HEADERS })
     })
 
-  const turn = (sessionId: string, turnId: string, from: UiMessageStream.StreamFrom) =>
-    UiMessageStream.turnStream({ sessionId, turnId, from, pollInterval: poll })
+  const turn = (
+    sessionId: string,
+    turnId: string,
+    from: UiMessageStream.StreamFrom,
+    knownAnswers?: ReadonlyMap<string, string>
+  ) => UiMessageStream.turnStream({ sessionId, turnId, from, pollInterval: poll, knownAnswers })
 
   const snapshotOrNull = (sessionId: string) =>
     Effect.flatMap(AgentSessionClient.AgentSessionClient, (sessions) =>
@@ -604,17 +608,24 @@ export const makeHandler = (options: ChatHandlerOptions) => {
     })
 
   /** The rest of the active turn: exactly after the browser's token when it is usable, else from its start. */
-  const continueTurn = (sessionId: string, active: string, tokenText: string | undefined) =>
+  const continueTurn = (
+    sessionId: string,
+    active: string,
+    tokenText: string | undefined,
+    knownAnswers?: ReadonlyMap<string, string>
+  ) =>
     Effect.gen(function* () {
       const token = tokenText === undefined ? Option.none() : yield* ResumeToken.decode(tokenText).pipe(Effect.option)
       if (Option.isSome(token) && token.value.s === sessionId && token.value.t === active) {
         const position = yield* checkPosition(sessionId, token.value.p)
         if (position === "ok") {
-          return yield* uiStreamResponse(turn(sessionId, active, { _tag: "Continue", token: token.value }))
+          return yield* uiStreamResponse(
+            turn(sessionId, active, { _tag: "Continue", token: token.value }, knownAnswers)
+          )
         }
       }
       // no usable token: the turn from its start (the browser's message is replaced by the replay)
-      return yield* uiStreamResponse(turn(sessionId, active, { _tag: "TurnStart", after: null }))
+      return yield* uiStreamResponse(turn(sessionId, active, { _tag: "TurnStart", after: null }, knownAnswers))
     })
 
   // POST {base}/{id}/answer
@@ -685,7 +696,9 @@ export const makeHandler = (options: ChatHandlerOptions) => {
           `question ${JSON.stringify(body.interruptId)} is no longer pending (answered, declined or past its deadline)`
         )
       }
-      return yield* continueTurn(sessionId, active, body.resumeToken)
+      // the stream shows the answer given here even when it reads the snapshot after the turn ended
+      const known = body.answer === undefined ? undefined : new Map([[body.interruptId, body.answer]])
+      return yield* continueTurn(sessionId, active, body.resumeToken, known)
     })
 
   // GET {base}/{id}/stream

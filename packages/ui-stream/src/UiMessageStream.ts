@@ -96,6 +96,12 @@ export interface TurnStreamOptions {
   readonly pollInterval?: Duration.Input | undefined
   /** How long to wait for an event's commit before dropping it; 60 s by default. */
   readonly commitTimeout?: Duration.Input | undefined
+  /**
+   * Answers this reader knows already, by interrupt ID: the answer a request of this stream submitted. A tool's
+   * question keeps its answer in committed state only while its turn runs (the turn's records go when it ends), so
+   * a reader that reads the snapshot after that still shows the answer it was given.
+   */
+  readonly knownAnswers?: ReadonlyMap<string, string> | undefined
 }
 
 /**
@@ -146,7 +152,7 @@ type State = { -readonly [K in keyof ResumeToken.OpenParts]: ResumeToken.OpenPar
 const clone = (o: ResumeToken.OpenParts): State => ({ ...o, tools: { ...o.tools }, questions: { ...o.questions } })
 
 /** The committed answer of a question: from the tool's `input_answers`, or the output of an answered `ask_user`. */
-const findAnswer = (snapshot: Wire.AgentSnapshot, interruptId: string, toolCallId: string): string | null => {
+const findCommittedAnswer = (snapshot: Wire.AgentSnapshot, interruptId: string, toolCallId: string): string | null => {
   const record = snapshot.toolCalls.find((r) => r.toolCallId === toolCallId)
   const entry = record?.inputAnswers.find((a) => a.interruptId === interruptId)
   if (entry !== undefined) return entry.resolution === "answered" ? entry.answer : null
@@ -302,6 +308,8 @@ export const turnStream = (
       let position: string | null = from._tag === "TurnStart" ? from.after : from.token.p
       let skip = from._tag === "TurnStart" ? 0 : from.token.k
       const state: State = clone(from._tag === "TurnStart" ? ResumeToken.emptyOpenParts() : from.token.o)
+      const findAnswer = (snapshot: Wire.AgentSnapshot, interruptId: string, toolCallId: string): string | null =>
+        findCommittedAnswer(snapshot, interruptId, toolCallId) ?? options.knownAnswers?.get(interruptId) ?? null
       /** What each question asked, from its `interrupt_raised` or the committed interrupt (for the updates). */
       const asked = new Map<string, UiMessages.QuestionData>()
       let done = false
