@@ -33,7 +33,7 @@ import type { StartInput } from "./internal/schemas.ts"
 import { makeSteps, type SessionSteps } from "./internal/steps/index.ts"
 import * as P from "./Persistence.ts"
 import { DEFAULT_TOOL_EFFECT, type ToolPolicy } from "./Policy.ts"
-import { AgentFrameworkRunner, type AgentFrameworkRunnerShape } from "./Runner.ts"
+import { AgentFrameworkRunner, type AgentFrameworkRunnerShape, isContextCompactionRunner } from "./Runner.ts"
 import * as Wire from "./wire/index.ts"
 
 /**
@@ -44,6 +44,56 @@ import * as Wire from "./wire/index.ts"
  * @since 0.1.0
  */
 export type AgentSessionStartInput = StartInput
+
+/**
+ * Context compaction (`CompactionPolicy`): the model's window in tokens, the share of it at which RunModel
+ * compacts (`triggerRatio`, 0.85) and the share of it that stays unsummarized after a compaction
+ * (`retainedRatio`, 0.3). Build it with {@link CompactionPolicy}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface CompactionPolicy {
+  readonly contextWindowTokens: number
+  readonly triggerRatio: number
+  readonly retainedRatio: number
+}
+
+/**
+ * A {@link CompactionPolicy} with the spec's defaults: `triggerRatio` 0.85, `retainedRatio` 0.3.
+ *
+ * @example
+ * ```ts
+ * const flow = AgentSessionFlow.make({
+ *   flowType: "SupportAgent",
+ *   compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 128_000 })
+ * })
+ * ```
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const CompactionPolicy = (options: {
+  readonly contextWindowTokens: number
+  readonly triggerRatio?: number | undefined
+  readonly retainedRatio?: number | undefined
+}): CompactionPolicy => ({
+  contextWindowTokens: options.contextWindowTokens,
+  triggerRatio: options.triggerRatio ?? 0.85,
+  retainedRatio: options.retainedRatio ?? 0.3
+})
+
+/** The problem of a compaction policy, or `undefined` when it is valid. */
+const compactionProblem = (policy: CompactionPolicy): string | undefined => {
+  if (!Number.isInteger(policy.contextWindowTokens) || policy.contextWindowTokens < 1) {
+    return "compaction.contextWindowTokens must be a whole number of at least 1"
+  }
+  if (!(policy.triggerRatio > 0 && policy.triggerRatio <= 1)) return "compaction.triggerRatio must be in (0, 1]"
+  if (!(policy.retainedRatio >= 0 && policy.retainedRatio < policy.triggerRatio)) {
+    return "compaction.retainedRatio must be at least 0 and below triggerRatio"
+  }
+  return undefined
+}
 
 /**
  * Options of a session Flow.
@@ -95,6 +145,14 @@ export interface AgentSessionOptions<Id = AgentFrameworkRunner> {
    * of at most `messageChunkSize` (32) messages and `messageChunkMaxBytes` (1 MiB, at most 8 MiB) each.
    */
   readonly messageStorage?: Partial<MessageStorageOptions> | undefined
+  /**
+   * Context compaction (`AgentSessionOptions.compaction`): before each model call RunModel asks the runner for
+   * the input's size and, at `triggerRatio` of the window, summarizes the older messages in a CompactContext
+   * Step; with `messageStorage.retainedMessageLimit` (1,000 by default) retention then deletes whole chunks
+   * behind the summary. Needs a runner with the compaction capability (`Runner.ContextCompactionRunner`);
+   * {@link layerWorker} fails for one without it. Off by default.
+   */
+  readonly compaction?: CompactionPolicy | undefined
 }
 
 /**
@@ -115,6 +173,8 @@ export interface AgentSessionFlowDef<R = AgentFrameworkRunner> extends FlowDef<A
     readonly planModeEnabled: boolean
     /** The runner's service key. */
     readonly runner: Context.Key<R, AgentFrameworkRunnerShape>
+    /** The compaction policy ({@link AgentSessionOptions.compaction}), or `null` without compaction. */
+    readonly compaction: CompactionPolicy | null
   }
 }
 
@@ -163,6 +223,9 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
   const messageStorage: MessageStorageOptions = { ...defaultMessageStorage, ...options.messageStorage }
   const storageProblem = messageStorageProblem(messageStorage)
   if (storageProblem !== undefined) fail(storageProblem)
+  const compaction = options.compaction === undefined ? null : CompactionPolicy(options.compaction)
+  const policyProblem = compaction === null ? undefined : compactionProblem(compaction)
+  if (policyProblem !== undefined) fail(policyProblem)
   const runner = options.runner ?? (AgentFrameworkRunner as unknown as Context.Key<Id, AgentFrameworkRunnerShape>)
   const events = P.agentEvents(options.eventsCapacityBytes)
   const { steps } = makeSteps({
@@ -177,7 +240,8 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
     builtInTools,
     maxDurableWaitSeconds,
     planModeEnabled,
-    messageStorage
+    messageStorage,
+    compaction
   })
   const rpcs = makeRpcs(steps, { planModeEnabled })
   const flow = Flow<AgentSessionStartInput, Id>({
@@ -191,7 +255,7 @@ export const make = <Id = AgentFrameworkRunner>(options: AgentSessionOptions<Id>
   })
   return {
     ...flow,
-    session: { steps, rpcs, events, toolPolicies, defaultToolEffect, planModeEnabled, runner }
+    session: { steps, rpcs, events, toolPolicies, defaultToolEffect, planModeEnabled, runner, compaction }
   }
 }
 
@@ -212,12 +276,22 @@ export const PLAN_MODE_NEEDS_WRITE_TODOS = "planModeEnabled needs write_todos in
 export const planModeNeedsRunnerSupport = (flowType: string): string =>
   `planModeEnabled needs a runner whose supportsPlanMode is true (Flow type ${flowType})`
 
+/**
+ * Why {@link layerWorker} refuses a session Flow with compaction: its runner lacks the compaction capability
+ * (`estimateInputTokens`, `selectCompactionCutoff` and `summarizeContext`).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const compactionNeedsRunnerSupport = (flowType: string): string =>
+  `compaction needs a runner with the compaction capability: estimateInputTokens, selectCompactionCutoff and summarizeContext (Flow type ${flowType})`
+
 const isSessionFlow = (flow: FlowDef<any, any>): flow is AgentSessionFlowDef<unknown> => "session" in flow
 
 /**
- * Checks the runners of session Flows with plan mode: each must set `supportsPlanMode`. The runner comes from
- * the worker's services, so this is where the Flow's definition meets its runner. A runner that is missing is
- * left to the worker, which needs it anyway.
+ * Checks the runners of session Flows: with plan mode each must set `supportsPlanMode`, with compaction each
+ * must have the compaction capability. The runner comes from the worker's services, so this is where the
+ * Flow's definition meets its runner. A runner that is missing is left to the worker, which needs it anyway.
  *
  * @category constructors
  * @since 0.1.0
@@ -226,20 +300,24 @@ export const checkRunners = (
   flows: ReadonlyArray<FlowDef<any, any>>
 ): Effect.Effect<void, AgentSessionDefinitionError> =>
   Effect.forEach(
-    flows.filter(isSessionFlow).filter((flow) => flow.session.planModeEnabled),
+    flows.filter(isSessionFlow).filter((flow) => flow.session.planModeEnabled || flow.session.compaction !== null),
     (flow) =>
       Effect.flatMap(Effect.serviceOption(flow.session.runner), (runner) =>
-        Option.isSome(runner) && runner.value.supportsPlanMode !== true
-          ? Effect.fail(new AgentSessionDefinitionError({ message: planModeNeedsRunnerSupport(flow.type) }))
-          : Effect.void
+        Option.isNone(runner)
+          ? Effect.void
+          : flow.session.planModeEnabled && runner.value.supportsPlanMode !== true
+            ? Effect.fail(new AgentSessionDefinitionError({ message: planModeNeedsRunnerSupport(flow.type) }))
+            : flow.session.compaction !== null && !isContextCompactionRunner(runner.value)
+              ? Effect.fail(new AgentSessionDefinitionError({ message: compactionNeedsRunnerSupport(flow.type) }))
+              : Effect.void
       ),
     { discard: true }
   )
 
 /**
  * Registers session Flows (and any other Flows) on a worker. Provide their runners and services to it. Fails
- * with {@link AgentSessionDefinitionError} when a session Flow enables plan mode and its runner does not
- * support it (see {@link checkRunners}).
+ * with {@link AgentSessionDefinitionError} when a session Flow enables plan mode or compaction and its runner
+ * does not support it (see {@link checkRunners}).
  *
  * @category layers
  * @since 0.1.0

@@ -131,6 +131,11 @@ export interface ModelResponse {
 export interface ModelClientShape {
   /** Makes exactly one model call. */
   readonly generate: (request: ModelRequest) => Effect.Effect<ModelResponse, ModelCallError>
+  /**
+   * The input tokens `generate` would send for `request`, by the provider's own count; optional. Stepwise's
+   * compaction (`estimateInputTokens`) uses it when present and an estimate from the text otherwise.
+   */
+  readonly countInputTokens?: ((request: ModelRequest) => Effect.Effect<number, ModelCallError>) | undefined
 }
 
 /**
@@ -180,6 +185,8 @@ export type ScriptedStep = ScriptedResponse | ((request: ModelRequest, index: nu
 export interface ScriptedOptions {
   /** Called with every request before it is answered, for assertions. */
   readonly onRequest?: ((request: ModelRequest, index: number) => void) | undefined
+  /** The script's token counts: the client's `countInputTokens`, which counts no call. */
+  readonly countInputTokens?: ((request: ModelRequest) => number) | undefined
 }
 
 const zeroUsage: ModelUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
@@ -193,7 +200,9 @@ const zeroUsage: ModelUsage = { inputTokens: 0, outputTokens: 0, cachedInputToke
  */
 export const scripted = (script: ReadonlyArray<ScriptedStep>, options?: ScriptedOptions): ModelClientShape => {
   let next = 0
+  const count = options?.countInputTokens
   return {
+    ...(count === undefined ? {} : { countInputTokens: (request: ModelRequest) => Effect.sync(() => count(request)) }),
     generate: Effect.fn("ModelClient.generate")(function* (request: ModelRequest) {
       const index = next++
       options?.onRequest?.(request, index)

@@ -222,6 +222,15 @@ export const PendingPlanExecution = Attribute("PendingPlanExecution", Wire.PlanE
 export const PlanExecutions = ChannelMap("PlanExecutions", Wire.PlanExecutionRequest)
 
 /**
+ * The session's summary of its earlier conversation (`ContextSummary`); set once the session compacts; only
+ * CompactContext writes it.
+ *
+ * @category attributes
+ * @since 0.1.0
+ */
+export const ContextSummary = Attribute("ContextSummary", Wire.ContextSummary)
+
+/**
  * Every Attribute and AttributeMap of the session.
  *
  * @category collections
@@ -242,7 +251,8 @@ export const attributes = [
   TurnCancellationRequest,
   AgentTraceContext,
   AgentPlan,
-  PendingPlanExecution
+  PendingPlanExecution,
+  ContextSummary
 ] as const
 
 /**

@@ -22,6 +22,7 @@ import type {
   AgentToolCall,
   AgentUsage,
   BuiltInToolName,
+  ContextSummary,
   InteractionMode,
   QuestionAnswer,
   SessionSettings,
@@ -229,6 +230,12 @@ export interface AgentTurnContext {
   readonly deadline?: Date | undefined
   /** The session's enabled built-in tools; a runner offers their `BuiltInTools.definitions` to its model. */
   readonly enabledBuiltInTools?: ReadonlyArray<BuiltInToolName> | undefined
+  /**
+   * The session's `ContextSummary` once it compacted, for a runner with the compaction capability
+   * ({@link ContextCompactionRunner}): `messages` then holds only the messages after its `lastSequence`, and
+   * the runner shows the summary first. `null` (or absent) before the first compaction and for other runners.
+   */
+  readonly contextSummary?: ContextSummary | null | undefined
 }
 
 /**
@@ -451,6 +458,88 @@ export interface ToolTaskCancellation {
 }
 
 /**
+ * What `summarizeContext` gets ("Adapter interface", `ContextSummaryRequest`): the previous summary and the
+ * stored messages after it through `throughSequence`, the budget of the summary request
+ * (`inputTokenBudget`, the policy's `contextWindowTokens`), and the Step attempt's IDs, cancellation signal and
+ * deadline. Events and heartbeats are the `EventWriter` and `Heartbeat` services, as for `runModelStep`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ContextSummaryRequest {
+  readonly flowId: string
+  readonly turnId: string
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly previousSummary: ContextSummary | null
+  readonly messages: ReadonlyArray<AgentMessage>
+  readonly throughSequence: number
+  readonly inputTokenBudget: number
+  /** The settings the turn started with. */
+  readonly sessionSettings: SessionSettings
+  /** Aborts when `cancel_turn` cancels the compaction (or the attempt is interrupted otherwise). */
+  readonly cancellationSignal?: AbortSignal | undefined
+  /** When this attempt's method timeout (15 minutes, as RunModel's) ends it. */
+  readonly deadline?: Date | undefined
+}
+
+/**
+ * What one `summarizeContext` call returns: the summary text (a blank one fails the attempt), the call's usage,
+ * and optionally what names its `chat` span.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ContextSummaryResult {
+  readonly text: string
+  readonly usage: AgentUsage
+  readonly modelCallMetadata?: ModelCallMetadata | undefined
+}
+
+/**
+ * A number now, later, or from an effect: what `estimateInputTokens` and `selectCompactionCutoff` may return
+ * (the spec lets TypeScript runners return a Promise).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type MaybeDeferred<A> = A | PromiseLike<A> | Effect.Effect<A, ModelCallError>
+
+/**
+ * The compaction capability (`ContextCompactionRunner`), which `AgentSessionOptions.compaction` requires:
+ * the three optional methods of {@link AgentFrameworkRunnerShape}, all present.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ContextCompactionRunner {
+  /** The next model input's size in tokens, as `runModelStep` would send it for this turn. */
+  readonly estimateInputTokens: (turn: AgentTurnContext) => MaybeDeferred<number>
+  /**
+   * The last sequence to summarize so that the messages after it take about `retainedTokenBudget` tokens, or
+   * `null` for none; a cutoff never separates a tool call from its result.
+   */
+  readonly selectCompactionCutoff: (turn: AgentTurnContext, retainedTokenBudget: number) => MaybeDeferred<number | null>
+  /** One model call that folds the previous summary and the messages after it into a new summary. */
+  readonly summarizeContext: (
+    request: ContextSummaryRequest
+  ) => Effect.Effect<ContextSummaryResult, ModelCallError, EventWriter | Heartbeat>
+}
+
+/**
+ * Whether a runner has the compaction capability: all three {@link ContextCompactionRunner} methods.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isContextCompactionRunner = (
+  runner: AgentFrameworkRunnerShape
+): runner is AgentFrameworkRunnerShape & ContextCompactionRunner =>
+  typeof runner.estimateInputTokens === "function" &&
+  typeof runner.selectCompactionCutoff === "function" &&
+  typeof runner.summarizeContext === "function"
+
+/**
  * The service shape of {@link AgentFrameworkRunner}.
  *
  * @category models
@@ -491,6 +580,12 @@ export interface AgentFrameworkRunnerShape {
   readonly buildUnfinishedTurnMessages?:
     | ((turn: AgentTurnContext) => Effect.Effect<ReadonlyArray<FrameworkMessage>, unknown>)
     | undefined
+  /** The compaction capability ({@link ContextCompactionRunner}): the next model input's size. */
+  readonly estimateInputTokens?: ContextCompactionRunner["estimateInputTokens"] | undefined
+  /** The compaction capability ({@link ContextCompactionRunner}): the last sequence to summarize. */
+  readonly selectCompactionCutoff?: ContextCompactionRunner["selectCompactionCutoff"] | undefined
+  /** The compaction capability ({@link ContextCompactionRunner}): the summary call. */
+  readonly summarizeContext?: ContextCompactionRunner["summarizeContext"] | undefined
 }
 
 /**

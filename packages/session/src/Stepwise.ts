@@ -16,13 +16,21 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as BuiltInTools from "./BuiltInTools.ts"
 import { EventWriter } from "./EventWriter.ts"
-import { ModelClient, type ModelClientShape, type ModelMessage, type ModelToolCall } from "./ModelClient.ts"
+import {
+  ModelClient,
+  type ModelClientShape,
+  type ModelMessage,
+  type ModelRequest,
+  type ModelToolCall
+} from "./ModelClient.ts"
 import { parseToolArguments } from "./Policy.ts"
 import {
   AgentFrameworkRunner,
   type AgentFrameworkRunnerShape,
   type AgentTurnContext,
   AgentTurnOutcome,
+  type ContextSummaryRequest,
+  type ContextSummaryResult,
   type DeferredToolExecution,
   type FrameworkMessage,
   type ToolTaskCancellation,
@@ -74,7 +82,97 @@ export interface AgentDefinition {
   readonly decideTurnContinuation?:
     | ((context: TurnContinuationContext) => TurnContinuationDecision | Effect.Effect<TurnContinuationDecision>)
     | undefined
+  /**
+   * The most tokens a model call may answer with (`max_output_tokens`): compaction's summary request leaves
+   * room for it in its budget. Default {@link DEFAULT_MAX_OUTPUT_TOKENS}.
+   */
+  readonly maxOutputTokens?: number | undefined
+  /** The instructions of compaction's summary call; default {@link DEFAULT_SUMMARY_INSTRUCTIONS}. */
+  readonly summaryInstructions?: string | undefined
 }
+
+/**
+ * The default {@link AgentDefinition.maxOutputTokens}.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 4_096
+
+/**
+ * The default instructions of Stepwise's summary call (`summarizeContext`).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const DEFAULT_SUMMARY_INSTRUCTIONS =
+  "You summarize a conversation between a user and an assistant so that the assistant can continue it from the summary alone. Keep the user's goals and preferences, the decisions made, the facts and tool results that still matter, and the open tasks. Answer with the summary only."
+
+/**
+ * The last user text of Stepwise's summary call, after the messages it summarizes.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const SUMMARY_REQUEST_TEXT = "Summarize the conversation above, folding in any earlier summary."
+
+/** Characters per token of Stepwise's estimate, when the model client does not count tokens. */
+const CHARS_PER_TOKEN = 4
+/** What each message adds to the estimate beyond its text (role and framing). */
+const MESSAGE_OVERHEAD_TOKENS = 4
+
+/**
+ * Stepwise's token estimate of a model request when the client does not count (`countInputTokens`): a token
+ * per four characters of the instructions, the messages and the tool definitions, and four per message.
+ *
+ * @category compaction
+ * @since 0.1.0
+ */
+export const estimateRequestTokens = (request: Pick<ModelRequest, "instructions" | "messages" | "tools">): number =>
+  Math.ceil(
+    (request.instructions.length + (request.tools.length === 0 ? 0 : JSON.stringify(request.tools).length)) /
+      CHARS_PER_TOKEN
+  ) + request.messages.reduce((sum, m) => sum + estimateModelMessageTokens(m), 0)
+
+const estimateModelMessageTokens = (m: ModelMessage): number => {
+  const chars =
+    m.role === "user"
+      ? m.text.length
+      : m.role === "tool"
+        ? m.output.length + m.toolName.length + m.toolCallId.length
+        : (m.text?.length ?? 0) +
+          m.toolCalls.reduce((n, c) => n + c.arguments.length + c.toolName.length + c.toolCallId.length, 0)
+  return Math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
+}
+
+/** The estimate of one stored message as the model sees it. */
+const estimateStoredTokens = (message: Wire.AgentMessage): number =>
+  toModelMessages([fromStoredMessage(message)]).reduce((sum, m) => sum + estimateModelMessageTokens(m), 0)
+
+/**
+ * The positions after which a list of stored messages may be cut ("Adapter interface", Stepwise): between
+ * model responses whose tool calls all have stored results. `cuts[i]` is true when a cut after message `i`
+ * leaves no tool call without its result on either side.
+ *
+ * @category compaction
+ * @since 0.1.0
+ */
+export const validCuts = (messages: ReadonlyArray<Wire.AgentMessage>): Array<boolean> => {
+  const open = new Set<string>()
+  return messages.map((m, i) => {
+    const item = fromStoredMessage(m)
+    if (item.type === "tool_call") open.add(item.tool_call_id)
+    if (item.type === "tool_result") open.delete(item.tool_call_id)
+    const next = messages[i + 1]
+    return open.size === 0 && (next === undefined || fromStoredMessage(next).type !== "tool_result")
+  })
+}
+
+/** The summary as the first item of a model input. */
+const summaryItem = (summary: Wire.ContextSummary): StepwiseItem => ({
+  type: "user",
+  text: `${Wire.CONTEXT_SUMMARY_PREFIX}\n${summary.text}`
+})
 
 /**
  * A continuation: another model call in the same turn, with `message` as the user text that the model reads
@@ -398,6 +496,104 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     return Effect.isEffect(decision) ? decision : Effect.succeed(decision)
   }
 
+  const modelOf = (turn: { readonly sessionSettings: Wire.SessionSettings }) =>
+    agent.resolveModel?.(turn.sessionSettings) ?? defaultModel
+
+  /** The model request of a turn, without its callbacks: what `runModelStep` sends and compaction counts. */
+  const modelRequest = (
+    turn: AgentTurnContext,
+    history: ReadonlyArray<StepwiseItem>,
+    turnItems: ReadonlyArray<StepwiseItem>
+  ): ModelRequest => {
+    const instructions =
+      typeof agent.instructions === "string"
+        ? agent.instructions
+        : agent.instructions({ flowId: turn.flowId, turnId: turn.turnId, sessionSettings: turn.sessionSettings })
+    const builtIns = BuiltInTools.definitions.filter((d) => turn.enabledBuiltInTools?.includes(d.name) === true)
+    // A planning turn offers only write_todos; `required` forces it on the turn's first call while no draft exists.
+    const planning = turn.interactionMode === "planning"
+    const forceWriteTodos =
+      planning &&
+      agent.planningToolChoice === "required" &&
+      turn.frameworkRunState === null &&
+      turn.plan?.status !== "draft"
+    // After a compaction the input starts with the summary ("Compaction changes the model input").
+    const summary = turn.contextSummary == null ? [] : [summaryItem(turn.contextSummary)]
+    return {
+      instructions,
+      messages: toModelMessages([...summary, ...withPlanNote(history, turn.messages, turn), ...turnItems]),
+      tools: planning ? builtIns.filter((d) => d.name === "write_todos") : [...tools, ...builtIns],
+      ...(forceWriteTodos ? { toolChoice: { tool: "write_todos" } } : {})
+    }
+  }
+
+  /** The tokens of a request: the client's count when it has one, else Stepwise's estimate. */
+  const countTokens = (model: ModelClientShape, request: ModelRequest) =>
+    model.countInputTokens === undefined
+      ? Effect.succeed(estimateRequestTokens(request))
+      : model.countInputTokens(request)
+
+  /** The next model input of a turn, as `runModelStep` would send it (without a continuation's message). */
+  const nextRequest = (turn: AgentTurnContext) =>
+    modelRequest(turn, turn.messages.map(fromStoredMessage), unstoredItems(turn, parseRunState(turn.frameworkRunState)))
+
+  const estimateInputTokens = (turn: AgentTurnContext) => countTokens(modelOf(turn), nextRequest(turn))
+
+  // The earliest cut whose later messages fit the retained budget. Each message's tokens are estimated and,
+  // when the client counts, scaled by the ratio of its count to the estimate of the whole request.
+  const selectCompactionCutoff = Effect.fnUntraced(function* (turn: AgentTurnContext, retainedTokenBudget: number) {
+    const messages = turn.messages
+    if (messages.length === 0) return null
+    const request = nextRequest(turn)
+    const model = modelOf(turn)
+    const estimated = estimateRequestTokens(request)
+    const scale =
+      model.countInputTokens === undefined || estimated === 0 ? 1 : (yield* model.countInputTokens(request)) / estimated
+    const tokens = messages.map((m) => estimateStoredTokens(m) * scale)
+    const cuts = validCuts(messages)
+    let after = tokens.reduce((a, b) => a + b, 0)
+    for (let i = 0; i < messages.length; i++) {
+      after -= tokens[i]!
+      if (cuts[i] && after <= retainedTokenBudget) return messages[i]!.sequence
+    }
+    return null
+  })
+
+  // One model call: the previous summary, then the messages after it; when the request and the answer's room
+  // exceed the budget, the oldest messages are left out up to a cut, with the note that says so.
+  const summarizeContext = Effect.fn("Stepwise.summarizeContext")(function* (request: ContextSummaryRequest) {
+    const model = modelOf(request)
+    const maxOutput = agent.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS
+    const cuts = validCuts(request.messages)
+    const build = (from: number): ModelRequest => {
+      const items: Array<StepwiseItem> = []
+      if (request.previousSummary !== null) items.push(summaryItem(request.previousSummary))
+      if (from > 0) items.push({ type: "user", text: Wire.omittedMessagesNote(from) })
+      for (const m of request.messages.slice(from)) items.push(fromStoredMessage(m))
+      items.push({ type: "user", text: SUMMARY_REQUEST_TEXT })
+      return {
+        instructions: agent.summaryInstructions ?? DEFAULT_SUMMARY_INSTRUCTIONS,
+        messages: toModelMessages(items),
+        tools: []
+      }
+    }
+    let from = 0
+    let body = build(from)
+    while (from < request.messages.length && (yield* countTokens(model, body)) + maxOutput > request.inputTokenBudget) {
+      // Leave out the oldest messages up to the next cut.
+      let next = from
+      while (next < request.messages.length && !cuts[next]) next++
+      from = next + 1
+      body = build(from)
+    }
+    const response = yield* model.generate({ ...body, cancellationSignal: request.cancellationSignal })
+    return {
+      text: response.text ?? "",
+      usage: { modelCalls: 1, ...response.usage },
+      modelCallMetadata: response.metadata
+    } satisfies ContextSummaryResult
+  })
+
   const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
     const history = turn.messages.map(fromStoredMessage)
@@ -422,24 +618,9 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
         turnItems.push({ type: "user", text: decision.message })
       }
     }
-    const model = agent.resolveModel?.(turn.sessionSettings) ?? defaultModel
-    const instructions =
-      typeof agent.instructions === "string"
-        ? agent.instructions
-        : agent.instructions({ flowId: turn.flowId, turnId: turn.turnId, sessionSettings: turn.sessionSettings })
-    const builtIns = BuiltInTools.definitions.filter((d) => turn.enabledBuiltInTools?.includes(d.name) === true)
-    // A planning turn offers only write_todos; `required` forces it on the turn's first call while no draft exists.
-    const planning = turn.interactionMode === "planning"
-    const forceWriteTodos =
-      planning &&
-      agent.planningToolChoice === "required" &&
-      turn.frameworkRunState === null &&
-      turn.plan?.status !== "draft"
+    const model = modelOf(turn)
     const response = yield* model.generate({
-      instructions,
-      messages: toModelMessages([...withPlanNote(history, turn.messages, turn), ...turnItems]),
-      tools: planning ? builtIns.filter((d) => d.name === "write_todos") : [...tools, ...builtIns],
-      ...(forceWriteTodos ? { toolChoice: { tool: "write_todos" } } : {}),
+      ...modelRequest(turn, history, turnItems),
       onTextDelta: events.textDelta,
       onReasoningDelta: events.reasoningDelta,
       cancellationSignal: turn.cancellationSignal
@@ -550,6 +731,9 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     buildUserMessage: (text) => toFrameworkMessage({ type: "user", text }),
     runModelStep,
     executeDeferredToolCall,
+    estimateInputTokens,
+    selectCompactionCutoff,
+    summarizeContext,
     // A steered, cancelled or failed turn keeps its exact transcript: the unstored items, every result included.
     buildUnfinishedTurnMessages: (turn: AgentTurnContext) =>
       Effect.sync(() => unstoredItems(turn, parseRunState(turn.frameworkRunState)).map(toFrameworkMessage)),

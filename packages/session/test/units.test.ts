@@ -107,6 +107,7 @@ describe("the Flow definition", () => {
         "AwaitUserMessage",
         "RunModel",
         "RecordTurnFailure",
+        "CompactContext",
         "CallTool",
         "CallSingleAttemptTool",
         "AwaitToolApproval",
@@ -135,6 +136,11 @@ describe("the Flow definition", () => {
     assert.strictEqual(RunModel.options?.execute?.retry?.maxAttempts, 3)
     assert.strictEqual(RunModel.options?.execute?.retry?.totalDuration, "30 minutes")
     assert.strictEqual(RunModel.options?.onExecuteFailure, RecordTurnFailure)
+    // CompactContext: RunModel's options and failure route
+    const { CompactContext } = flow.session.steps
+    assert.deepStrictEqual(CompactContext.options?.execute, RunModel.options?.execute)
+    assert.strictEqual(CompactContext.options?.heartbeatTimeout, "2 minutes")
+    assert.strictEqual(CompactContext.options?.onExecuteFailure, RecordTurnFailure)
     assert.strictEqual(CallTool.options?.execute?.retry?.maxAttempts, 3)
     assert.strictEqual(CallTool.options?.onExecuteFailure, RecordToolFailure)
     assert.strictEqual(CallSingleAttemptTool.options?.execute?.retry?.maxAttempts, 1)

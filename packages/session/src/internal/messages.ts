@@ -20,13 +20,19 @@ export interface MessageStorageOptions {
   readonly messageChunkSize: number
   /** The largest encoded chunk (`message_chunk_max_bytes`); default 1 MiB, at most 8 MiB. */
   readonly messageChunkMaxBytes: number
+  /**
+   * With compaction, how many of the newest messages retention always keeps (`retained_message_limit`);
+   * default 1,000; `null` keeps every message.
+   */
+  readonly retainedMessageLimit: number | null
 }
 
 /** The default message storage options. */
 export const defaultMessageStorage: MessageStorageOptions = {
   messageWindowSize: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageWindowSize,
   messageChunkSize: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageChunkSize,
-  messageChunkMaxBytes: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageChunkMaxBytes
+  messageChunkMaxBytes: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.messageChunkMaxBytes,
+  retainedMessageLimit: Wire.DEFAULT_MESSAGE_STORAGE_OPTIONS.retainedMessageLimit
 }
 
 /** The problem of message storage options, or `undefined` when they are valid. */
@@ -39,7 +45,12 @@ export const messageStorageProblem = (options: MessageStorageOptions): string | 
     positive("messageChunkMaxBytes", options.messageChunkMaxBytes) ??
     (options.messageChunkMaxBytes > Wire.MAX_MESSAGE_CHUNK_MAX_BYTES
       ? `messageChunkMaxBytes must be at most ${Wire.MAX_MESSAGE_CHUNK_MAX_BYTES}`
-      : undefined)
+      : undefined) ??
+    (options.retainedMessageLimit === null
+      ? undefined
+      : Number.isInteger(options.retainedMessageLimit) && options.retainedMessageLimit >= 0
+        ? undefined
+        : "retainedMessageLimit must be a whole number of at least 0, or null")
   )
 }
 
@@ -133,9 +144,72 @@ export const messagesBefore = (ctx: TxView, beforeSequence: number | null, limit
   return page.reverse()
 }
 
+/**
+ * The stored messages with sequences in `from..through` (`through` `null`: to the newest), in sequence order.
+ * Reads only the chunks whose ranges meet the span, and the window: what a Step after a compaction loads
+ * ("Compaction changes the model input").
+ */
+export const messagesBetween = (ctx: TxView, from: number, through: number | null): Array<Wire.AgentMessage> => {
+  const last = through ?? Number.POSITIVE_INFINITY
+  const index = messageIndex(ctx)
+  const out: Array<Wire.AgentMessage> = []
+  for (const range of index.chunks) {
+    if (range.lastSequence < from || range.firstSequence > last) continue
+    for (const m of chunkMessages(ctx, range)) if (m.sequence >= from && m.sequence <= last) out.push(m)
+  }
+  const window = windowMessages(ctx).filter((m) => m.sequence >= from && m.sequence <= last)
+  if (out.length === 0) return window
+  for (const m of window) out.push(m)
+  for (let i = 1; i < out.length; i++) {
+    if (out[i]!.sequence < out[i - 1]!.sequence) return out.sort((a, b) => a.sequence - b.sequence)
+  }
+  return out
+}
+
+/** The newest stored sequence, or `0` when no message is stored. */
+const newestSequence = (ctx: TxView, index: Wire.AgentMessageIndex): number => {
+  const keys = ctx.keys(P.AgentMessages)
+  const fromWindow = keys.length === 0 ? 0 : Number(keys[keys.length - 1])
+  const fromChunks = index.chunks.reduce((max, r) => Math.max(max, r.lastSequence), 0)
+  return Math.max(fromWindow, fromChunks)
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Writes
 // ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Retention ("Message storage", Retention): with a `retainedMessageLimit` and a `ContextSummary`, deletes the
+ * oldest chunk while its last sequence is at or before the summary's `lastSequence` and at least
+ * `retainedMessageLimit` messages are stored after it, then advances `firstSequence`. Whole chunks only: the
+ * newest `retainedMessageLimit` messages and every message after the summary always stay. Writes the index only
+ * when it deletes a chunk. The Steps that store messages and CompactContext call it.
+ */
+export const applyRetention = (ctx: TxView, options: MessageStorageOptions): void => {
+  const limit = options.retainedMessageLimit
+  if (limit === null) return
+  const summary = ctx.get(P.ContextSummary)
+  if (Option.isNone(summary)) return
+  const stored = Option.getOrUndefined(ctx.get(P.AgentMessageIndex))
+  if (stored === undefined) return
+  let index = stored
+  const newest = newestSequence(ctx, index)
+  while (index.chunks.length > 0) {
+    const oldest = index.chunks[0]!
+    // Only the chunk that starts the stored messages: deleting another would leave a gap.
+    if (oldest.firstSequence !== index.firstSequence) break
+    if (oldest.lastSequence > summary.value.lastSequence) break
+    if (newest - oldest.lastSequence < limit) break
+    ctx.deleteAt(P.AgentMessageChunks, key(oldest.firstSequence))
+    index = {
+      ...index,
+      chunks: index.chunks.slice(1),
+      firstSequence: oldest.lastSequence + 1,
+      windowFirstSequence: Math.max(index.windowFirstSequence, oldest.lastSequence + 1)
+    }
+  }
+  if (index !== stored) ctx.set(P.AgentMessageIndex, index)
+}
 
 /** The chunks each Step attempt has moved so far, so one commit moves at most four in all. */
 const moved = new WeakMap<TxView, { chunks: number; bytes: number }>()
@@ -162,6 +236,7 @@ export const storeMessages = (
   }
   if (index !== undefined) ctx.set(P.AgentMessageIndex, index)
   rollOver(ctx, options)
+  applyRetention(ctx, options)
 }
 
 /**

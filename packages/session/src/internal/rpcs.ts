@@ -129,6 +129,7 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
         output: true,
         cancelSteps: [
           s.RunModel,
+          s.CompactContext,
           s.RecordTurnFailure,
           s.AwaitToolApproval,
           s.AwaitQuestionAnswer,
@@ -235,7 +236,7 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
             plan: Option.getOrNull(ctx.get(P.AgentPlan)),
             queuedMessages: queued,
             steeredMessages: pendingMessages(P.SteeredUserMessages),
-            contextSummary: null,
+            contextSummary: Option.getOrNull(ctx.get(P.ContextSummary)),
             sessionSettings: Option.getOrNull(ctx.get(P.SessionSettings))
           }
         }

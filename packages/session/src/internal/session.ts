@@ -35,6 +35,12 @@ export interface SessionConfig<Id = unknown> {
   readonly planModeEnabled: boolean
   /** The message storage options ("Message storage", Options). */
   readonly messageStorage: MessageStorageOptions
+  /** The compaction policy (`AgentSessionOptions.compaction`), or `null` without compaction. */
+  readonly compaction: {
+    readonly contextWindowTokens: number
+    readonly triggerRatio: number
+    readonly retainedRatio: number
+  } | null
 }
 
 /**

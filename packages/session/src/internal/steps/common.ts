@@ -42,6 +42,7 @@ export interface SessionSteps<Id = unknown> {
   readonly AwaitUserMessage: StepDef<null, never, Id>
   readonly RunModel: StepDef<Wire.RecordTurnFailureInput, ModelCallError, Id>
   readonly RecordTurnFailure: StepDef<Wire.RecordTurnFailureInput, never, Id, ModelCallError>
+  readonly CompactContext: StepDef<Wire.RecordTurnFailureInput, ModelCallError, Id>
   readonly CallTool: StepDef<string, ToolAttemptError, Id>
   readonly CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id>
   readonly AwaitToolApproval: StepDef<string>

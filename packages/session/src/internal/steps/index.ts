@@ -1,5 +1,6 @@
 // The session's Steps (docs/session-contract.md, "Session Flow contract"), one module per Step family:
-// turn.ts (StartAgentSession, AwaitUserMessage, RunModel, RecordTurnFailure, ResumeTurn), tools.ts (CallTool,
+// turn.ts (StartAgentSession, AwaitUserMessage, RunModel, RecordTurnFailure, ResumeTurn), compaction.ts
+// (CompactContext, failing into the turn family's RecordTurnFailure), tools.ts (CallTool,
 // CallSingleAttemptTool and their failure routes RecordToolFailure, RecordToolOutcomeUnknown), tasks.ts
 // (PollToolTask, CancelToolTask), waits.ts (AwaitToolApproval, AwaitQuestionAnswer, AwaitTimer) and
 // control.ts (ApplyTurnControl, FinishTurnCancellation); common.ts holds what they share.
@@ -10,6 +11,7 @@
 // late-bound registry `steps`, which is filled once every family is built and before any Step runs.
 import type { SessionConfig } from "../session.ts"
 import type { SessionSteps } from "./common.ts"
+import { makeCompactionSteps } from "./compaction.ts"
 import { makeControlSteps } from "./control.ts"
 import { makeTaskSteps } from "./tasks.ts"
 import { makeToolSteps } from "./tools.ts"
@@ -26,6 +28,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
   // Filled below, before any Step runs; until then no family reads it.
   const registry = {} as { -readonly [K in keyof SessionSteps<Id>]: SessionSteps<Id>[K] }
   const turn = makeTurnSteps(config, registry)
+  const compaction = makeCompactionSteps(config, registry, turn.RecordTurnFailure)
   const tools = makeToolSteps(config, registry)
   const tasks = makeTaskSteps(config, registry, tools)
   const waits = makeWaitSteps(config, registry)
@@ -36,6 +39,7 @@ export const makeSteps = <Id>(config: SessionConfig<Id>) => {
     AwaitUserMessage: turn.AwaitUserMessage,
     RunModel: turn.RunModel,
     RecordTurnFailure: turn.RecordTurnFailure,
+    CompactContext: compaction.CompactContext,
     CallTool: tools.CallTool,
     CallSingleAttemptTool: tools.CallSingleAttemptTool,
     AwaitToolApproval: waits.AwaitToolApproval,

@@ -58,6 +58,7 @@ import {
   turnContext,
   unfinishedMessages
 } from "./common.ts"
+import { compactionCutoff, modelInput } from "./compaction.ts"
 
 /** RunModel's method timeout: what `AgentTurnContext.deadline` is counted from. */
 const RUN_MODEL_TIMEOUT = "15 minutes"
@@ -299,10 +300,21 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
         }
         // cancel_turn interrupts this attempt: the signal aborts the framework's call and its provider request.
         const controller = new AbortController()
+        const input = yield* modelInput(ctx, runner)
         const turn = {
-          ...turnContext(config, ctx, turnId, state, storedMessages(ctx)),
+          ...turnContext(config, ctx, turnId, state, input.messages),
+          contextSummary: input.contextSummary,
           cancellationSignal: controller.signal,
           deadline: new Date((yield* Clock.currentTimeMillis) + RUN_MODEL_TIMEOUT_MS)
+        }
+        // Compaction's decision points, in the spec's order: the input's size, then at the trigger the cutoff.
+        const cutoff = yield* compactionCutoff(config, runner, turn, state).pipe(
+          provideStepServices(ctx, config, turnId),
+          Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
+        )
+        if (cutoff !== null) {
+          ctx.set(P.AgentState, { ...state, status: "compacting_context" })
+          return StepDecision.goTo(steps.CompactContext, { throughSequence: cutoff })
         }
         const outcome = yield* runner.runModelStep(turn).pipe(
           // a runner may name its outcome by the spec's `kind` alone; the session reads `_tag`

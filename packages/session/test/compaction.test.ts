@@ -1,0 +1,516 @@
+// Context compaction and retention (spec: RunModel, CompactContext, "Compaction changes the model input",
+// "Message storage": Retention, Reads, Warning; the adapter interface's ContextCompactionRunner), on both engines:
+// a scripted model with a 1,000-token window (test/support/compaction.ts) gets a compacted context across 200
+// turns, the summary call sees the previous summary and the messages after it, a message larger than the window
+// gets the "did not fit" note, retention deletes whole chunks behind the summary and the pages say where the
+// messages start, cancel_turn cancels a running compaction, a blank summary fails the attempt, and a session
+// stored before compaction existed upgrades in place. The SIGKILL test is in compaction-kill.test.ts.
+import { Client } from "@durable-agent/engine"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  ModelClient,
+  Persistence as P,
+  Runner,
+  Stepwise,
+  ToolSource,
+  Wire
+} from "../src/index.ts"
+import {
+  type CompactionModelOptions,
+  compactionAgent,
+  compactionModel,
+  isSummaryCall,
+  lookupTool,
+  newestQuestion,
+  question,
+  tokensOf,
+  WINDOW
+} from "./support/compaction.ts"
+import {
+  allEvents,
+  awaitSnapshot,
+  awaitTurns,
+  clusterEngine,
+  type EngineFactory,
+  embeddedEngine,
+  FLOW_TYPE,
+  makeGate
+} from "./support.ts"
+
+interface Kit {
+  readonly requests: Array<ModelClient.ModelRequest>
+}
+
+interface CompactionSetup {
+  readonly model?: CompactionModelOptions | undefined
+  readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions> | undefined
+}
+
+/** A worker with compaction (the 1,000-token window) and a client on a fresh engine. */
+const withCompaction = <A, E>(
+  engine: EngineFactory,
+  setup: CompactionSetup,
+  body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
+) => {
+  const requests: Array<ModelClient.ModelRequest> = []
+  const flow = AgentSessionFlow.make({
+    flowType: FLOW_TYPE,
+    retryInitialInterval: "100 millis",
+    compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: WINDOW }),
+    ...setup.flow
+  })
+  const model = compactionModel({
+    ...setup.model,
+    onRequest: (request) => {
+      requests.push(request)
+      setup.model?.onRequest?.(request)
+    }
+  })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(Stepwise.layer(compactionAgent)),
+    Layer.provide(Layer.mergeAll(Layer.succeed(ModelClient.ModelClient, model), ToolSource.layer([lookupTool])))
+  )
+  return body({ requests }).pipe(
+    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),
+    Effect.scoped
+  ) as Effect.Effect<A, unknown>
+}
+
+/**
+ * Runs turns `from..to`: question n, the model calling `lookup` in every fifth. The questions are queued at once
+ * (each turn takes the next), so the session runs them back to back.
+ */
+const runTurns = (sessionId: string, from: number, to: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    for (let n = from; n <= to; n++) {
+      if (n === 1) yield* client.startSession(sessionId, { initialMessage: question(1) })
+      else assert.isTrue(yield* client.sendUserMessage(sessionId, question(n, n % 5 === 0)))
+    }
+    // many turns: the support's 20-second wait is for one turn, this one waits as long as the test may run
+    yield* client.getSnapshot(sessionId).pipe(
+      Effect.repeat({
+        schedule: Schedule.spaced("100 millis"),
+        until: (s) => s.state !== null && s.state.turnCount >= to && s.state.activeTurnId === null
+      }),
+      Effect.timeoutOrElse({
+        duration: "200 seconds",
+        orElse: () => Effect.die(new Error(`timed out waiting for ${to} finished turns`))
+      })
+    )
+  })
+
+/** Every stored message through list_agent_messages, page by page from the newest, and the pages. */
+const pageAll = (sessionId: string, limit: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    const pages: Array<Wire.AgentMessagesPage> = []
+    let before: number | null = null
+    for (;;) {
+      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
+      pages.push(page)
+      if (page.nextBeforeSequence === null) break
+      before = page.nextBeforeSequence
+    }
+    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
+  })
+
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
+
+/** The model messages Stepwise builds from stored messages, after a summary when one is given. */
+const expectedInput = (summary: string | null, messages: ReadonlyArray<Wire.AgentMessage>) =>
+  Stepwise.toModelMessages([
+    ...(summary === null ? [] : [{ type: "user" as const, text: `${Wire.CONTEXT_SUMMARY_PREFIX}\n${summary}` }]),
+    ...messages.map(Stepwise.fromStoredMessage)
+  ])
+
+/** Asserts that no request separates a tool call from its result. */
+const assertPairsKept = (request: ModelClient.ModelRequest) => {
+  const calls = new Set<string>()
+  const results = new Set<string>()
+  for (const m of request.messages) {
+    if (m.role === "assistant") for (const c of m.toolCalls) calls.add(c.toolCallId)
+    if (m.role === "tool") {
+      assert.isTrue(calls.has(m.toolCallId), `the result of ${m.toolCallId} follows its call`)
+      results.add(m.toolCallId)
+    }
+  }
+  for (const id of calls) assert.isTrue(results.has(id), `the call ${id} has its result`)
+}
+
+const eventsOf = (sessionId: string, type: string) =>
+  Effect.map(allEvents(sessionId), (events) =>
+    events.filter((e) => e.event.type === type).map((e) => e.event.payload as unknown as Record<string, number>)
+  )
+
+const compactionSuite = (engine: EngineFactory, turns: number) =>
+  describe("context compaction", () => {
+    it.live(
+      `a small window gets a compacted context across ${turns} turns; each summary call reads the previous summary and the messages after it`,
+      () =>
+        withCompaction(engine, { flow: { messageStorage: { retainedMessageLimit: null } } }, (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* runTurns("s-200", 1, turns)
+            const snapshot = yield* client.getSnapshot("s-200")
+            assert.strictEqual(snapshot.state?.turnCount, turns)
+            assert.isNull(snapshot.state?.lastTurnError)
+            // every turn ended with its answer, none failed
+            const failed = yield* eventsOf("s-200", "turn_failed")
+            assert.deepStrictEqual(failed, [])
+            // the model input never exceeded the window, and no request separated a tool call from its result
+            for (const request of kit.requests) {
+              assert.isAtMost(tokensOf(request), WINDOW)
+              assertPairsKept(request)
+            }
+            // the summaries: one compaction_finished each, generations 1.., cutoffs advancing
+            const finished = yield* eventsOf("s-200", "compaction_finished")
+            assert.isAtLeast(finished.length, 5, "the session compacted again and again")
+            assert.deepStrictEqual(
+              finished.map((f) => f.generation),
+              range(1, finished.length)
+            )
+            for (let i = 1; i < finished.length; i++) {
+              assert.isAbove(finished[i]!.throughSequence!, finished[i - 1]!.throughSequence!)
+            }
+            const started = yield* eventsOf("s-200", "compaction_started")
+            assert.deepStrictEqual(
+              started.map((s) => s.throughSequence),
+              finished.map((f) => f.throughSequence)
+            )
+            const summary = snapshot.contextSummary
+            assert.isNotNull(summary)
+            assert.strictEqual(summary!.generation, finished.length)
+            assert.strictEqual(summary!.firstSequence, 1)
+            assert.strictEqual(summary!.lastSequence, finished.at(-1)!.throughSequence)
+            assert.deepStrictEqual(
+              Option.getOrNull(yield* (yield* Client.Client).getAttribute("s-200", P.ContextSummary)),
+              summary
+            )
+            // each summary call's input: the previous summary, then the messages after it through its cutoff
+            const { messages } = yield* pageAll("s-200", 200)
+            assert.deepStrictEqual(
+              messages.map((m) => m.sequence),
+              range(1, snapshot.state!.nextMessageSequence - 1)
+            )
+            const summaryCalls = kit.requests.filter(isSummaryCall)
+            assert.strictEqual(summaryCalls.length, finished.length)
+            const texts: Array<string> = []
+            for (const [i, call] of summaryCalls.entries()) {
+              const previous = i === 0 ? null : texts[i - 1]!
+              const after = i === 0 ? 0 : finished[i - 1]!.throughSequence!
+              const through = finished[i]!.throughSequence!
+              const expected = [
+                ...expectedInput(
+                  previous,
+                  messages.filter((m) => m.sequence > after && m.sequence <= through)
+                ),
+                { role: "user" as const, text: Stepwise.SUMMARY_REQUEST_TEXT }
+              ]
+              assert.deepStrictEqual(call.messages, expected, `summary call ${i + 1}`)
+              assert.isAtMost(tokensOf(call) + compactionAgent.maxOutputTokens!, WINDOW)
+              texts.push(`summary ${i + 1} through question ${newestQuestion(call)}`)
+            }
+            assert.strictEqual(texts.at(-1), summary!.text)
+            // the last model call: the summary, then only the messages after it
+            const last = kit.requests.at(-1)!
+            assert.isFalse(isSummaryCall(last))
+            const answer = messages.at(-1)!
+            assert.deepStrictEqual(
+              last.messages,
+              expectedInput(
+                summary!.text,
+                messages.filter((m) => m.sequence > summary!.lastSequence && m.sequence < answer.sequence)
+              )
+            )
+            // RunModel's decision moved the turn through compacting_context: the model usage counts the summaries
+            const usage = snapshot.usage
+            assert.strictEqual(usage.modelCalls, kit.requests.length)
+          })
+        ),
+      240_000
+    )
+
+    it.live("a message larger than the whole window is left out of the summary call with the note", () =>
+      withCompaction(engine, {}, (kit) =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient.AgentSessionClient
+          yield* runTurns("s-huge", 1, 1)
+          const huge = `question 2 ${"x".repeat(4 * WINDOW)}`
+          assert.isAbove(tokensOf({ instructions: "", messages: [{ role: "user", text: huge }] }), WINDOW)
+          assert.isTrue(yield* client.sendUserMessage("s-huge", huge))
+          yield* awaitTurns("s-huge", 2)
+          yield* runTurns("s-huge", 3, 4)
+          const snapshot = yield* client.getSnapshot("s-huge")
+          assert.isNull(snapshot.state?.lastTurnError)
+          const summaryCalls = kit.requests.filter(isSummaryCall)
+          assert.strictEqual(summaryCalls.length, 1)
+          // the three messages up to the huge one did not fit: the note says so, exactly as the spec writes it
+          assert.deepStrictEqual(summaryCalls[0]!.messages, [
+            { role: "user", text: "[Dex] 3 earlier messages did not fit in this request and are left out." },
+            { role: "user", text: Stepwise.SUMMARY_REQUEST_TEXT }
+          ])
+          assert.strictEqual(
+            Wire.omittedMessagesNote(1),
+            "[Dex] 1 earlier message did not fit in this request and is left out."
+          )
+          for (const request of kit.requests) assert.isAtMost(tokensOf(request), WINDOW)
+          // the huge turn answered from the summary
+          assert.strictEqual(snapshot.contextSummary?.lastSequence, 3)
+          const afterSummary = kit.requests[kit.requests.indexOf(summaryCalls[0]!) + 1]!
+          assert.deepStrictEqual(afterSummary.messages, expectedInput(snapshot.contextSummary!.text, []))
+        })
+      )
+    )
+
+    it.live(
+      "retention deletes whole chunks behind the summary; the pages go back to where the messages start",
+      () =>
+        withCompaction(
+          engine,
+          { flow: { messageStorage: { messageWindowSize: 6, messageChunkSize: 4, retainedMessageLimit: 12 } } },
+          () =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              const db = yield* Client.Client
+              yield* runTurns("s-keep", 1, 40)
+              const snapshot = yield* client.getSnapshot("s-keep")
+              const newest = snapshot.state!.nextMessageSequence - 1
+              const summary = snapshot.contextSummary!
+              assert.isNotNull(summary)
+              const index = Option.getOrThrow(yield* db.getAttribute("s-keep", P.AgentMessageIndex))
+              assert.isAbove(index.firstSequence, 1, "retention deleted messages")
+              // only messages the summary covers are deleted, whole chunks, and the newest 12 stay
+              assert.isAtMost(index.firstSequence - 1, summary.lastSequence)
+              assert.isAtLeast(newest - index.firstSequence + 1, 12)
+              for (let s = 1; s < index.firstSequence; s += 4) {
+                assert.isTrue(
+                  Option.isNone(yield* db.getAttribute("s-keep", P.AgentMessageChunks, Wire.messageSequenceKey(s))),
+                  `chunk ${s} is deleted`
+                )
+              }
+              // the oldest kept chunk is the first one retention may not delete
+              const oldest = index.chunks[0]!
+              assert.strictEqual(oldest.firstSequence, index.firstSequence)
+              assert.isTrue(oldest.lastSequence > summary.lastSequence || newest - oldest.lastSequence < 12)
+              // the pages: every kept message once, in order, and where the messages start
+              const { messages, pages } = yield* pageAll("s-keep", 5)
+              assert.deepStrictEqual(
+                messages.map((m) => m.sequence),
+                range(index.firstSequence, newest)
+              )
+              for (const page of pages) assert.strictEqual(page.deletedBeforeSequence, index.firstSequence)
+              assert.isNull(pages[0]!.nextBeforeSequence)
+              // the snapshot shows what is left, and the summary
+              assert.deepStrictEqual(
+                snapshot.messages.map((m) => m.sequence),
+                range(index.firstSequence, newest)
+              )
+              assert.deepStrictEqual(Option.getOrNull(yield* db.getAttribute("s-keep", P.ContextSummary)), summary)
+            })
+        ),
+      120_000
+    )
+
+    it.live("cancel_turn cancels a running CompactContext; the next turn compacts again", () => {
+      const gate = makeGate()
+      let summaryCalls = 0
+      let aborted: AbortSignal | undefined
+      return withCompaction(
+        engine,
+        {
+          model: {
+            beforeSummary: () => Effect.suspend(() => (summaryCalls++ === 0 ? gate.wait : Effect.void))
+          }
+        },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            const db = yield* Client.Client
+            yield* client.startSession("s-cancel", { initialMessage: question(1) })
+            let n = 1
+            // turns until one compacts: its summary call is held
+            for (;;) {
+              const snapshot = yield* awaitSnapshot(
+                "s-cancel",
+                (s) => (s.state?.turnCount ?? 0) >= n || s.state?.status === "compacting_context",
+                "the turn's end or its compaction"
+              )
+              if (snapshot.state?.status === "compacting_context") break
+              n++
+              assert.isTrue(yield* client.sendUserMessage("s-cancel", question(n)))
+            }
+            yield* awaitSnapshot("s-cancel", () => summaryCalls === 1, "the held summary call")
+            aborted = kit.requests.filter(isSummaryCall)[0]!.cancellationSignal
+            assert.isTrue(yield* client.cancelTurn("s-cancel"))
+            const done = yield* awaitTurns("s-cancel", n)
+            assert.strictEqual(done.state?.status, "waiting_for_user_message")
+            assert.isNull(done.contextSummary)
+            assert.isTrue(aborted?.aborted, "the summary call's signal aborted")
+            assert.isTrue(Option.isNone(yield* db.getAttribute("s-cancel", P.ContextSummary)))
+            const types = (yield* allEvents("s-cancel")).map((e) => e.event.type)
+            assert.include(types, "turn_cancelled")
+            assert.include(types, "compaction_started")
+            assert.notInclude(types, "compaction_finished")
+            // the next turn compacts (the cutoff still advances past no summary) and answers
+            yield* gate.open
+            assert.isTrue(yield* client.sendUserMessage("s-cancel", question(n + 1)))
+            const next = yield* awaitTurns("s-cancel", n + 1)
+            assert.isNull(next.state?.lastTurnError)
+            assert.strictEqual(next.contextSummary?.generation, 1)
+          })
+      )
+    })
+
+    it.live("a blank summary fails the attempt; out of attempts the turn fails through RecordTurnFailure", () =>
+      withCompaction(engine, { model: { summaryText: () => "  \n " } }, (kit) =>
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient.AgentSessionClient
+          yield* client.startSession("s-blank", { initialMessage: question(1) })
+          let n = 1
+          for (;;) {
+            const snapshot = yield* awaitTurns("s-blank", n)
+            if (snapshot.state?.lastTurnError !== null) break
+            n++
+            assert.isTrue(yield* client.sendUserMessage("s-blank", question(n)))
+          }
+          const snapshot = yield* client.getSnapshot("s-blank")
+          assert.strictEqual(snapshot.state?.lastTurnError, "ModelCallError: the context summary is blank")
+          assert.isNull(snapshot.contextSummary)
+          // three attempts, three summary calls, and the session goes on
+          assert.strictEqual(kit.requests.filter(isSummaryCall).length, 3)
+          assert.strictEqual(snapshot.state?.status, "waiting_for_user_message")
+          assert.deepStrictEqual(yield* eventsOf("s-blank", "compaction_finished"), [])
+        })
+      )
+    )
+
+    it.live("a session stored before compaction existed (no index, no summary) upgrades in place", () =>
+      withCompaction(
+        engine,
+        { flow: { messageStorage: { messageWindowSize: 8, messageChunkSize: 4, retainedMessageLimit: 10 } } },
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            const db = yield* Client.Client
+            yield* client.startSession("s-old")
+            yield* awaitTurns("s-old", 0)
+            // 40 messages of 20 earlier turns, as 0.1.0 stored them: all in AgentMessages, no index, no summary
+            const old = 40
+            for (let s = 1; s <= old; s++) {
+              const turn = Math.ceil(s / 2)
+              const user = s % 2 === 1
+              yield* db.setAttribute(
+                "s-old",
+                P.AgentMessages,
+                {
+                  sequence: s,
+                  turnId: Wire.formatTurnId(turn),
+                  role: user ? "user" : "assistant",
+                  text: user ? question(turn) : `answer ${turn}: old`,
+                  toolCallId: null,
+                  toolName: null,
+                  toolArguments: null,
+                  toolOutput: null,
+                  frameworkItem: JSON.stringify({ type: user ? "user" : "assistant_text" }),
+                  createdAt: "2026-01-01T00:00:00.000Z"
+                },
+                Wire.messageSequenceKey(s)
+              )
+            }
+            const state = Option.getOrThrow(yield* db.getAttribute("s-old", P.AgentState))
+            yield* db.setAttribute("s-old", P.AgentState, { ...state, turnCount: 20, nextMessageSequence: old + 1 })
+            assert.isTrue(yield* client.sendUserMessage("s-old", question(21)))
+            const done = yield* awaitTurns("s-old", 21)
+            assert.isNull(done.state?.lastTurnError)
+            // the first turn compacted the old conversation, and the model input fitted the window
+            assert.strictEqual(done.contextSummary?.generation, 1)
+            for (const request of kit.requests) assert.isAtMost(tokensOf(request), WINDOW)
+            const summaryCall = kit.requests.find(isSummaryCall)!
+            assert.isDefined(summaryCall)
+            // the rollover moved the old messages into chunks; later turns delete those the summary covers
+            yield* runTurns("s-old", 22, 30)
+            const index = Option.getOrThrow(yield* db.getAttribute("s-old", P.AgentMessageIndex))
+            const snapshot = yield* client.getSnapshot("s-old")
+            assert.isAbove(index.firstSequence, 1)
+            assert.isAtMost(index.firstSequence - 1, snapshot.contextSummary!.lastSequence)
+            const { messages } = yield* pageAll("s-old", 7)
+            assert.deepStrictEqual(
+              messages.map((m) => m.sequence),
+              range(index.firstSequence, snapshot.state!.nextMessageSequence - 1)
+            )
+          })
+      )
+    )
+  })
+
+describe("compaction: construction", () => {
+  it("make refuses an invalid policy", () => {
+    assert.throws(
+      () =>
+        AgentSessionFlow.make({
+          flowType: "Bad",
+          compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 0 })
+        }),
+      /contextWindowTokens/
+    )
+    assert.throws(
+      () =>
+        AgentSessionFlow.make({
+          flowType: "Bad",
+          compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 100, triggerRatio: 0.2 })
+        }),
+      /retainedRatio/
+    )
+    assert.deepStrictEqual(AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 100 }), {
+      contextWindowTokens: 100,
+      triggerRatio: 0.85,
+      retainedRatio: 0.3
+    })
+  })
+
+  it.live("the worker refuses a compacting Flow whose runner lacks the capability", () =>
+    Effect.gen(function* () {
+      const flow = AgentSessionFlow.make({
+        flowType: FLOW_TYPE,
+        compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 1000 })
+      })
+      const runner: Runner.AgentFrameworkRunnerShape = {
+        name: "no-compaction",
+        buildUserMessage: (text) => Stepwise.toFrameworkMessage({ type: "user", text }),
+        runModelStep: () => Effect.die("not called"),
+        executeDeferredToolCall: () => Effect.die("not called"),
+        estimateInputTokens: () => 0
+      }
+      assert.isFalse(Runner.isContextCompactionRunner(runner))
+      const exit = yield* Effect.exit(
+        Layer.build(
+          AgentSessionFlow.layerWorker(flow).pipe(
+            Layer.provide(Runner.layer(runner)),
+            Layer.provideMerge(embeddedEngine({}))
+          )
+        ).pipe(Effect.scoped)
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(
+        String(Exit.isFailure(exit) ? exit.cause : ""),
+        AgentSessionFlow.compactionNeedsRunnerSupport(FLOW_TYPE)
+      )
+    })
+  )
+})
+
+describe("embedded engine", () => {
+  compactionSuite(embeddedEngine, 200)
+})
+// The cluster engine runs fewer turns (still several compactions): each of its turns costs Postgres round trips.
+describe("cluster engine", () => {
+  compactionSuite(clusterEngine, 80)
+})
