@@ -12,6 +12,13 @@
  * `AgentTurnContext.cancellationSignal` is the SDK call's `abortSignal`, so `cancel_turn` aborts the
  * provider request.
  *
+ * It has the compaction capability (`AgentSessionOptions.compaction`): the AI SDK counts no tokens before a
+ * call, so `estimateInputTokens` estimates a token per four characters of the request's JSON;
+ * `selectCompactionCutoff` is `Runner.selectCutoffWithin`; `summarizeContext` makes one `streamText` call
+ * without tools over the previous summary and the messages after it, leaving out the oldest messages with the
+ * spec's note when the request and `maxOutputTokens` would exceed the budget. After a compaction the model
+ * input starts with the summary as a user message.
+ *
  * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once
  * (a RunModel retry repeats them): provider-executed tools (`providerExecuted`, such as a provider's
  * web search). Every tool defined here is deferred.
@@ -27,7 +34,7 @@ import {
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
-import { Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
+import { Errors, EventWriter, Runner, Stepwise, Wire } from "@durable-agent/session"
 import {
   asSchema,
   type FlexibleSchema,
@@ -118,6 +125,22 @@ const builtInToolSet = (turn: Runner.AgentTurnContext): ToolSet => {
   return set
 }
 
+/** The summary as the first user message of a model input ("Compaction changes the model input"). */
+const summaryMessage = (text: string): ModelMessage => ({
+  role: "user",
+  content: `${Wire.CONTEXT_SUMMARY_PREFIX}\n${text}`
+})
+
+/**
+ * The AI SDK counts no tokens before a call: a token per four characters of the instructions and the messages'
+ * JSON, and 50 per offered tool.
+ */
+const estimateTokens = (
+  instructions: string | undefined,
+  messages: ReadonlyArray<ModelMessage>,
+  toolCount: number
+): number => Math.ceil(((instructions?.length ?? 0) + JSON.stringify(messages).length) / 4) + 50 * toolCount
+
 /** Builds the runner. */
 export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
   const jsonTools = new Map(
@@ -140,7 +163,7 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     ...agent.tools
   }
   const offered = toolSet(tools)
-  const info = (turn: Runner.AgentTurnContext): AiSdkTurnInfo => ({
+  const info = (turn: Pick<Runner.AgentTurnContext, "flowId" | "turnId" | "sessionSettings">): AiSdkTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
     sessionSettings: turn.sessionSettings
@@ -158,9 +181,8 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     return { policy: EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined) }
   }
 
-  const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
-    const events = yield* EventWriter.EventWriter
-    const history = fromStoredMessages(turn.messages)
+  /** The turn's messages after the summary: the run state's, with the results of the calls it waits for. */
+  const turnMessagesOf = (turn: Runner.AgentTurnContext): Array<ModelMessage> => {
     const state = runState.decode(turn.frameworkRunState)
     const turnMessages: Array<ModelMessage> = [...(state?.messages ?? [])]
     if (state !== undefined && state.pending.length > 0) {
@@ -174,6 +196,61 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
         }))
       })
     }
+    return turnMessages
+  }
+
+  /** The stored history as the model sees it: after a compaction, the summary first. */
+  const historyOf = (turn: Runner.AgentTurnContext): Array<ModelMessage> => [
+    ...(turn.contextSummary == null ? [] : [summaryMessage(turn.contextSummary.text)]),
+    ...fromStoredMessages(turn.messages)
+  ]
+
+  const estimateInputTokens = (turn: Runner.AgentTurnContext) => {
+    const instructions = typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions
+    return estimateTokens(instructions, [...historyOf(turn), ...turnMessagesOf(turn)], Object.keys(offered).length)
+  }
+
+  const summarizeContext = Effect.fn("AiSdkRunner.summarizeContext")(function* (request: Runner.ContextSummaryRequest) {
+    const model = typeof agent.model === "function" ? agent.model(info(request)) : agent.model
+    const maxOutput = agent.maxOutputTokens ?? Stepwise.DEFAULT_MAX_OUTPUT_TOKENS
+    const cuts = Runner.compactionCuts(request.messages)
+    const build = (from: number): Array<ModelMessage> => [
+      ...(request.previousSummary === null ? [] : [summaryMessage(request.previousSummary.text)]),
+      ...(from > 0 ? [{ role: "user" as const, content: Wire.omittedMessagesNote(from) }] : []),
+      ...fromStoredMessages(request.messages.slice(from)),
+      { role: "user" as const, content: Stepwise.SUMMARY_REQUEST_TEXT }
+    ]
+    let from = 0
+    let messages = build(from)
+    while (
+      from < request.messages.length &&
+      estimateTokens(Stepwise.DEFAULT_SUMMARY_INSTRUCTIONS, messages, 0) + maxOutput > request.inputTokenBudget
+    ) {
+      let next = from
+      while (next < request.messages.length && !cuts[next]) next++
+      from = next + 1
+      messages = build(from)
+    }
+    const result = yield* callModel({
+      model,
+      instructions: Stepwise.DEFAULT_SUMMARY_INSTRUCTIONS,
+      messages,
+      tools: {},
+      providerOptions: agent.providerOptions,
+      maxOutputTokens: agent.maxOutputTokens,
+      abortSignal: request.cancellationSignal
+    })
+    return {
+      text: result.text,
+      usage: { modelCalls: 1, ...toUsage(result.usage) },
+      modelCallMetadata: result.metadata
+    } satisfies Runner.ContextSummaryResult
+  })
+
+  const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+    const events = yield* EventWriter.EventWriter
+    const history = historyOf(turn)
+    const turnMessages = turnMessagesOf(turn)
     const model = typeof agent.model === "function" ? agent.model(info(turn)) : agent.model
     const instructions = typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions
     const result = yield* callModel({
@@ -240,7 +317,11 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     buildUserMessage: (text: string): Runner.FrameworkMessage =>
       toFrameworkMessages([{ role: "user", content: text }], () => `user/${crypto.randomUUID()}`)[0]!,
     runModelStep,
-    executeDeferredToolCall
+    executeDeferredToolCall,
+    estimateInputTokens,
+    selectCompactionCutoff: (turn: Runner.AgentTurnContext, retainedTokenBudget: number) =>
+      Runner.selectCutoffWithin(turn.messages, retainedTokenBudget),
+    summarizeContext
   }
 }
 

@@ -611,3 +611,64 @@ export class AgentFrameworkRunner extends Context.Service<AgentFrameworkRunner, 
  */
 export const layer: (runner: AgentFrameworkRunnerShape) => Layer.Layer<AgentFrameworkRunner> =
   AgentFrameworkRunner.layer
+
+// ---------------------------------------------------------------------------------------------------------
+// Compaction helpers for adapters
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Where stored messages may be cut for compaction, from their projections: `cuts[i]` is true when a cut after
+ * message `i` leaves every tool call (an assistant message with a `toolCallId`) on the same side as its result
+ * (a `tool` message with that ID), so no cut separates them ("Adapter interface", `select_compaction_cutoff`).
+ *
+ * @category compaction
+ * @since 0.1.0
+ */
+export const compactionCuts = (messages: ReadonlyArray<AgentMessage>): Array<boolean> => {
+  const open = new Set<string>()
+  return messages.map((m, i) => {
+    if (m.toolCallId !== null && m.role === "assistant") open.add(m.toolCallId)
+    if (m.toolCallId !== null && m.role === "tool") open.delete(m.toolCallId)
+    const next = messages[i + 1]
+    return open.size === 0 && (next === undefined || next.role !== "tool")
+  })
+}
+
+/**
+ * An estimate of a stored message's tokens for runners whose framework does not count them: a token per four
+ * characters of what the model sees of it (its text, tool arguments and output) and four per message.
+ *
+ * @category compaction
+ * @since 0.1.0
+ */
+export const estimateMessageTokens = (message: AgentMessage): number =>
+  Math.ceil(
+    ((message.text?.length ?? 0) +
+      (message.toolArguments?.length ?? 0) +
+      (message.toolOutput?.length ?? 0) +
+      (message.toolName?.length ?? 0)) /
+      4
+  ) + 4
+
+/**
+ * The earliest cut of `messages` ({@link compactionCuts}) whose later messages take at most
+ * `retainedTokenBudget` tokens by `tokensOf`: the last sequence to summarize, or `null` for none. A
+ * `selectCompactionCutoff` for runners without their own.
+ *
+ * @category compaction
+ * @since 0.1.0
+ */
+export const selectCutoffWithin = (
+  messages: ReadonlyArray<AgentMessage>,
+  retainedTokenBudget: number,
+  tokensOf: (message: AgentMessage) => number = estimateMessageTokens
+): number | null => {
+  const tokens = messages.map(tokensOf)
+  const cuts = compactionCuts(messages)
+  let after = tokens.reduce((a, b) => a + b, 0)
+  for (let i = 0; i < messages.length; i++) {
+    after -= tokens[i]!
+    if (cuts[i] && after <= retainedTokenBudget) return messages[i]!.sequence
+  }
+  return null
+}

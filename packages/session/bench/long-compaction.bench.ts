@@ -1,0 +1,233 @@
+/**
+ * The long-session benchmark with compaction and retention on (issue 23): one session on the embedded engine,
+ * one tool call per turn, the scripted model of the compaction tests (a 1,000-token window, its token counts in
+ * the script), `retainedMessageLimit` 1,000. It reports the database on disk (file plus WAL) against the bytes of
+ * the messages retention keeps (target <= 2x, `session.long.database_bytes_vs_retained`), the turn p50 of the
+ * last 10 turns against turns 11-20 (target <= 1.3x, `session.long.turn_p50_ms_10000`, named for the spec's
+ * 10,000 turns whatever `BENCH_COMPACTION_TURNS` is), and the largest model input against the window.
+ *
+ * Environment: `BENCH_COMPACTION_TURNS` (default 10000; the figure names the turns it ran).
+ */
+import { mkdtempSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Client } from "@durable-agent/engine"
+import * as BenchResults from "@durable-agent/engine/testing/BenchResults"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as References from "effect/References"
+import * as Schema from "effect/Schema"
+import { SqlClient } from "effect/sql"
+import { type Row, renderTable } from "../../engine/bench/report.ts"
+import { fmtBytes, fmtMs, fmtRatio, summarize } from "../../engine/bench/stats.ts"
+import {
+  AgentSessionClient,
+  AgentSessionFlow,
+  ModelClient,
+  Persistence,
+  Stepwise,
+  ToolSource,
+  Wire
+} from "../src/index.ts"
+import {
+  compactionAgent,
+  compactionModel,
+  isSummaryCall,
+  lookupTool,
+  question,
+  tokensOf,
+  WINDOW
+} from "../test/support/compaction.ts"
+import { engineFor } from "./agent.ts"
+
+const TURNS = Number(process.env.BENCH_COMPACTION_TURNS ?? 10_000)
+const SAMPLE = 10
+const RATIO_TARGET = 1.3
+const BYTES_TARGET = 2
+const FLOW_TYPE = "LongCompactionBenchAgent"
+const flow = AgentSessionFlow.make({
+  flowType: FLOW_TYPE,
+  compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: WINDOW })
+})
+
+let largestInput = 0
+let summaryCalls = 0
+const model = compactionModel({
+  onRequest: (request) => {
+    if (isSummaryCall(request)) summaryCalls++
+    else largestInput = Math.max(largestInput, tokensOf(request))
+  }
+})
+
+/** The bytes of the messages the session keeps, as stored (the JSON of each message). */
+const retainedBytes = (id: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    let bytes = 0
+    let count = 0
+    let before: number | null = null
+    for (;;) {
+      const page: Wire.AgentMessagesPage = yield* client.listMessages(id, { beforeSequence: before, limit: 200 })
+      for (const m of page.messages) {
+        bytes += Buffer.byteLength(JSON.stringify(Schema.encodeSync(Wire.AgentMessage)(m)), "utf8")
+        count++
+      }
+      if (page.nextBeforeSequence === null) return { bytes, count, deletedBefore: page.deletedBeforeSequence }
+      before = page.nextBeforeSequence
+    }
+  })
+
+const onDisk = (file: string) => {
+  const size = (f: string) => {
+    try {
+      return statSync(f).size
+    } catch {
+      return 0
+    }
+  }
+  return size(file) + size(`${file}-wal`)
+}
+
+const run = (file: string) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    const engine = yield* Client.Client
+    const id = "long-compaction"
+    const turnMs: Array<number> = []
+    for (let turn = 1; turn <= TURNS; turn++) {
+      const t0 = performance.now()
+      if (turn === 1) yield* client.startSession(id, { initialMessage: question(turn, true) })
+      else yield* client.sendUserMessage(id, question(turn, true))
+      while (true) {
+        const state = yield* engine.getAttribute(id, Persistence.AgentState)
+        if (state._tag === "Some" && state.value.turnCount >= turn && state.value.activeTurnId === null) {
+          if (state.value.lastTurnError !== null) throw new Error(`turn ${turn} failed: ${state.value.lastTurnError}`)
+          break
+        }
+        yield* Effect.sleep("1 millis")
+      }
+      turnMs.push(performance.now() - t0)
+      if (turn % 100 === 0) process.stderr.write(`[long compaction bench] turn ${turn}\n`)
+    }
+    const retained = yield* retainedBytes(id)
+    const summary = (yield* client.getSnapshot(id)).contextSummary
+    const disk = onDisk(file)
+    // where the bytes are: the live pages after a checkpoint, and each table's pages (dbstat, when compiled in)
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+    const [pages] = yield* sql.unsafe<{ page_count: number }>("PRAGMA page_count")
+    const [free] = yield* sql.unsafe<{ freelist_count: number }>("PRAGMA freelist_count")
+    const [size] = yield* sql.unsafe<{ page_size: number }>("PRAGMA page_size")
+    const live = (Number(pages!.page_count) - Number(free!.freelist_count)) * Number(size!.page_size)
+    const tables = yield* sql
+      .unsafe<{ name: string; bytes: number }>(
+        "SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC LIMIT 4"
+      )
+      .pipe(Effect.orElseSucceed(() => []))
+    return {
+      disk,
+      live,
+      tables: tables.map((t) => `${t.name} ${fmtBytes(Number(t.bytes))}`).join(", "),
+      retained,
+      generation: summary?.generation ?? 0,
+      turnEarly: summarize(turnMs.slice(SAMPLE, 2 * SAMPLE)).p50,
+      turnLate: summarize(turnMs.slice(-SAMPLE)).p50
+    }
+  })
+
+const main = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "das-long-compaction-bench-"))
+  try {
+    const file = join(dir, "long.db")
+    const engine = await engineFor("embedded", file)
+    const worker = Layer.mergeAll(
+      AgentSessionFlow.layerWorker(flow).pipe(
+        Layer.provide(Stepwise.layer(compactionAgent)),
+        Layer.provide(Layer.mergeAll(Layer.succeed(ModelClient.ModelClient, model), ToolSource.layer([lookupTool])))
+      ),
+      AgentSessionClient.layer(FLOW_TYPE)
+    ).pipe(Layer.provideMerge(engine))
+    const r = await Effect.runPromise(
+      run(file).pipe(
+        Effect.provide(worker),
+        Effect.scoped,
+        Effect.provideService(References.MinimumLogLevel, "Warn")
+      ) as Effect.Effect<Effect.Success<ReturnType<typeof run>>, unknown>
+    )
+    const bytesRatio = r.disk / r.retained.bytes
+    const turnRatio = r.turnLate / r.turnEarly
+    const rows: Array<Row> = [
+      {
+        mode: "embedded",
+        metric: `file + WAL after ${TURNS} turns vs the ${r.retained.count} retained messages`,
+        result: `${fmtBytes(r.disk)} vs ${fmtBytes(r.retained.bytes)} (${fmtRatio(bytesRatio)})`,
+        target: `<= ${BYTES_TARGET}x`,
+        verdict: bytesRatio <= BYTES_TARGET ? "PASS" : "MISS"
+      },
+      {
+        mode: "embedded",
+        metric: "live pages after a checkpoint; the largest tables",
+        result: `${fmtBytes(r.live)}; ${r.tables || "dbstat not available"}`,
+        target: "-",
+        verdict: "-"
+      },
+      {
+        mode: "embedded",
+        metric: `turn p50, turns ${SAMPLE + 1}-${2 * SAMPLE} vs the last ${SAMPLE} of ${TURNS}`,
+        result: `${fmtMs(r.turnEarly)} vs ${fmtMs(r.turnLate)} (${fmtRatio(turnRatio)})`,
+        target: `<= ${RATIO_TARGET}x`,
+        verdict: turnRatio <= RATIO_TARGET ? "PASS" : "MISS"
+      },
+      {
+        mode: "embedded",
+        metric: `largest model input (${summaryCalls} summary calls, generation ${r.generation})`,
+        result: `${largestInput} tokens`,
+        target: `<= ${WINDOW}`,
+        verdict: largestInput <= WINDOW ? "PASS" : "MISS"
+      }
+    ]
+    process.stdout.write(
+      `\nLong session with compaction and retention (${TURNS} turns, one tool call per turn; messages deleted before ${r.retained.deletedBefore ?? "none"})\n\n${renderTable(rows)}\n`
+    )
+    BenchResults.record({
+      "session.long.database_bytes_vs_retained": {
+        value: r.disk,
+        unit: "bytes",
+        baseline: {
+          name: `bytes of the ${r.retained.count} retained messages`,
+          value: r.retained.bytes,
+          unit: "bytes"
+        },
+        target: `<= ${BYTES_TARGET}x the baseline`,
+        met: bytesRatio <= BYTES_TARGET
+      },
+      "session.long.turn_p50_ms_10000": {
+        value: r.turnLate,
+        unit: "ms",
+        baseline: {
+          name: `turn p50, turns ${SAMPLE + 1}-${2 * SAMPLE} (of ${TURNS} turns run)`,
+          value: r.turnEarly,
+          unit: "ms"
+        },
+        target: `<= ${RATIO_TARGET}x the baseline`,
+        met: turnRatio <= RATIO_TARGET
+      },
+      "session.long.model_input_tokens_max": {
+        value: largestInput,
+        unit: "tokens",
+        target: `<= ${WINDOW}`,
+        met: largestInput <= WINDOW
+      }
+    })
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`long compaction benchmark failed: ${error instanceof Error ? error.stack : String(error)}\n`)
+    process.exit(1)
+  }
+)
