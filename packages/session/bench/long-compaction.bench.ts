@@ -124,9 +124,16 @@ const run = (file: string) =>
         "SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC LIMIT 4"
       )
       .pipe(Effect.orElseSucceed(() => []))
+    const attrs = yield* sql
+      .unsafe<{ bytes: number }>("SELECT SUM(pgsize) AS bytes FROM dbstat WHERE name LIKE 'dex_attrs%'")
+      .pipe(
+        Effect.map((rows) => Number(rows[0]?.bytes ?? 0)),
+        Effect.orElseSucceed(() => 0)
+      )
     return {
       disk,
       live,
+      attrs,
       tables: tables.map((t) => `${t.name} ${fmtBytes(Number(t.bytes))}`).join(", "),
       retained,
       generation: summary?.generation ?? 0,
@@ -166,6 +173,13 @@ const main = async () => {
       },
       {
         mode: "embedded",
+        metric: "the session's state (dex_attrs pages) vs the retained messages",
+        result: `${fmtBytes(r.attrs)} vs ${fmtBytes(r.retained.bytes)} (${fmtRatio(r.attrs / r.retained.bytes)})`,
+        target: `<= ${BYTES_TARGET}x`,
+        verdict: r.attrs > 0 && r.attrs / r.retained.bytes <= BYTES_TARGET ? "PASS" : "MISS"
+      },
+      {
+        mode: "embedded",
         metric: "live pages after a checkpoint; the largest tables",
         result: `${fmtBytes(r.live)}; ${r.tables || "dbstat not available"}`,
         target: "-",
@@ -200,6 +214,17 @@ const main = async () => {
         },
         target: `<= ${BYTES_TARGET}x the baseline`,
         met: bytesRatio <= BYTES_TARGET
+      },
+      "session.long.state_bytes_vs_retained": {
+        value: r.attrs,
+        unit: "bytes",
+        baseline: {
+          name: `bytes of the ${r.retained.count} retained messages`,
+          value: r.retained.bytes,
+          unit: "bytes"
+        },
+        target: `<= ${BYTES_TARGET}x the baseline`,
+        met: r.attrs > 0 && r.attrs / r.retained.bytes <= BYTES_TARGET
       },
       "session.long.turn_p50_ms_10000": {
         value: r.turnLate,

@@ -1,7 +1,7 @@
-// Context compaction (docs/session-contract.md, RunModel, CompactContext, "Compaction changes the model
-// input"): what a compacting runner sees of the conversation, RunModel's two compaction decision points, and
-// the CompactContext Step, which summarizes the messages through a cutoff in one model call and writes the
-// summary, its usage and its events in one commit. Retention ("Message storage") runs in the same commit.
+// Context compaction (docs/session-contract.md, "Compaction and retention"): what a compacting runner sees of
+// the conversation, RunModel's two compaction decision points, and the CompactContext Step, which summarizes
+// the messages through a cutoff in one model call and writes the summary, its usage and its events in one
+// commit. Retention ("Message storage") runs in the same commit.
 import { Step, StepDecision, type StepDef, type TxView } from "@durable-agent/engine"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
