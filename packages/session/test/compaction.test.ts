@@ -5,11 +5,15 @@
 // gets the "did not fit" note, retention deletes whole chunks behind the summary and the pages say where the
 // messages start, cancel_turn cancels a running compaction, a blank summary fails the attempt, and a session
 // stored before compaction existed upgrades in place. The SIGKILL test is in compaction-kill.test.ts.
-import { Client } from "@durable-agent/engine"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Client, Engine } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import {
@@ -505,6 +509,92 @@ describe("compaction: construction", () => {
       )
     })
   )
+})
+
+describe("compaction: a runner without the capability on a compacted session", () => {
+  it.live("gets the messages retention kept, no summary, and a warning on each model call", () => {
+    const dir = mkdtempSync(join(tmpdir(), "das-compaction-warning-"))
+    const filename = join(dir, "warning.db")
+    const warnings: Array<string> = []
+    const seen: Array<Runner.AgentTurnContext> = []
+    const collect = Logger.make((options) => {
+      if (options.logLevel === "Warn") warnings.push(JSON.stringify(options.message))
+    })
+    const services = Layer.mergeAll(
+      Layer.succeed(ModelClient.ModelClient, compactionModel()),
+      ToolSource.layer([lookupTool])
+    )
+    const storage = { messageWindowSize: 6, messageChunkSize: 4, retainedMessageLimit: 12 }
+    // first a compacting worker, whose retention deletes the oldest messages
+    const compacting = AgentSessionFlow.layerWorker(
+      AgentSessionFlow.make({
+        flowType: FLOW_TYPE,
+        retryInitialInterval: "100 millis",
+        compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: WINDOW }),
+        messageStorage: storage
+      })
+    ).pipe(Layer.provide(Stepwise.layer(compactionAgent)), Layer.provide(services))
+    // then, on the same file, a worker whose runner lacks the capability (Stepwise without its three methods)
+    const plain = AgentSessionFlow.layerWorker(
+      AgentSessionFlow.make({ flowType: FLOW_TYPE, retryInitialInterval: "100 millis", messageStorage: storage })
+    ).pipe(
+      Layer.provide(
+        Layer.effect(
+          Runner.AgentFrameworkRunner,
+          Effect.map(
+            Stepwise.make(compactionAgent),
+            ({ estimateInputTokens: _e, selectCompactionCutoff: _s, summarizeContext: _c, ...runner }) => ({
+              ...runner,
+              runModelStep: (turn: Runner.AgentTurnContext) => {
+                seen.push(turn)
+                return runner.runModelStep(turn)
+              }
+            })
+          )
+        )
+      ),
+      Layer.provide(services)
+    )
+    const on = <A, E>(
+      worker: Layer.Layer<never, unknown, Engine.EngineServices>,
+      body: Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
+    ) =>
+      body.pipe(
+        Effect.provide(
+          Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(
+            Layer.provideMerge(Engine.layerEmbedded({ filename, pollInterval: "50 millis" }))
+          )
+        ),
+        Effect.scoped
+      )
+    return Effect.gen(function* () {
+      const firstSequence = yield* on(
+        compacting,
+        Effect.gen(function* () {
+          yield* runTurns("s-warn", 1, 30)
+          const index = Option.getOrThrow(yield* (yield* Client.Client).getAttribute("s-warn", P.AgentMessageIndex))
+          assert.isAbove(index.firstSequence, 1)
+          return index.firstSequence
+        })
+      )
+      assert.deepStrictEqual(warnings, [])
+      yield* on(
+        plain,
+        Effect.gen(function* () {
+          const client = yield* AgentSessionClient.AgentSessionClient
+          assert.isTrue(yield* client.sendUserMessage("s-warn", question(31)))
+          yield* awaitTurns("s-warn", 31)
+        })
+      )
+      assert.strictEqual(seen.length, 1)
+      assert.strictEqual(seen[0]!.messages[0]!.sequence, firstSequence)
+      assert.isNull(seen[0]!.contextSummary ?? null)
+      assert.strictEqual(warnings.filter((w) => w.includes("no compaction capability")).length, 1)
+    }).pipe(
+      Effect.provide(Logger.layer([collect])),
+      Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    )
+  })
 })
 
 describe("embedded engine", () => {
