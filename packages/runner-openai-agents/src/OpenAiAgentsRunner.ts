@@ -34,6 +34,14 @@
  * RunModel attempt. `AgentTurnContext.cancellationSignal` joins the run's `signal`, so `cancel_turn`
  * aborts the model request.
  *
+ * It has the compaction capability (`AgentSessionOptions.compaction`). The SDK counts no tokens before a call,
+ * so `estimateInputTokens` estimates a token per four characters of the input items' JSON (and 50 per tool);
+ * `selectCompactionCutoff` is `Runner.selectCutoffWithin`, only at a turn's first model call (a saved
+ * `RunState` holds the stored messages it was made over); `summarizeContext` runs one SDK run of a summarizer
+ * agent on the entry agent's model, without tools, over the previous summary and the messages after it, with
+ * the spec's note for messages left out of a request over the budget. After a compaction the input starts with
+ * the summary as a user item.
+ *
  * Tool kinds this runner cannot defer, which therefore run inside RunModel and are at-least-once (a
  * RunModel retry repeats them): hosted tools that the provider runs (web search, file search, code
  * interpreter). Handoffs are not tools: they only switch the agent.
@@ -42,9 +50,9 @@
  */
 
 import { DeltaBuffer, EffectClass, Replay, SourceTools, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
-import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Stepwise, Wire } from "@durable-agent/session"
 import {
-  type Agent,
+  Agent,
   type AgentInputItem,
   type FunctionTool,
   Handoff,
@@ -392,7 +400,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
 
   const runModelStep = Effect.fn("OpenAiAgentsRunner.runModelStep")(function* (turn: SessionRunner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
-    const stored = turn.messages.map(fromStoredMessage)
+    const stored = storedItems(turn)
     const saved = State.decode(turn.frameworkRunState)
     const enabled = new Set<string>(turn.enabledBuiltInTools ?? [])
     const clash = [...enabled].find((name) => graph.tools.has(name))
@@ -496,6 +504,57 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     })
   })
 
+  // the turn's own items are in the saved state: a handoff's items, or an interrupted run's (the run state JSON)
+  const estimateInputTokens = (turn: SessionRunner.AgentTurnContext) => {
+    const saved = State.decode(turn.frameworkRunState)
+    const own = saved === undefined ? [] : saved.kind === "history" ? saved.items : [saved.runState]
+    return estimateTokens([...storedItems(turn), ...own]) + 50 * graph.tools.size
+  }
+
+  const summarizeContext = Effect.fn("OpenAiAgentsRunner.summarizeContext")(function* (
+    request: SessionRunner.ContextSummaryRequest
+  ) {
+    const cuts = SessionRunner.compactionCuts(request.messages)
+    const maxOutput = Stepwise.DEFAULT_MAX_OUTPUT_TOKENS
+    const build = (from: number): Array<AgentInputItem> => [
+      ...(request.previousSummary === null ? [] : [summaryItem(request.previousSummary.text)]),
+      ...(from > 0 ? [userItem(Wire.omittedMessagesNote(from))] : []),
+      ...request.messages.slice(from).map(fromStoredMessage),
+      userItem(Stepwise.SUMMARY_REQUEST_TEXT)
+    ]
+    const instructionTokens = Math.ceil(Stepwise.DEFAULT_SUMMARY_INSTRUCTIONS.length / 4)
+    let from = 0
+    let items = build(from)
+    while (
+      from < request.messages.length &&
+      instructionTokens + estimateTokens(items) + maxOutput > request.inputTokenBudget
+    ) {
+      let next = from
+      while (next < request.messages.length && !cuts[next]) next++
+      from = next + 1
+      items = build(from)
+    }
+    const summarizer = new Agent({
+      name: `${entry.name}-summarizer`,
+      instructions: Stepwise.DEFAULT_SUMMARY_INSTRUCTIONS,
+      model: entry.model
+    })
+    const result = yield* Effect.tryPromise({
+      try: () =>
+        sdk.run(summarizer, items, {
+          maxTurns: 1,
+          ...(request.cancellationSignal === undefined ? {} : { signal: request.cancellationSignal })
+        }),
+      catch: (e) => new Errors.ModelCallError({ message: errorMessage(e) })
+    })
+    const output = result.finalOutput
+    return {
+      text: typeof output === "string" ? output : "",
+      usage: toUsage(result.rawResponses),
+      modelCallMetadata: { requestModel: typeof entry.model === "string" ? entry.model : undefined }
+    } satisfies SessionRunner.ContextSummaryResult
+  })
+
   const executeDeferredToolCall = Effect.fn("OpenAiAgentsRunner.executeDeferredToolCall")(function* (
     call: SessionRunner.DeferredToolExecution
   ) {
@@ -508,9 +567,26 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     name: entry.name,
     buildUserMessage: (text: string): SessionRunner.FrameworkMessage => toFrameworkMessage(userItem(text)),
     runModelStep,
-    executeDeferredToolCall
+    executeDeferredToolCall,
+    estimateInputTokens,
+    // only at a turn's first model call: a saved run state was made over the stored messages as they were
+    selectCompactionCutoff: (turn: SessionRunner.AgentTurnContext, retainedTokenBudget: number) =>
+      turn.frameworkRunState === null ? SessionRunner.selectCutoffWithin(turn.messages, retainedTokenBudget) : null,
+    summarizeContext
   }
 }
+
+/** The summary as the first input item ("Compaction changes the model input"). */
+const summaryItem = (text: string): AgentInputItem => userItem(`${Wire.CONTEXT_SUMMARY_PREFIX}\n${text}`)
+
+/** The stored history as the SDK's input: after a compaction, the summary first. */
+const storedItems = (turn: SessionRunner.AgentTurnContext): Array<AgentInputItem> => [
+  ...(turn.contextSummary == null ? [] : [summaryItem(turn.contextSummary.text)]),
+  ...turn.messages.map(fromStoredMessage)
+]
+
+/** The SDK counts no tokens before a call: a token per four characters of the items' JSON. */
+const estimateTokens = (items: ReadonlyArray<unknown>): number => Math.ceil(JSON.stringify(items).length / 4)
 
 /** Validates tool input with a zod (or other `safeParse`) schema; JSON Schema parameters pass as they are. */
 const validate = (t: OpenAiAgentsToolDefinition<any>, raw: unknown) =>
