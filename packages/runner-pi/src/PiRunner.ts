@@ -23,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { BuiltIns, Replay, RunState } from "@durable-agent/runner-kit"
+import { BuiltIns, Replay, type RunState } from "@durable-agent/runner-kit"
 import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
 import type {
   AgentMessage,
@@ -37,7 +37,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { callModel } from "./internal/call.ts"
-import { fromStoredMessages, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
+import { historyCache, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
 import { type DurableToolCall, durableCalls, runDeferred } from "./internal/tools.ts"
 
 export type { DurableToolCall } from "./internal/tools.ts"
@@ -99,7 +99,31 @@ export interface PiAgent {
  * messages after the stored history, the last one the assistant message that asked for tools) and the calls
  * that wait for results.
  */
-const runState = RunState.pending<Message>()
+const runState: RunState.Codec<RunState.PendingState<Message>> = {
+  // the text of the runner kit's `RunState.pending` codec (`{"v":1,"messages":[...],"pending":[...]}`), without
+  // a Schema walk over Pi's messages, which are plain JSON the runner wrote itself
+  encode: (state) => JSON.stringify({ v: state.v, messages: state.messages, pending: state.pending }),
+  decode: (text) => {
+    if (typeof text !== "string") return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return undefined
+    }
+    const state = parsed as Partial<RunState.PendingState<Message>> | null
+    return state !== null &&
+      typeof state === "object" &&
+      state.v === 1 &&
+      Array.isArray(state.messages) &&
+      Array.isArray(state.pending) &&
+      state.pending.every(
+        (p) => p !== null && typeof p === "object" && typeof p.toolCallId === "string" && typeof p.toolName === "string"
+      )
+      ? (state as RunState.PendingState<Message>)
+      : undefined
+  }
+}
 
 /** The durable call the current tool runs in, inside a Pi tool's `execute` in a tool Step (else `undefined`). */
 export const currentToolCall = (): DurableToolCall | undefined => durableCalls.getStore()
@@ -148,11 +172,28 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
       ? agent.toolEffects[name]
       : byName.get(name)?.effect
 
+  // each stored message is rebuilt once per session, not on every RunModel
+  const history = historyCache()
+  // the run state the last RunModel of a session wrote, so the next one need not parse it again
+  const states = new Map<string, { readonly text: string; readonly state: RunState.PendingState<Message> }>()
+  const encodeState = (flowId: string, state: RunState.PendingState<Message>): string => {
+    const text = runState.encode(state)
+    states.delete(flowId)
+    states.set(flowId, { text, state })
+    if (states.size > 256) states.delete(states.keys().next().value!)
+    return text
+  }
+  const decodeState = (turn: Runner.AgentTurnContext): RunState.PendingState<Message> | undefined => {
+    const cached = states.get(turn.flowId)
+    return cached !== undefined && cached.text === turn.frameworkRunState
+      ? cached.state
+      : runState.decode(turn.frameworkRunState)
+  }
+
   const runModelStep = Effect.fn("PiRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const now = yield* Clock.currentTimeMillis
-    const history = fromStoredMessages(turn.messages)
-    const state = runState.decode(turn.frameworkRunState)
+    const state = decodeState(turn)
     const current = turnMessages(turn, state, now)
     const builtIns = builtInTools(turn)
     const builtInNames = new Set(builtIns.map((t) => t.name))
@@ -163,7 +204,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     const message = yield* callModel({
       model,
       systemPrompt: systemPrompt ?? "",
-      messages: [...history, ...current],
+      messages: [...history.rebuild(turn.flowId, turn.messages), ...current],
       tools: [...tools.filter((t) => !builtInNames.has(t.name)), ...builtIns],
       streamFn: agent.streamFn,
       streamOptions,
@@ -209,13 +250,17 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     const messages = [...current, message]
     if (calls.length === 0) {
       return Runner.AgentTurnOutcome.turnCompleted({
-        newMessages: toFrameworkMessages(messages, (i) => `${turn.turnId}/${turn.stepExecutionId}/${i}`),
+        newMessages: toFrameworkMessages(
+          messages,
+          (i) => `${turn.turnId}/${turn.stepExecutionId}/${i}`,
+          history.writing(turn.flowId)
+        ),
         usage,
         modelCallMetadata
       })
     }
     return Runner.AgentTurnOutcome.toolCallsRequested({
-      frameworkRunState: runState.encode({
+      frameworkRunState: encodeState(turn.flowId, {
         v: 1,
         messages,
         pending: calls.map((c) => ({ toolCallId: c.id, toolName: c.name }))
@@ -240,10 +285,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
 
   const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
     Effect.map(Clock.currentTimeMillis, (now) =>
-      toFrameworkMessages(
-        turnMessages(turn, runState.decode(turn.frameworkRunState), now),
-        (i) => `${turn.turnId}/unfinished/${i}`
-      )
+      toFrameworkMessages(turnMessages(turn, decodeState(turn), now), (i) => `${turn.turnId}/unfinished/${i}`)
     )
 
   return {
