@@ -23,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { BuiltIns, Replay, type RunState } from "@durable-agent/runner-kit"
+import { BuiltIns, Replay, type RunState, SourceTools, ToolCall } from "@durable-agent/runner-kit"
 import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
 import type {
   AgentMessage,
@@ -82,6 +82,13 @@ export interface PiAgent {
   readonly model: Model<Api> | ((turn: PiTurnInfo) => Model<Api>)
   readonly systemPrompt?: string | ((turn: PiTurnInfo) => string) | undefined
   readonly tools?: ReadonlyArray<AnyPiTool> | undefined
+  /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)` of the runner kit):
+   * each is offered to the model as a Pi tool with its JSON Schema (pi-ai validates the arguments against it)
+   * and runs in its own tool Step; its policy is its own effect and approval unless the session has a
+   * `ToolPolicy` for it, and its record keeps its `toolSourceReference`. A name of `tools` wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
   /** Effect classes by tool name; wins over a tool's own `effect`. */
   readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
   /** pi-ai stream options (API key, reasoning level, max tokens, headers, ...); `maxRetries` is always 0. */
@@ -158,9 +165,34 @@ const turnMessages = (
   )
 ]
 
+/** A JSON-Schema tool as a Pi tool: its `execute` gets the durable call of the tool Step it runs in. */
+const fromJsonSchemaTool = (t: SourceTools.JsonSchemaTool): PiTool<any> => ({
+  name: t.name,
+  label: t.name,
+  description: t.description,
+  // a JSON Schema; pi-ai validates and coerces arguments against it as against a TypeBox schema
+  parameters: t.parameters as unknown as TSchema,
+  ...(t.effect !== undefined ? { effect: t.effect } : {}),
+  execute: async (toolCallId, params, signal) => {
+    const call = durableCalls.getStore()
+    const value = await t.execute(params as { readonly [key: string]: unknown }, {
+      toolCallId,
+      idempotencyKey: call?.idempotencyKey ?? "",
+      attempt: call?.attempt ?? 1,
+      abortSignal: signal ?? new AbortController().signal
+    })
+    return { content: [{ type: "text", text: ToolCall.outputText(value) }], details: undefined }
+  }
+})
+
 /** Builds the runner. */
 export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools = (agent.tools ?? []) as ReadonlyArray<PiTool<any>>
+  const ownTools = (agent.tools ?? []) as ReadonlyArray<PiTool<any>>
+  const ownNames = new Set(ownTools.map((t) => t.name))
+  const jsonTools = new Map(
+    (agent.jsonSchemaTools ?? []).filter((t) => !ownNames.has(t.name)).map((t) => [t.name, t] as const)
+  )
+  const tools = [...ownTools, ...[...jsonTools.values()].map(fromJsonSchemaTool)]
   const byName = new Map(tools.map((t) => [t.name, t]))
   const info = (turn: Runner.AgentTurnContext): PiTurnInfo => ({
     flowId: turn.flowId,
@@ -171,6 +203,24 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
       ? agent.toolEffects[name]
       : byName.get(name)?.effect
+  /** A requested call's policy, and the record's tool source reference for a JSON-Schema tool. */
+  const policyOf = (turn: Runner.AgentTurnContext, name: string, builtInNames: ReadonlySet<string>) => {
+    const overridden = agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
+    const json = builtInNames.has(name) || overridden ? undefined : jsonTools.get(name)
+    if (json !== undefined) {
+      return {
+        policy: SourceTools.resolvePolicy(turn, json),
+        ...(json.toolSourceReference === undefined ? {} : { toolSourceReference: json.toolSourceReference })
+      }
+    }
+    // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
+    return {
+      policy:
+        byName.has(name) || builtInNames.has(name)
+          ? turn.resolveToolPolicy(name, effectOf(name))
+          : { effect: "read" as const, requiresApproval: false }
+    }
+  }
 
   // each stored message is rebuilt once per session, not on every RunModel
   const history = historyCache()
@@ -269,11 +319,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
         toolCallId: c.id,
         toolName: c.name,
         arguments: JSON.stringify(c.arguments ?? {}),
-        // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
-        policy:
-          byName.has(c.name) || builtInNames.has(c.name)
-            ? turn.resolveToolPolicy(c.name, effectOf(c.name))
-            : { effect: "read" as const, requiresApproval: false }
+        ...policyOf(turn, c.name, builtInNames)
       })),
       usage,
       modelCallMetadata
