@@ -38,7 +38,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { callModel } from "./internal/call.ts"
 import { historyCache, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
-import { type DurableToolCall, durableCalls, runDeferred } from "./internal/tools.ts"
+import { type DurableToolCall, decodeResult, durableCalls, runDeferred } from "./internal/tools.ts"
 
 export type { DurableToolCall } from "./internal/tools.ts"
 
@@ -153,16 +153,32 @@ const toUsage = (message: AssistantMessage): Wire.AgentUsage => ({
   reasoningTokens: 0
 })
 
-/** The turn's messages from run state, with a result for every call that waited for one. */
+/**
+ * The turn's messages from run state, with a result for every call that waited for one: a succeeded call of a
+ * Pi tool whose result had images or details gets them back (`decodeResult`), as Pi's loop would give them.
+ */
 const turnMessages = (
   turn: Runner.AgentTurnContext,
   state: RunState.PendingState<Message> | undefined,
   timestamp: number
 ): Array<Message> => [
   ...(state?.messages ?? []),
-  ...Replay.replay(turn, state?.pending ?? []).map((p) =>
-    toolResultMessage(p, p.text, Replay.finalRecord(turn.toolCalls, p.toolCallId)?.status !== "succeeded", timestamp)
-  )
+  ...Replay.replay(turn, state?.pending ?? []).map((p): Message => {
+    const record = Replay.finalRecord(turn.toolCalls, p.toolCallId)
+    const succeeded = record?.status === "succeeded"
+    const recorded = succeeded ? decodeResult(record.output) : undefined
+    return recorded === undefined
+      ? toolResultMessage(p, p.text, !succeeded, timestamp)
+      : {
+          role: "toolResult",
+          toolCallId: p.toolCallId,
+          toolName: p.toolName,
+          content: [...recorded.content],
+          ...(recorded.details === undefined ? {} : { details: recorded.details }),
+          isError: false,
+          timestamp
+        }
+  })
 ]
 
 /** A JSON-Schema tool as a Pi tool: its `execute` gets the durable call of the tool Step it runs in. */
