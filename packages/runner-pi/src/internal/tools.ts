@@ -54,7 +54,12 @@ export const encodeResult = (result: RecordedResult): string => {
 }
 
 const isBlock = (b: unknown): b is TextContent | ImageContent => {
-  const block = b as Partial<TextContent & ImageContent> | null
+  const block = b as {
+    readonly type?: unknown
+    readonly text?: unknown
+    readonly data?: unknown
+    readonly mimeType?: unknown
+  } | null
   return (
     block !== null &&
     typeof block === "object" &&
