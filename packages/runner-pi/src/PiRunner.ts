@@ -23,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { BuiltIns, Replay, RunState } from "@durable-agent/runner-kit"
+import { BuiltIns, Replay, type RunState, SourceTools, ToolCall } from "@durable-agent/runner-kit"
 import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
 import type {
   AgentMessage,
@@ -37,8 +37,8 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { callModel } from "./internal/call.ts"
-import { fromStoredMessages, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
-import { type DurableToolCall, durableCalls, runDeferred } from "./internal/tools.ts"
+import { historyCache, toFrameworkMessages, toolCallsOf, toolResultMessage } from "./internal/messages.ts"
+import { type DurableToolCall, decodeResult, durableCalls, runDeferred } from "./internal/tools.ts"
 
 export type { DurableToolCall } from "./internal/tools.ts"
 
@@ -82,6 +82,13 @@ export interface PiAgent {
   readonly model: Model<Api> | ((turn: PiTurnInfo) => Model<Api>)
   readonly systemPrompt?: string | ((turn: PiTurnInfo) => string) | undefined
   readonly tools?: ReadonlyArray<AnyPiTool> | undefined
+  /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)` of the runner kit):
+   * each is offered to the model as a Pi tool with its JSON Schema (pi-ai validates the arguments against it)
+   * and runs in its own tool Step; its policy is its own effect and approval unless the session has a
+   * `ToolPolicy` for it, and its record keeps its `toolSourceReference`. A name of `tools` wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
   /** Effect classes by tool name; wins over a tool's own `effect`. */
   readonly toolEffects?: Readonly<Record<string, Wire.ToolEffect>> | undefined
   /** pi-ai stream options (API key, reasoning level, max tokens, headers, ...); `maxRetries` is always 0. */
@@ -99,7 +106,31 @@ export interface PiAgent {
  * messages after the stored history, the last one the assistant message that asked for tools) and the calls
  * that wait for results.
  */
-const runState = RunState.pending<Message>()
+const runState: RunState.Codec<RunState.PendingState<Message>> = {
+  // the text of the runner kit's `RunState.pending` codec (`{"v":1,"messages":[...],"pending":[...]}`), without
+  // a Schema walk over Pi's messages, which are plain JSON the runner wrote itself
+  encode: (state) => JSON.stringify({ v: state.v, messages: state.messages, pending: state.pending }),
+  decode: (text) => {
+    if (typeof text !== "string") return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return undefined
+    }
+    const state = parsed as Partial<RunState.PendingState<Message>> | null
+    return state !== null &&
+      typeof state === "object" &&
+      state.v === 1 &&
+      Array.isArray(state.messages) &&
+      Array.isArray(state.pending) &&
+      state.pending.every(
+        (p) => p !== null && typeof p === "object" && typeof p.toolCallId === "string" && typeof p.toolName === "string"
+      )
+      ? (state as RunState.PendingState<Message>)
+      : undefined
+  }
+}
 
 /** The durable call the current tool runs in, inside a Pi tool's `execute` in a tool Step (else `undefined`). */
 export const currentToolCall = (): DurableToolCall | undefined => durableCalls.getStore()
@@ -122,21 +153,62 @@ const toUsage = (message: AssistantMessage): Wire.AgentUsage => ({
   reasoningTokens: 0
 })
 
-/** The turn's messages from run state, with a result for every call that waited for one. */
+/**
+ * The turn's messages from run state, with a result for every call that waited for one: a succeeded call of a
+ * Pi tool whose result had images or details gets them back (`decodeResult`), as Pi's loop would give them.
+ */
 const turnMessages = (
   turn: Runner.AgentTurnContext,
   state: RunState.PendingState<Message> | undefined,
   timestamp: number
 ): Array<Message> => [
   ...(state?.messages ?? []),
-  ...Replay.replay(turn, state?.pending ?? []).map((p) =>
-    toolResultMessage(p, p.text, Replay.finalRecord(turn.toolCalls, p.toolCallId)?.status !== "succeeded", timestamp)
-  )
+  ...Replay.replay(turn, state?.pending ?? []).map((p): Message => {
+    const record = Replay.finalRecord(turn.toolCalls, p.toolCallId)
+    const succeeded = record?.status === "succeeded"
+    const recorded = succeeded ? decodeResult(record.output) : undefined
+    return recorded === undefined
+      ? toolResultMessage(p, p.text, !succeeded, timestamp)
+      : {
+          role: "toolResult",
+          toolCallId: p.toolCallId,
+          toolName: p.toolName,
+          content: [...recorded.content],
+          ...(recorded.details === undefined ? {} : { details: recorded.details }),
+          isError: false,
+          timestamp
+        }
+  })
 ]
+
+/** A JSON-Schema tool as a Pi tool: its `execute` gets the durable call of the tool Step it runs in. */
+const fromJsonSchemaTool = (t: SourceTools.JsonSchemaTool): PiTool<any> => ({
+  name: t.name,
+  label: t.name,
+  description: t.description,
+  // a JSON Schema; pi-ai validates and coerces arguments against it as against a TypeBox schema
+  parameters: t.parameters as unknown as TSchema,
+  ...(t.effect !== undefined ? { effect: t.effect } : {}),
+  execute: async (toolCallId, params, signal) => {
+    const call = durableCalls.getStore()
+    const value = await t.execute(params as { readonly [key: string]: unknown }, {
+      toolCallId,
+      idempotencyKey: call?.idempotencyKey ?? "",
+      attempt: call?.attempt ?? 1,
+      abortSignal: signal ?? new AbortController().signal
+    })
+    return { content: [{ type: "text", text: ToolCall.outputText(value) }], details: undefined }
+  }
+})
 
 /** Builds the runner. */
 export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools = (agent.tools ?? []) as ReadonlyArray<PiTool<any>>
+  const ownTools = (agent.tools ?? []) as ReadonlyArray<PiTool<any>>
+  const ownNames = new Set(ownTools.map((t) => t.name))
+  const jsonTools = new Map(
+    (agent.jsonSchemaTools ?? []).filter((t) => !ownNames.has(t.name)).map((t) => [t.name, t] as const)
+  )
+  const tools = [...ownTools, ...[...jsonTools.values()].map(fromJsonSchemaTool)]
   const byName = new Map(tools.map((t) => [t.name, t]))
   const info = (turn: Runner.AgentTurnContext): PiTurnInfo => ({
     flowId: turn.flowId,
@@ -147,12 +219,47 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
       ? agent.toolEffects[name]
       : byName.get(name)?.effect
+  /** A requested call's policy, and the record's tool source reference for a JSON-Schema tool. */
+  const policyOf = (turn: Runner.AgentTurnContext, name: string, builtInNames: ReadonlySet<string>) => {
+    const overridden = agent.toolEffects !== undefined && Object.hasOwn(agent.toolEffects, name)
+    const json = builtInNames.has(name) || overridden ? undefined : jsonTools.get(name)
+    if (json !== undefined) {
+      return {
+        policy: SourceTools.resolvePolicy(turn, json),
+        ...(json.toolSourceReference === undefined ? {} : { toolSourceReference: json.toolSourceReference })
+      }
+    }
+    // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
+    return {
+      policy:
+        byName.has(name) || builtInNames.has(name)
+          ? turn.resolveToolPolicy(name, effectOf(name))
+          : { effect: "read" as const, requiresApproval: false }
+    }
+  }
+
+  // each stored message is rebuilt once per session, not on every RunModel
+  const history = historyCache()
+  // the run state the last RunModel of a session wrote, so the next one need not parse it again
+  const states = new Map<string, { readonly text: string; readonly state: RunState.PendingState<Message> }>()
+  const encodeState = (flowId: string, state: RunState.PendingState<Message>): string => {
+    const text = runState.encode(state)
+    states.delete(flowId)
+    states.set(flowId, { text, state })
+    if (states.size > 256) states.delete(states.keys().next().value!)
+    return text
+  }
+  const decodeState = (turn: Runner.AgentTurnContext): RunState.PendingState<Message> | undefined => {
+    const cached = states.get(turn.flowId)
+    return cached !== undefined && cached.text === turn.frameworkRunState
+      ? cached.state
+      : runState.decode(turn.frameworkRunState)
+  }
 
   const runModelStep = Effect.fn("PiRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const now = yield* Clock.currentTimeMillis
-    const history = fromStoredMessages(turn.messages)
-    const state = runState.decode(turn.frameworkRunState)
+    const state = decodeState(turn)
     const current = turnMessages(turn, state, now)
     const builtIns = builtInTools(turn)
     const builtInNames = new Set(builtIns.map((t) => t.name))
@@ -163,7 +270,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     const message = yield* callModel({
       model,
       systemPrompt: systemPrompt ?? "",
-      messages: [...history, ...current],
+      messages: [...history.rebuild(turn.flowId, turn.messages), ...current],
       tools: [...tools.filter((t) => !builtInNames.has(t.name)), ...builtIns],
       streamFn: agent.streamFn,
       streamOptions,
@@ -209,13 +316,17 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     const messages = [...current, message]
     if (calls.length === 0) {
       return Runner.AgentTurnOutcome.turnCompleted({
-        newMessages: toFrameworkMessages(messages, (i) => `${turn.turnId}/${turn.stepExecutionId}/${i}`),
+        newMessages: toFrameworkMessages(
+          messages,
+          (i) => `${turn.turnId}/${turn.stepExecutionId}/${i}`,
+          history.writing(turn.flowId)
+        ),
         usage,
         modelCallMetadata
       })
     }
     return Runner.AgentTurnOutcome.toolCallsRequested({
-      frameworkRunState: runState.encode({
+      frameworkRunState: encodeState(turn.flowId, {
         v: 1,
         messages,
         pending: calls.map((c) => ({ toolCallId: c.id, toolName: c.name }))
@@ -224,11 +335,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
         toolCallId: c.id,
         toolName: c.name,
         arguments: JSON.stringify(c.arguments ?? {}),
-        // an unknown tool runs nothing, so it needs no approval and fails in a plain CallTool
-        policy:
-          byName.has(c.name) || builtInNames.has(c.name)
-            ? turn.resolveToolPolicy(c.name, effectOf(c.name))
-            : { effect: "read" as const, requiresApproval: false }
+        ...policyOf(turn, c.name, builtInNames)
       })),
       usage,
       modelCallMetadata
@@ -240,10 +347,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
 
   const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
     Effect.map(Clock.currentTimeMillis, (now) =>
-      toFrameworkMessages(
-        turnMessages(turn, runState.decode(turn.frameworkRunState), now),
-        (i) => `${turn.turnId}/unfinished/${i}`
-      )
+      toFrameworkMessages(turnMessages(turn, decodeState(turn), now), (i) => `${turn.turnId}/unfinished/${i}`)
     )
 
   return {

@@ -60,6 +60,8 @@ export interface ScriptedProviderOptions {
   readonly reasoning?: boolean | undefined
   /** The faux provider's streaming speed; default: every delta at once. */
   readonly tokensPerSecond?: number | undefined
+  /** Whether `calls` and `options` keep a copy of every call's context and options (default `true`). */
+  readonly recordCalls?: boolean | undefined
 }
 
 /** The scripted provider: its model, what it was asked, and the calls aborted during their scripted delay. */
@@ -129,6 +131,8 @@ export const make = (script: ReadonlyArray<Step>, options?: ScriptedProviderOpti
   const callOptions: Array<Omit<SimpleStreamOptions, "signal">> = []
   const abortedCalls: Array<number> = []
   const usages: Array<Usage | undefined> = []
+  const record = options?.recordCalls ?? true
+  let callCount = 0
   const model = { ...faux.getModel(), api: `${faux.api}:scripted` }
   faux.setResponses(
     script.map((entry, index) => async (context: Context, streamOptions: SimpleStreamOptions | undefined) => {
@@ -164,11 +168,13 @@ export const make = (script: ReadonlyArray<Step>, options?: ScriptedProviderOpti
   const sourceId = `${faux.api}:scripted`
   // The faux provider streams; this layer records the call and puts a scripted usage on the final message.
   const stream = (m: Model<string>, context: Context, streamOptions?: SimpleStreamOptions) => {
-    const index = calls.length
-    // a JSON copy: the tools' functions are not part of what a provider sees
-    calls.push(JSON.parse(JSON.stringify(context)) as Context)
-    const { signal: _signal, ...rest } = streamOptions ?? {}
-    callOptions.push(rest)
+    const index = callCount++
+    if (record) {
+      // a JSON copy: the tools' functions are not part of what a provider sees
+      calls.push(JSON.parse(JSON.stringify(context)) as Context)
+      const { signal: _signal, ...rest } = streamOptions ?? {}
+      callOptions.push(rest)
+    }
     const source = inner.streamSimple({ ...m, api: faux.api }, context, streamOptions)
     const outer = createAssistantMessageEventStream()
     const withUsage = (message: AssistantMessage): AssistantMessage =>

@@ -21,7 +21,7 @@ export const piTool = (t: Conformance.SuiteTool): PiTool => ({
       attempt: call?.attempt ?? 0,
       abortSignal: signal ?? new AbortController().signal
     })
-    return { content: [{ type: "text", text: ToolCall.outputText(value) }], details: value }
+    return { content: [{ type: "text", text: ToolCall.outputText(value) }], details: undefined }
   }
 })
 

@@ -30,6 +30,10 @@ export interface Kit {
 
 const bump = (kit: Kit, name: string) => kit.sideEffects.set(name, kit.count(name) + 1)
 
+/** A 1x1 PNG, base64. */
+export const TINY_PNG =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
 const text = (value: string) => ({ content: [{ type: "text" as const, text: value }], details: {} })
 
 /** The test tools, as Pi AgentTools with TypeBox schemas: a read, an idempotent write, two single-attempt writes. */
@@ -78,6 +82,24 @@ export const tools = (kit: Kit): Array<PiTool<any>> => [
     execute: async () => {
       bump(kit, "flaky_write")
       throw new Error("the mail server hung up")
+    }
+  },
+  {
+    name: "screenshot",
+    label: "Screenshot",
+    description: "A screenshot of a page: a caption, the PNG, and the page's size as details.",
+    parameters: Type.Object({ url: Type.String() }),
+    effect: "read",
+    execute: async (_id, params) => {
+      const { url } = params as { url: string }
+      bump(kit, "screenshot")
+      return {
+        content: [
+          { type: "text", text: `screenshot of ${url}` },
+          { type: "image", data: TINY_PNG, mimeType: "image/png" }
+        ],
+        details: { url, width: 1, height: 1 }
+      }
     }
   },
   {

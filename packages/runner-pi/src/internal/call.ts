@@ -2,8 +2,8 @@
 // `transformContext`, then the conversion to LLM messages, then `getApiKey`, then the stream function with the
 // context, the tools and the abort signal) but without the loop around it, which would go on to run or block the
 // tools. The turn's cancellation signal and the fiber's interruption abort the call. Text, thinking and tool-call
-// deltas are merged by the runner kit's DeltaBuffer as they arrive and written in order while the call streams.
-import { DeltaBuffer } from "@durable-agent/runner-kit"
+// deltas are merged as the runner kit's DeltaBuffer merges them (1,024 characters or 100 ms) and written in order while the
+// call streams.
 import { Errors } from "@durable-agent/session"
 import type { AgentMessage, AgentTool, StreamFn } from "@mariozechner/pi-agent-core"
 import {
@@ -14,6 +14,7 @@ import {
   type SimpleStreamOptions,
   streamSimple
 } from "@mariozechner/pi-ai"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 
 export interface CallOptions {
@@ -61,6 +62,34 @@ const orderedWrites = () => {
   }
 }
 
+/** The runner kit's `DeltaBuffer` merging, as plain functions called from the stream's loop. */
+interface SyncDeltaBuffer {
+  readonly push: (text: string) => void
+  readonly flush: () => void
+}
+
+/** Merges pieces until 1,024 characters or the first piece is 100 ms old (checked on the next piece). */
+const syncDeltaBuffer = (clock: Clock.Clock, emit: (text: string) => void): SyncDeltaBuffer => {
+  let buffer = ""
+  let since = 0
+  const flush = () => {
+    if (buffer === "") return
+    const text = buffer
+    buffer = ""
+    emit(text)
+  }
+  return {
+    push: (text) => {
+      if (text === "") return
+      const now = clock.currentTimeMillisUnsafe()
+      if (buffer === "") since = now
+      buffer += text
+      if (buffer.length >= 1024 || now - since >= 100) flush()
+    },
+    flush
+  }
+}
+
 /**
  * Makes exactly one model call and returns the assistant message. An aborted call fails with
  * `ModelCallError` (it never reads as an answer), and so does a call that ended in an error.
@@ -68,13 +97,14 @@ const orderedWrites = () => {
 export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage, Errors.ModelCallError> =>
   Effect.gen(function* () {
     const writes = orderedWrites()
-    // DeltaBuffer merges synchronously; what it flushes is written in order while the call streams
-    const buffer = (emit: (text: string) => Effect.Effect<void>) =>
-      DeltaBuffer.make((text) => Effect.sync(() => writes.write(emit(text))))
+    const clock = yield* Clock.Clock
+    // merged as the runner kit's DeltaBuffer merges (1,024 characters or 100 ms), synchronously in the
+    // stream's loop; what it flushes is written in order while the call streams
+    const buffer = (emit: (text: string) => Effect.Effect<void>) => syncDeltaBuffer(clock, (t) => writes.write(emit(t)))
     const text = buffer(options.onTextDelta)
     const reasoning = buffer(options.onReasoningDelta)
-    const toolCallDeltas = new Map<number, DeltaBuffer.DeltaBuffer>()
-    const toolCallBuffer = (index: number, partial: AssistantMessage): DeltaBuffer.DeltaBuffer => {
+    const toolCallDeltas = new Map<number, SyncDeltaBuffer>()
+    const toolCallBuffer = (index: number, partial: AssistantMessage): SyncDeltaBuffer => {
       let found = toolCallDeltas.get(index)
       if (found === undefined) {
         const block = partial.content[index]
@@ -85,18 +115,19 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
       }
       return found
     }
-    const onEvent = (e: AssistantMessageEvent): Effect.Effect<void> => {
+    const onEvent = (e: AssistantMessageEvent): void => {
       switch (e.type) {
         case "text_delta":
-          return text.push(e.delta)
+          text.push(e.delta)
+          return
         case "thinking_delta":
-          return reasoning.push(e.delta)
+          reasoning.push(e.delta)
+          return
         case "toolcall_delta":
-          return toolCallBuffer(e.contentIndex, e.partial).push(e.delta)
+          toolCallBuffer(e.contentIndex, e.partial).push(e.delta)
+          return
         case "toolcall_end":
-          return toolCallDeltas.get(e.contentIndex)?.flush ?? Effect.void
-        default:
-          return Effect.void
+          toolCallDeltas.get(e.contentIndex)?.flush()
       }
     }
     let aborted = false
@@ -110,10 +141,14 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
         signal.addEventListener("abort", onAbort, { once: true })
         if (signal.aborted) aborted = true
         try {
-          // the messages are fresh objects of this call (parsed from the stored messages and the run state)
+          // a fresh array of this call (its messages may be shared with the runner's rebuilt history, as Pi's
+          // loop shares its own context's messages)
           const input: Array<AgentMessage> = [...options.messages]
-          const transformed =
-            options.transformContext === undefined ? input : await options.transformContext(input, signal)
+          // a transform may add custom messages, which the conversion to LLM messages leaves out
+          const messages =
+            options.transformContext === undefined
+              ? (input as Array<Message>)
+              : (await options.transformContext(input, signal)).filter(isLlmMessage)
           const apiKey =
             (options.getApiKey === undefined ? undefined : await options.getApiKey(options.model.provider)) ??
             options.streamOptions?.apiKey
@@ -121,7 +156,7 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
             options.model,
             {
               systemPrompt: options.systemPrompt,
-              messages: transformed.filter(isLlmMessage),
+              messages,
               tools: options.tools.map(({ name, description, parameters }) => ({ name, description, parameters }))
             },
             {
@@ -132,7 +167,7 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
               signal
             }
           )
-          for await (const event of stream) Effect.runSync(onEvent(event))
+          for await (const event of stream) onEvent(event)
           return await stream.result()
         } finally {
           signal.removeEventListener("abort", onAbort)
@@ -142,7 +177,7 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
     }).pipe(
       Effect.ensuring(
         Effect.suspend(() => {
-          for (const b of [text, reasoning, ...toolCallDeltas.values()]) Effect.runSync(b.flush)
+          for (const b of [text, reasoning, ...toolCallDeltas.values()]) b.flush()
           return Effect.promise(writes.done)
         })
       )

@@ -29,7 +29,7 @@ export interface StoredItem {
 export type StoredMessageView = Pick<
   Wire.AgentMessage,
   "role" | "text" | "toolCallId" | "toolName" | "toolArguments" | "toolOutput" | "frameworkItem"
->
+> & { readonly sequence?: number | undefined }
 
 const base = { text: null, toolCallId: null, toolName: null, toolArguments: null, toolOutput: null }
 
@@ -49,15 +49,21 @@ export const blocksText = (blocks: ReadonlyArray<TextContent | ImageContent>): s
 /** Splits Pi messages into stored messages; `messageId` names an assistant message's items. */
 export const toFrameworkMessages = (
   messages: ReadonlyArray<Message>,
-  messageId: (index: number) => string
+  messageId: (index: number) => string,
+  onItem?: (text: string, item: StoredItem) => void
 ): Array<Runner.FrameworkMessage> => {
   const out: Array<Runner.FrameworkMessage> = []
+  const write = (item: StoredItem): string => {
+    const text = JSON.stringify(item)
+    onItem?.(text, item)
+    return text
+  }
   messages.forEach((message, index) => {
     switch (message.role) {
       case "user": {
         const item: StoredItem = { v: 1, pi: "message", message }
         const text = typeof message.content === "string" ? message.content : blocksText(message.content)
-        out.push({ ...base, role: "user", text, frameworkItem: JSON.stringify(item) })
+        out.push({ ...base, role: "user", text, frameworkItem: write(item) })
         return
       }
       case "toolResult": {
@@ -68,7 +74,7 @@ export const toFrameworkMessages = (
           toolCallId: message.toolCallId,
           toolName: message.toolName,
           toolOutput: blocksText(message.content),
-          frameworkItem: JSON.stringify(item)
+          frameworkItem: write(item)
         })
         return
       }
@@ -76,12 +82,12 @@ export const toFrameworkMessages = (
         const { content, ...meta } = message
         const id = messageId(index)
         if (content.length === 0) {
-          out.push({ ...base, role: "assistant", frameworkItem: JSON.stringify({ v: 1, pi: "block", id, meta }) })
+          out.push({ ...base, role: "assistant", frameworkItem: write({ v: 1, pi: "block", id, meta }) })
           return
         }
         content.forEach((block, i) => {
           const item: StoredItem = { v: 1, pi: "block", id, block, ...(i === 0 ? { meta } : {}) }
-          const frameworkItem = JSON.stringify(item)
+          const frameworkItem = write(item)
           if (block.type === "text") out.push({ ...base, role: "assistant", text: block.text, frameworkItem })
           else if (block.type === "toolCall") {
             out.push({
@@ -125,60 +131,134 @@ const projectedAssistant = (content: AssistantMessage["content"]): AssistantMess
   timestamp: 0
 })
 
+/** A rebuild in progress: the Pi messages so far and the assistant message whose blocks are being grouped. */
+interface Rebuild {
+  readonly out: Array<Message>
+  openId: string | undefined
+}
+
+/** Adds one stored message (`item`, its parsed `frameworkItem`) to a rebuild. */
+const appendStored = (state: Rebuild, m: StoredMessageView, item: StoredItem | undefined): void => {
+  const out = state.out
+  if (item?.pi === "message" && item.message !== undefined) {
+    out.push(item.message)
+    state.openId = undefined
+    return
+  }
+  if (item?.pi === "block" && item.id !== undefined) {
+    const last = out[out.length - 1]
+    if (state.openId === item.id && last?.role === "assistant") {
+      if (item.block !== undefined) last.content.push(item.block)
+    } else {
+      const meta = item.meta ?? projectedAssistant([])
+      out.push({ ...meta, content: item.block !== undefined ? [item.block] : [] } as AssistantMessage)
+      state.openId = item.id
+    }
+    return
+  }
+  state.openId = undefined
+  if (m.role === "tool") {
+    out.push({
+      role: "toolResult",
+      toolCallId: m.toolCallId ?? "",
+      toolName: m.toolName ?? "",
+      content: [{ type: "text", text: m.toolOutput ?? "" }],
+      isError: false,
+      timestamp: 0
+    })
+  } else if (m.role === "assistant" && m.toolCallId !== null) {
+    let args: ToolCall["arguments"] = {}
+    try {
+      args = JSON.parse(m.toolArguments ?? "{}")
+    } catch {
+      args = {}
+    }
+    const call: ToolCall = { type: "toolCall", id: m.toolCallId, name: m.toolName ?? "", arguments: args }
+    const last = out[out.length - 1]
+    // consecutive projected calls were one response's parallel calls
+    if (last?.role === "assistant" && last.provider === "unknown") last.content.push(call)
+    else out.push(projectedAssistant([call]))
+  } else if (m.role === "assistant") {
+    out.push(projectedAssistant([{ type: "text", text: m.text ?? "" } satisfies TextContent]))
+  } else {
+    out.push({ role: "user", content: m.text ?? "", timestamp: 0 })
+  }
+}
+
 /**
  * Rebuilds Pi messages from stored ones, regrouping an assistant message's blocks by `id`. Messages this
  * runner did not write (another runner's, or older) are rebuilt from their projection.
  */
 export const fromStoredMessages = (stored: ReadonlyArray<StoredMessageView>): Array<Message> => {
-  const out: Array<Message> = []
-  let openId: string | undefined
-  for (const m of stored) {
-    const item = parseItem(m.frameworkItem)
-    if (item?.pi === "message" && item.message !== undefined) {
-      out.push(item.message)
-      openId = undefined
-      continue
+  const state: Rebuild = { out: [], openId: undefined }
+  for (const m of stored) appendStored(state, m, parseItem(m.frameworkItem))
+  return state.out
+}
+
+/**
+ * {@link fromStoredMessages} that rebuilds only what was stored since the session's last rebuild. The stored
+ * history only grows (a message keeps its sequence and its text), so when the stored messages of the last
+ * rebuild are still the first ones (the same sequences and the same `frameworkItem` texts) their Pi messages
+ * are reused and only the messages after them are rebuilt; otherwise (a compacted history, another session
+ * under the same ID) it rebuilds everything. The items the runner itself wrote last for the session
+ * (`wrote`) are not parsed again: their text finds them. It keeps this for at most `maxFlows` sessions, the
+ * least recently used dropped first.
+ */
+export const historyCache = (maxFlows = 256) => {
+  interface Entry {
+    readonly texts: ReadonlyArray<string>
+    readonly sequences: ReadonlyArray<number | undefined>
+    readonly out: ReadonlyArray<Message>
+    readonly openId: string | undefined
+  }
+  const flows = new Map<string, Entry>()
+  const written = new Map<string, Map<string, StoredItem>>()
+  const touch = <A>(map: Map<string, A>, flowId: string, value: A) => {
+    map.delete(flowId)
+    map.set(flowId, value)
+    if (map.size > maxFlows) map.delete(map.keys().next().value!)
+  }
+  const matches = (entry: Entry, stored: ReadonlyArray<StoredMessageView>): boolean => {
+    if (entry.texts.length > stored.length) return false
+    for (let i = 0; i < entry.texts.length; i++) {
+      if (stored[i]!.frameworkItem !== entry.texts[i] || stored[i]!.sequence !== entry.sequences[i]) return false
     }
-    if (item?.pi === "block" && item.id !== undefined) {
-      const last = out[out.length - 1]
-      if (openId === item.id && last?.role === "assistant") {
-        if (item.block !== undefined) last.content.push(item.block)
-      } else {
-        const meta = item.meta ?? projectedAssistant([])
-        out.push({ ...meta, content: item.block !== undefined ? [item.block] : [] } as AssistantMessage)
-        openId = item.id
+    return true
+  }
+  return {
+    /** The Pi messages of `stored`, the stored history of `flowId`. */
+    rebuild: (flowId: string, stored: ReadonlyArray<StoredMessageView>): Array<Message> => {
+      const cached = flows.get(flowId)
+      const ours = written.get(flowId)
+      let state: Rebuild = { out: [], openId: undefined }
+      let start = 0
+      if (cached !== undefined && matches(cached, stored)) {
+        start = cached.texts.length
+        const out = cached.out.slice()
+        const last = out[out.length - 1]
+        // the next stored block may extend the last assistant message: extend a copy, never the cached one
+        if (last?.role === "assistant") out[out.length - 1] = { ...last, content: [...last.content] }
+        state = { out, openId: cached.openId }
       }
-      continue
-    }
-    openId = undefined
-    if (m.role === "tool") {
-      out.push({
-        role: "toolResult",
-        toolCallId: m.toolCallId ?? "",
-        toolName: m.toolName ?? "",
-        content: [{ type: "text", text: m.toolOutput ?? "" }],
-        isError: false,
-        timestamp: 0
+      for (let i = start; i < stored.length; i++) {
+        const text = stored[i]!.frameworkItem
+        appendStored(state, stored[i]!, ours?.get(text) ?? parseItem(text))
+      }
+      touch(flows, flowId, {
+        texts: stored.map((m) => m.frameworkItem),
+        sequences: stored.map((m) => m.sequence),
+        out: state.out.slice(),
+        openId: state.openId
       })
-    } else if (m.role === "assistant" && m.toolCallId !== null) {
-      let args: ToolCall["arguments"] = {}
-      try {
-        args = JSON.parse(m.toolArguments ?? "{}")
-      } catch {
-        args = {}
-      }
-      const call: ToolCall = { type: "toolCall", id: m.toolCallId, name: m.toolName ?? "", arguments: args }
-      const last = out[out.length - 1]
-      // consecutive projected calls were one response's parallel calls
-      if (last?.role === "assistant" && last.provider === "unknown") last.content.push(call)
-      else out.push(projectedAssistant([call]))
-    } else if (m.role === "assistant") {
-      out.push(projectedAssistant([{ type: "text", text: m.text ?? "" } satisfies TextContent]))
-    } else {
-      out.push({ role: "user", content: m.text ?? "", timestamp: 0 })
+      return state.out
+    },
+    /** Collects the items the runner writes for `flowId` now (`toFrameworkMessages`' `onItem`). */
+    writing: (flowId: string) => {
+      const items = new Map<string, StoredItem>()
+      touch(written, flowId, items)
+      return (text: string, item: StoredItem) => void items.set(text, item)
     }
   }
-  return out
 }
 
 /** The tool calls of an assistant message. */

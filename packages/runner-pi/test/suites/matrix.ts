@@ -13,6 +13,7 @@ import {
   prompt,
   promptShape,
   stepShape,
+  TINY_PNG,
   toolResultsIn,
   withPiSession
 } from "../support.ts"
@@ -93,6 +94,65 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
                 assert.strictEqual(assistant.stopReason, "toolUse")
                 assert.strictEqual(assistant.usage.input, 10)
               }
+            })
+        )
+    )
+
+    it.live(
+      "a tool result's image and details reach the next model call as Pi's toolResult message, and the next turn's",
+      () =>
+        withPiSession(
+          [
+            {
+              toolCalls: [
+                { id: "s1", name: "screenshot", arguments: { url: "https://example.com" } },
+                { id: "w1", name: "get_weather", arguments: { city: "Oslo" } }
+              ]
+            },
+            { text: "A blank page; 21 degrees in Oslo." },
+            { text: "Still blank." }
+          ],
+          { engine },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              yield* client.startSession("pimg", { initialMessage: "screenshot example.com, and the weather" })
+              const done = yield* awaitTurns("pimg", 1)
+              assert.strictEqual(kit.count("screenshot"), 1)
+              const expected = {
+                role: "toolResult",
+                toolCallId: "s1",
+                toolName: "screenshot",
+                content: [
+                  { type: "text", text: "screenshot of https://example.com" },
+                  { type: "image", data: TINY_PNG, mimeType: "image/png" }
+                ],
+                details: { url: "https://example.com", width: 1, height: 1 },
+                isError: false
+              }
+              const resultOf = (index: number, id: string) => {
+                const found = prompt(kit, index).messages.find((m) => m.role === "toolResult" && m.toolCallId === id)
+                if (found === undefined) throw new Error(`no result for ${id} in call ${index}`)
+                const { timestamp: _timestamp, ...rest } = found as { timestamp: number }
+                return rest
+              }
+              // the next RunModel: Pi's toolResult message as Pi's loop builds it, the image as an image block
+              assert.deepStrictEqual(resultOf(1, "s1"), expected)
+              // a text-only result without details stays plain text, on the record as in the context
+              assert.deepStrictEqual(resultOf(1, "w1"), {
+                role: "toolResult",
+                toolCallId: "w1",
+                toolName: "get_weather",
+                content: [{ type: "text", text: '{"city":"Oslo","temperature":21}' }],
+                isError: false
+              })
+              // the stored tool message shows the text (the image named), and keeps Pi's message whole
+              const stored = done.messages.find((m) => m.role === "tool" && m.toolCallId === "s1")!
+              assert.strictEqual(stored.toolOutput, "screenshot of https://example.com\n[image image/png]")
+              // the next turn's context rebuilds it from the stored history, image and details included
+              assert.isTrue(yield* client.sendUserMessage("pimg", "and now?"))
+              yield* awaitTurns("pimg", 2)
+              assert.deepStrictEqual(resultOf(2, "s1"), expected)
             })
         )
     )
@@ -237,6 +297,52 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
                   ["tool", '{"status":"cancelled","reason":"superseded_by_steered_user_message"}'],
                   ["user", "no email; Rome instead"],
                   ["assistant", "Rome, then."]
+                ]
+              )
+            })
+        )
+    )
+
+    it.live(
+      "a message sent during an approval wait (Pi's follow-up): queued, the turn ends with its answer, the next turn starts with it",
+      () =>
+        withPiSession(
+          [
+            { toolCalls: [{ id: "e1", name: "send_email", arguments: { to: "ann" } }] },
+            { text: "Sent to Ann." },
+            { text: "Bob is copied now." }
+          ],
+          { engine },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              yield* client.startSession("pf", { initialMessage: "email ann" })
+              yield* awaitSnapshot("pf", (s) => s.pendingInterrupts.length === 1, "the approval")
+              // Pi's followUp: delivered once the agent would stop; the session queues it for the next turn
+              assert.isTrue(yield* client.sendUserMessage("pf", "also cc Bob"))
+              assert.isTrue(yield* client.resolveInterrupt("pf", { interruptId: "e1", approved: true }))
+              const done = yield* awaitTurns("pf", 2)
+              assert.strictEqual(kit.count("send_email"), 1)
+              assert.strictEqual(kit.provider.calls.length, 3)
+              // the answered turn, then the follow-up: Pi's transcript, as its agent would have it
+              assert.deepStrictEqual(promptShape(prompt(kit, 2)), [
+                "user",
+                "assistant[e1]",
+                "toolResult[e1]",
+                "assistant[text]",
+                "user"
+              ])
+              const followUp = prompt(kit, 2).messages[4]!
+              assert.strictEqual(followUp.role === "user" ? followUp.content : null, "also cc Bob")
+              assert.deepStrictEqual(
+                done.messages.map((m) => [m.role, m.text ?? m.toolOutput ?? m.toolCallId]),
+                [
+                  ["user", "email ann"],
+                  ["assistant", "e1"],
+                  ["tool", "sent to ann"],
+                  ["assistant", "Sent to Ann."],
+                  ["user", "also cc Bob"],
+                  ["assistant", "Bob is copied now."]
                 ]
               )
             })
