@@ -55,8 +55,21 @@ export const MCP_SERVER_NAME = "app"
 
 const MCP_PREFIX = `mcp__${MCP_SERVER_NAME}__`
 
-/** The prompt a RunModel sends when it resumes a deferred tool call (the harness needs a prompt to go on). */
+/**
+ * The prompt a RunModel sends when it resumes a deferred tool call (the harness needs a prompt to go on),
+ * followed by one line per resumed call with its recorded result (see {@link resumePrompt}).
+ */
 export const RESUME_PROMPT = "[Dex] The deferred tool call has its recorded result. Continue."
+
+/**
+ * The resume prompt with the recorded results: `RESUME_PROMPT`, then `- <tool> <tool_use_id>: <result>` per
+ * call. The harness loses a deferred call's result when an inline call of the same model response ran after
+ * it in a later model call of the query (it shows `[Tool result missing due to internal error]`), so the
+ * model reads the result here too.
+ */
+export const resumePrompt = (
+  calls: ReadonlyArray<{ readonly toolName: string; readonly toolCallId: string; readonly text: string }>
+): string => [RESUME_PROMPT, ...calls.map((c) => `- ${c.toolName} ${c.toolCallId}: ${c.text}`)].join("\n")
 
 /**
  * What the model sees for a second write call of one model response: the harness can defer only one call
@@ -367,10 +380,15 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       ...(agent.stderr === undefined ? {} : { stderr: agent.stderr }),
       env: { PATH: process.env.PATH ?? "", ...agent.env, CLAUDE_CONFIG_DIR: agent.configDir }
     }
-    const prompt = state !== undefined && state.pending.length > 0 ? RESUME_PROMPT : promptOf(turn)
+    const prompt =
+      state !== undefined && state.pending.length > 0
+        ? resumePrompt(Replay.replay(turn, state.pending))
+        : promptOf(turn)
     const messageIds = new Set<string>()
     // a failed model call: the harness makes it an assistant message with `error` and ends the query
     let apiError: string | undefined
+    // the model that answered (the Messages response's `model`)
+    let responseModel: string | undefined
     const result = yield* Effect.tryPromise({
       try: async (interrupted) => {
         // the fiber's interruption (cancel_turn, a method timeout) aborts the query too
@@ -388,6 +406,7 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
             apiError = `${String(m.error)}: ${said.join("")}`
           } else if (m.type === "assistant" && m.parent_tool_use_id === null) {
             messageIds.add(m.message.id)
+            if (typeof m.message.model === "string" && m.message.model !== "") responseModel = m.message.model
             for (const block of m.message.content as ReadonlyArray<any>) {
               if (block.type === "text" && typeof block.text === "string" && block.text !== "") {
                 messages.push(textMessage(block.text, { message_id: m.message.id }))
@@ -419,7 +438,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     yield* reasoning.flush
     if (controller.signal.aborted) return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
     if (result === undefined) return yield* new Errors.ModelCallError({ message: "the harness ended without a result" })
-    const modelName = Object.keys(result.modelUsage ?? {})[0]
+    // `modelUsage` is keyed by the model the harness asked for
+    const requestModel = agent.model ?? Object.keys(result.modelUsage ?? {})[0]
+    const modelName = responseModel ?? requestModel
     const usage: Wire.AgentUsage = {
       modelCalls: messageIds.size,
       inputTokens:
@@ -437,7 +458,7 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       "gen_ai.response.model": modelName ?? ""
     })
     const metadata = {
-      requestModel: agent.model ?? modelName,
+      requestModel,
       responseModel: modelName,
       providerName: "anthropic",
       finishReasons: [String(result.terminal_reason ?? result.subtype)]

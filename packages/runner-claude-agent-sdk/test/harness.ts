@@ -25,7 +25,7 @@ const plain = (name: string) => (name.startsWith(PREFIX) ? name.slice(PREFIX.len
  * note a resumed session gets, the runner's resume prompt.
  */
 const isHarnessText = (text: string) =>
-  text === ClaudeAgentSdkRunner.RESUME_PROMPT ||
+  text.startsWith(ClaudeAgentSdkRunner.RESUME_PROMPT) ||
   text.trimStart().startsWith("<system-reminder>") ||
   text.startsWith("# Environment")
 
