@@ -9,6 +9,7 @@
  *   npm start -- --runner mastra            (the same agent on the Mastra runner; see src/mastra.ts)
  *   npm start -- --runner openai-agents     (the same tools on the OpenAI Agents SDK; see src/openai-agents.ts)
  *   npm start -- --runner pi                (the same tools on Pi: pi-ai models, Pi AgentTools; see src/pi.ts)
+ *   npm start -- --runner claude-agent-sdk  (the same tools on the Claude Code harness; see src/claude-agent-sdk.ts)
  *   npm start -- --runner stepwise          (the built-in Stepwise runner, with plan mode; see src/stepwise.ts)
  *
  * The worker (the session Flow with the AI SDK runner) and the client run in this process: the
@@ -27,6 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { FLOW_TYPE, flow, makeAgent, selectModel } from "./agent.ts"
+import { claudeAgentSdkRunner } from "./claude-agent-sdk.ts"
 import { type ChatConfig, checkArguments, loadConfig, withArguments } from "./config.ts"
 import { mastraRunner } from "./mastra.ts"
 import { loadMcpTools, mcpFileArgument } from "./mcp.ts"
@@ -207,10 +209,17 @@ const main = Effect.gen(function* () {
     runnerArgument(process.argv.slice(2)) === "mastra" ? mastraRunner(config, model, label, mcpTools) : null
   // `--runner openai-agents`: the same tools on the OpenAI Agents SDK runner
   // `--runner pi`: the same tools as Pi AgentTools on the Pi runner
+  // `--runner claude-agent-sdk`: the same tools on the Claude Code harness (a scripted server without a key)
   const runnerName = runnerArgument(process.argv.slice(2))
   const other =
     mastra ??
-    (runnerName === "openai-agents" ? openAiAgentsRunner(config) : runnerName === "pi" ? piRunner(config) : null)
+    (runnerName === "openai-agents"
+      ? openAiAgentsRunner(config)
+      : runnerName === "pi"
+        ? piRunner(config)
+        : runnerName === "claude-agent-sdk"
+          ? claudeAgentSdkRunner(config)
+          : null)
   // `--runner stepwise`: the built-in Stepwise runner over the same model, with plan mode
   const stepwise = runnerArgument(process.argv.slice(2)) === "stepwise"
   yield* Effect.gen(function* () {

@@ -23,12 +23,20 @@ import type { ChatConfig } from "./config.ts"
  */
 export const runnerArgument = (
   argv: ReadonlyArray<string>
-): "ai-sdk" | "openai-agents" | "mastra" | "pi" | "stepwise" => {
+): "ai-sdk" | "openai-agents" | "mastra" | "pi" | "claude-agent-sdk" | "stepwise" => {
   const i = argv.indexOf("--runner")
   const value = i >= 0 ? argv[i + 1] : argv.find((a) => a.startsWith("--runner="))?.slice("--runner=".length)
   if (value === undefined || value === "ai-sdk") return "ai-sdk"
-  if (value === "openai-agents" || value === "mastra" || value === "pi" || value === "stepwise") return value
-  throw new Error(`unknown runner ${value}: use ai-sdk, openai-agents, mastra, pi or stepwise`)
+  if (
+    value === "openai-agents" ||
+    value === "mastra" ||
+    value === "pi" ||
+    value === "claude-agent-sdk" ||
+    value === "stepwise"
+  ) {
+    return value
+  }
+  throw new Error(`unknown runner ${value}: use ai-sdk, openai-agents, mastra, pi, claude-agent-sdk or stepwise`)
 }
 
 /** An AI SDK tool of the chat as a gated OpenAI Agents tool with the same schema, effect and function. */

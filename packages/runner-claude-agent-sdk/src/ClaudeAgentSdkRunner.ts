@@ -34,10 +34,19 @@ import {
   type SDKResultMessage,
   tool
 } from "@anthropic-ai/claude-agent-sdk"
-import { DeltaBuffer, EffectClass, Replay, RunState, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
-import { Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
+import {
+  BuiltIns,
+  DeltaBuffer,
+  EffectClass,
+  Replay,
+  RunState,
+  ToolCall,
+  ToolRetryableError
+} from "@durable-agent/runner-kit"
+import { BuiltInTools, Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { z } from "zod"
 import type * as SqlSessionStore from "./SqlSessionStore.ts"
 
@@ -46,8 +55,21 @@ export const MCP_SERVER_NAME = "app"
 
 const MCP_PREFIX = `mcp__${MCP_SERVER_NAME}__`
 
-/** The prompt a RunModel sends when it resumes a deferred tool call (the harness needs a prompt to go on). */
+/**
+ * The prompt a RunModel sends when it resumes a deferred tool call (the harness needs a prompt to go on),
+ * followed by one line per resumed call with its recorded result (see {@link resumePrompt}).
+ */
 export const RESUME_PROMPT = "[Dex] The deferred tool call has its recorded result. Continue."
+
+/**
+ * The resume prompt with the recorded results: `RESUME_PROMPT`, then `- <tool> <tool_use_id>: <result>` per
+ * call. The harness loses a deferred call's result when an inline call of the same model response ran after
+ * it in a later model call of the query (it shows `[Tool result missing due to internal error]`), so the
+ * model reads the result here too.
+ */
+export const resumePrompt = (
+  calls: ReadonlyArray<{ readonly toolName: string; readonly toolCallId: string; readonly text: string }>
+): string => [RESUME_PROMPT, ...calls.map((c) => `- ${c.toolName} ${c.toolCallId}: ${c.text}`)].join("\n")
 
 /**
  * What the model sees for a second write call of one model response: the harness can defer only one call
@@ -110,8 +132,22 @@ export interface ClaudeAgent {
   readonly stderr?: ((data: string) => void) | undefined
 }
 
-/** The run state between RunModel Steps of one turn: the deferred call the turn waits for. */
-const runState = RunState.pending<never>()
+/**
+ * The run state between RunModel Steps of one turn: the messages the turn produced so far (stored when it
+ * ends), the deferred call it waits for, and the harness's cost so far.
+ */
+const RunStateSchema = Schema.Struct({
+  v: Schema.Literal(1),
+  messages: Schema.Array(Schema.Unknown),
+  pending: Schema.Array(RunState.PendingCall),
+  costUsd: Schema.Number
+})
+type TurnRunState = typeof RunStateSchema.Type
+const runState = RunState.make(RunStateSchema)
+
+/** A tool call of an earlier turn left in the harness transcript, that the model sees as not run. */
+export const EARLIER_TURN_CALL =
+  "[Dex] This call was not run: its turn ended before it ran (the user steered or stopped the turn)."
 
 /** The harness session ID of a session Flow: a UUID (v5 layout) from the Flow ID's SHA-256. */
 export const sessionIdOf = (flowId: string): string => {
@@ -140,15 +176,73 @@ const lastUserText = (turn: Runner.AgentTurnContext): string => {
 const errorMessage = (error: unknown): string =>
   error instanceof Error ? `${error.name}: ${error.message}` : typeof error === "string" ? error : JSON.stringify(error)
 
-const assistantMessage = (turnId: string, text: string): Runner.FrameworkMessage => ({
+const textMessage = (text: string, item: Record<string, unknown>): Runner.FrameworkMessage => ({
   role: "assistant",
   text,
   toolCallId: null,
   toolName: null,
   toolArguments: null,
   toolOutput: null,
-  frameworkItem: JSON.stringify({ role: "assistant", content: text, turn: turnId })
+  frameworkItem: JSON.stringify({ type: "text", text, ...item })
 })
+
+const toolUseMessage = (id: string, name: string, input: unknown): Runner.FrameworkMessage => ({
+  role: "assistant",
+  text: null,
+  toolCallId: id,
+  toolName: name,
+  toolArguments: JSON.stringify(input ?? {}),
+  toolOutput: null,
+  frameworkItem: JSON.stringify({ type: "tool_use", id, name, input: input ?? {} })
+})
+
+const toolResultMessage = (id: string, name: string, output: string): Runner.FrameworkMessage => ({
+  role: "tool",
+  text: null,
+  toolCallId: id,
+  toolName: name,
+  toolArguments: null,
+  toolOutput: output,
+  frameworkItem: JSON.stringify({ type: "tool_result", tool_use_id: id, content: output })
+})
+
+const plainName = (name: string): string => (name.startsWith(MCP_PREFIX) ? name.slice(MCP_PREFIX.length) : name)
+
+const resultText = (content: unknown): string =>
+  Array.isArray(content)
+    ? content.map((c: any) => (c?.type === "text" ? String(c.text) : "")).join("")
+    : typeof content === "string"
+      ? content
+      : JSON.stringify(content ?? "")
+
+/**
+ * The prompt of a turn's first query: the user messages at the end of the history (the turn's message, or
+ * every steered message, after a turn-failure note the harness has not seen).
+ */
+const promptOf = (turn: Runner.AgentTurnContext): string => {
+  const texts: Array<string> = []
+  for (let i = turn.messages.length - 1; i >= 0; i--) {
+    const m = turn.messages[i]!
+    if (m.role !== "user") break
+    if (m.text !== null) texts.unshift(m.text)
+  }
+  return texts.length > 0 ? texts.join("\n\n") : lastUserText(turn)
+}
+
+/** The zod shapes of the session's built-in tools, from their JSON Schemas. */
+const builtInShapes: Readonly<Record<string, z.ZodRawShape>> = Object.fromEntries(
+  BuiltInTools.definitions.map((d) => {
+    // the built-ins' parameters are JSON Schema objects; zod turns them into an object schema
+    const schema = z.fromJSONSchema(d.parameters as Parameters<typeof z.fromJSONSchema>[0])
+    return [d.name, schema instanceof z.ZodObject ? (schema.shape as z.ZodRawShape) : {}]
+  })
+)
+
+/** The turn's messages so far, with a result message for each call the run state waited for. */
+const turnMessagesOf = (turn: Runner.AgentTurnContext, state: TurnRunState | undefined) => [
+  ...((state?.messages ?? []) as ReadonlyArray<Runner.FrameworkMessage>),
+  ...Replay.replay(turn, state?.pending ?? []).map((p) => toolResultMessage(p.toolCallId, p.toolName, p.text))
+]
 
 /** Builds the runner. */
 export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
@@ -164,65 +258,93 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     const reasoning = DeltaBuffer.make(events.reasoningDelta)
     const sessionId = sessionIdOf(turn.flowId)
     const state = runState.decode(turn.frameworkRunState)
+    const builtIns = BuiltIns.enabled(turn).map((d) => d.name as string)
+    const isOwnTool = (name: string) => Object.hasOwn(tools, name) || builtIns.includes(name)
     // the recorded results of the calls this turn deferred, by tool_use_id
     const recorded = new Map<string, { readonly text: string; readonly rejected: boolean }>()
+    const pendingIds = new Set((state?.pending ?? []).map((p) => p.toolCallId))
     for (const p of Replay.replay(turn, state?.pending ?? [])) {
       const record = turn.toolCalls.find((c) => c.toolCallId === p.toolCallId)
       recorded.set(p.toolCallId, { text: p.text, rejected: record?.status === "rejected" })
     }
+    // calls of earlier turns, as the session stored them (a steered or cancelled turn's unfinished calls): a
+    // call left waiting in the harness transcript never runs, the model sees what the session recorded
+    const earlier = new Map<string, string>()
+    for (const m of turn.messages) {
+      if (m.toolCallId === null) continue
+      if (m.role === "tool") earlier.set(m.toolCallId, m.toolOutput ?? EARLIER_TURN_CALL)
+      else if (!earlier.has(m.toolCallId)) earlier.set(m.toolCallId, EARLIER_TURN_CALL)
+    }
+    for (const [id, text] of earlier) if (!recorded.has(id)) recorded.set(id, { text, rejected: true })
+    const messages: Array<Runner.FrameworkMessage> = turnMessagesOf(turn, state)
+    const names = new Map<string, string>()
+    for (const m of messages) if (m.toolCallId !== null && m.toolName !== null) names.set(m.toolCallId, m.toolName)
     let deferredId: string | undefined
     const hook: HookCallback = async (input) => {
       if (input.hook_event_name !== "PreToolUse") return {}
-      const name = input.tool_name.startsWith(MCP_PREFIX) ? input.tool_name.slice(MCP_PREFIX.length) : input.tool_name
-      if (!Object.hasOwn(tools, name)) return {}
-      const replay = recorded.get(input.tool_use_id)
-      if (replay !== undefined) {
-        return {
-          hookSpecificOutput: replay.rejected
-            ? { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: replay.text }
-            : { hookEventName: "PreToolUse", permissionDecision: "allow" }
-        }
+      const name = plainName(input.tool_name)
+      if (!isOwnTool(name)) return {}
+      // a deferred call with its record (or an earlier turn's call): the handler answers the recorded text
+      if (recorded.has(input.tool_use_id)) {
+        return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "allow" } }
       }
       const policy = policyOf(turn, name)
-      if (policy.effect === "read" && !policy.requiresApproval) {
+      if (!builtIns.includes(name) && policy.effect === "read" && !policy.requiresApproval) {
         return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "allow" } }
       }
       // the harness keeps one deferred call per query (`deferred_tool_use` is singular): a second one would
       // silently drop the first from its transcript, so every later write of this query is denied instead
+      // (a hook's deny reason reaches the model as `PreToolUse:<tool> hook error: <reason>`, so the call is
+      // allowed and its handler answers the text as an error result)
       if (deferredId !== undefined && deferredId !== input.tool_use_id) {
-        return {
-          hookSpecificOutput: {
-            hookEventName: "PreToolUse",
-            permissionDecision: "deny",
-            permissionDecisionReason: ONE_WRITE_AT_A_TIME
-          }
-        }
+        recorded.set(input.tool_use_id, { text: ONE_WRITE_AT_A_TIME, rejected: true })
+        return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "allow" } }
       }
       deferredId = input.tool_use_id
       return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "defer" } }
     }
+    const replayed = (extra: any) => {
+      const toolUseId = String(extra?._meta?.["claudecode/toolUseId"] ?? "")
+      return { toolUseId, replay: recorded.get(toolUseId) }
+    }
     const server = createSdkMcpServer({
       name: MCP_SERVER_NAME,
       alwaysLoad: true,
-      tools: Object.entries(tools).map(([name, t]) =>
-        tool(name, t.description, t.inputSchema, async (args: any, extra: any) => {
-          const toolUseId = String(extra?._meta?.["claudecode/toolUseId"] ?? "")
-          const replay = recorded.get(toolUseId)
-          if (replay !== undefined) return { content: [{ type: "text" as const, text: replay.text }] }
-          // an inline read: run it here, in the RunModel
-          try {
-            const out = await t.execute(args, {
-              toolCallId: toolUseId,
-              idempotencyKey: `${turn.flowId}/${turn.turnId}/${toolUseId}`,
-              attempt: turn.attempt,
-              abortSignal: turn.cancellationSignal ?? new AbortController().signal
-            } satisfies ClaudeToolCallOptions)
-            return { content: [{ type: "text" as const, text: typeof out === "string" ? out : JSON.stringify(out) }] }
-          } catch (e) {
-            return { content: [{ type: "text" as const, text: errorMessage(e) }], isError: true }
-          }
-        })
-      )
+      tools: [
+        ...Object.entries(tools).map(([name, t]) =>
+          tool(name, t.description, t.inputSchema, async (args: any, extra: any) => {
+            const { toolUseId, replay } = replayed(extra)
+            if (replay !== undefined) {
+              return {
+                content: [{ type: "text" as const, text: replay.text }],
+                ...(replay.rejected ? { isError: true } : {})
+              }
+            }
+            // an inline read: run it here, in the RunModel
+            try {
+              const out = await t.execute(args, {
+                toolCallId: toolUseId,
+                idempotencyKey: `${turn.flowId}/${turn.turnId}/${toolUseId}`,
+                attempt: turn.attempt,
+                abortSignal: turn.cancellationSignal ?? new AbortController().signal
+              } satisfies ClaudeToolCallOptions)
+              return { content: [{ type: "text" as const, text: ToolCall.outputText(out) }] }
+            } catch (e) {
+              return { content: [{ type: "text" as const, text: errorMessage(e) }], isError: true }
+            }
+          })
+        ),
+        // the enabled session built-ins: always deferred to the session's own Steps, replayed from their records
+        ...BuiltIns.enabled(turn).map((d) =>
+          tool(d.name, d.description, builtInShapes[d.name] ?? {}, async (_args: any, extra: any) => {
+            const { replay } = replayed(extra)
+            return {
+              content: [{ type: "text" as const, text: replay?.text ?? "a built-in tool runs in the session's Steps" }],
+              ...(replay === undefined ? { isError: true } : {})
+            }
+          })
+        )
+      ]
     })
     const resume =
       agent.sessionStore === undefined
@@ -234,11 +356,12 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     const controller = new AbortController()
     const onCancel = () => controller.abort()
     turn.cancellationSignal?.addEventListener("abort", onCancel, { once: true })
+    const ownTools = [...Object.keys(tools), ...builtIns].map((n) => `${MCP_PREFIX}${n}`)
     const options: Options = {
       ...(resume ? { resume: sessionId } : { sessionId }),
       cwd: agent.cwd ?? agent.configDir,
       tools: [...(agent.builtInTools ?? [])],
-      allowedTools: [...Object.keys(tools).map((n) => `${MCP_PREFIX}${n}`), ...(agent.builtInTools ?? [])],
+      allowedTools: [...ownTools, ...(agent.builtInTools ?? [])],
       mcpServers: { [MCP_SERVER_NAME]: server },
       settingSources: [],
       includePartialMessages: true,
@@ -257,8 +380,15 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       ...(agent.stderr === undefined ? {} : { stderr: agent.stderr }),
       env: { PATH: process.env.PATH ?? "", ...agent.env, CLAUDE_CONFIG_DIR: agent.configDir }
     }
-    const prompt = state !== undefined && state.pending.length > 0 ? RESUME_PROMPT : lastUserText(turn)
+    const prompt =
+      state !== undefined && state.pending.length > 0
+        ? resumePrompt(Replay.replay(turn, state.pending))
+        : promptOf(turn)
     const messageIds = new Set<string>()
+    // a failed model call: the harness makes it an assistant message with `error` and ends the query
+    let apiError: string | undefined
+    // the model that answered (the Messages response's `model`)
+    let responseModel: string | undefined
     const result = yield* Effect.tryPromise({
       try: async (interrupted) => {
         // the fiber's interruption (cancel_turn, a method timeout) aborts the query too
@@ -271,8 +401,30 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
               if (e.delta?.type === "text_delta") runFork(text.push(String(e.delta.text)))
               else if (e.delta?.type === "thinking_delta") runFork(reasoning.push(String(e.delta.thinking)))
             }
-          } else if (m.type === "assistant") {
+          } else if (m.type === "assistant" && m.parent_tool_use_id === null && m.error !== undefined) {
+            const said = (m.message.content as ReadonlyArray<any>).map((b) => (b.type === "text" ? b.text : ""))
+            apiError = `${String(m.error)}: ${said.join("")}`
+          } else if (m.type === "assistant" && m.parent_tool_use_id === null) {
             messageIds.add(m.message.id)
+            if (typeof m.message.model === "string" && m.message.model !== "") responseModel = m.message.model
+            for (const block of m.message.content as ReadonlyArray<any>) {
+              if (block.type === "text" && typeof block.text === "string" && block.text !== "") {
+                messages.push(textMessage(block.text, { message_id: m.message.id }))
+              } else if (block.type === "tool_use" && !earlier.has(block.id) && !names.has(block.id)) {
+                const name = plainName(String(block.name))
+                names.set(block.id, name)
+                messages.push(toolUseMessage(block.id, name, block.input))
+              }
+            }
+          } else if (m.type === "user" && m.parent_tool_use_id === null && Array.isArray(m.message.content)) {
+            for (const block of m.message.content as ReadonlyArray<any>) {
+              if (block.type !== "tool_result") continue
+              const id = String(block.tool_use_id)
+              // the deferred calls' results are their records (already in `messages`); earlier turns' are stored
+              if (pendingIds.has(id) || earlier.has(id) || !names.has(id)) continue
+              if (messages.some((x) => x.role === "tool" && x.toolCallId === id)) continue
+              messages.push(toolResultMessage(id, names.get(id)!, resultText(block.content)))
+            }
           } else if (m.type === "result") {
             // a resumed deferred call first reports `tool_deferred_unavailable`, then runs it and goes on
             if (m.terminal_reason !== "tool_deferred_unavailable" || last === undefined) last = m
@@ -286,28 +438,41 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     yield* reasoning.flush
     if (controller.signal.aborted) return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
     if (result === undefined) return yield* new Errors.ModelCallError({ message: "the harness ended without a result" })
-    const modelName = Object.keys(result.modelUsage ?? {})[0]
+    // `modelUsage` is keyed by the model the harness asked for
+    const requestModel = agent.model ?? Object.keys(result.modelUsage ?? {})[0]
+    const modelName = responseModel ?? requestModel
     const usage: Wire.AgentUsage = {
       modelCalls: messageIds.size,
-      inputTokens: result.usage.input_tokens ?? 0,
+      inputTokens:
+        (result.usage.input_tokens ?? 0) +
+        (result.usage.cache_read_input_tokens ?? 0) +
+        (result.usage.cache_creation_input_tokens ?? 0),
       outputTokens: result.usage.output_tokens ?? 0,
       cachedInputTokens: result.usage.cache_read_input_tokens ?? 0,
       reasoningTokens: 0
     }
+    const costUsd = (state?.costUsd ?? 0) + (result.total_cost_usd ?? 0)
+    yield* Effect.annotateCurrentSpan({
+      "claude_agent_sdk.total_cost_usd": result.total_cost_usd ?? 0,
+      "claude_agent_sdk.turn_cost_usd": costUsd,
+      "gen_ai.response.model": modelName ?? ""
+    })
     const metadata = {
-      requestModel: agent.model ?? modelName,
+      requestModel,
       responseModel: modelName,
       providerName: "anthropic",
       finishReasons: [String(result.terminal_reason ?? result.subtype)]
     }
     const deferred = result.subtype === "success" ? result.deferred_tool_use : undefined
     if (result.terminal_reason === "tool_deferred" && deferred !== undefined) {
-      const name = deferred.name.startsWith(MCP_PREFIX) ? deferred.name.slice(MCP_PREFIX.length) : deferred.name
+      const name = plainName(deferred.name)
+      if (!names.has(deferred.id)) messages.push(toolUseMessage(deferred.id, name, deferred.input))
       return Runner.AgentTurnOutcome.toolCallsRequested({
         frameworkRunState: runState.encode({
           v: 1,
-          messages: [],
-          pending: [{ toolCallId: deferred.id, toolName: name }]
+          messages,
+          pending: [{ toolCallId: deferred.id, toolName: name }],
+          costUsd
         }),
         toolCalls: [
           {
@@ -321,18 +486,35 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         modelCallMetadata: metadata
       })
     }
+    if (apiError !== undefined) {
+      return yield* new Errors.ModelCallError({ message: `the model call failed (${apiError})` })
+    }
     if (result.is_error) {
       const detail = result.subtype === "success" ? result.result : (result.errors ?? []).join("; ")
       return yield* new Errors.ModelCallError({
         message: `the harness turn failed (${String(result.terminal_reason ?? result.subtype)}): ${detail}`
       })
     }
-    return Runner.AgentTurnOutcome.turnCompleted({
-      newMessages: [assistantMessage(turn.turnId, result.subtype === "success" ? result.result : "")],
-      usage,
-      modelCallMetadata: metadata
-    })
+    // the turn's cost, usage and model are kept on its last message (the session's usage has no cost)
+    const summary = { model: modelName ?? null, costUsd, sessionId }
+    const lastText = messages.findLastIndex((m) => m.role === "assistant" && m.toolCallId === null)
+    const finalText = result.subtype === "success" ? result.result : ""
+    const newMessages =
+      lastText >= 0
+        ? messages.map((m, i) =>
+            i === lastText
+              ? { ...m, frameworkItem: JSON.stringify({ ...JSON.parse(m.frameworkItem), result: summary }) }
+              : m
+          )
+        : finalText !== ""
+          ? [...messages, textMessage(finalText, { result: summary })]
+          : messages
+    return Runner.AgentTurnOutcome.turnCompleted({ newMessages, usage, modelCallMetadata: metadata })
   })
+
+  /** A steered or cancelled turn's messages: what it produced, with the records of the calls it waited for. */
+  const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
+    Effect.sync(() => turnMessagesOf(turn, runState.decode(turn.frameworkRunState)))
 
   const executeDeferredToolCall = Effect.fn("ClaudeAgentSdkRunner.executeDeferredToolCall")(function* (
     call: Runner.DeferredToolExecution
@@ -366,7 +548,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       frameworkItem: JSON.stringify({ role: "user", content: text })
     }),
     runModelStep,
-    executeDeferredToolCall
+    executeDeferredToolCall,
+    buildUnfinishedTurnMessages
   }
 }
 

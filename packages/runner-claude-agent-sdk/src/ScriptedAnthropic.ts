@@ -113,11 +113,13 @@ export const streamEvents = (reply: ScriptedReply, id: string, requestModel: str
 }
 
 /**
- * Starts the server on a random port of 127.0.0.1. `reply` gets each Messages request and its index
- * (0-based, counting only `/v1/messages` requests).
+ * Starts the server on a random port of 127.0.0.1. `reply` gets each Messages request, its index (0-based,
+ * counting only `/v1/messages` requests) and a signal that aborts when the client hangs up. A `reply` that
+ * rejects is answered `403 permission_error` with the rejection's message, which the harness does not retry
+ * (it retries 5xx and even 400 answers itself, within the query), so a scripted failure is one model call.
  */
 export const start = (
-  reply: (request: MessagesRequest, index: number) => ScriptedReply | Promise<ScriptedReply>
+  reply: (request: MessagesRequest, index: number, signal: AbortSignal) => ScriptedReply | Promise<ScriptedReply>
 ): Promise<ScriptedAnthropicServer> => {
   const requests: Array<MessagesRequest> = []
   const aborted: Array<number> = []
@@ -149,37 +151,49 @@ export const start = (
       const index = requests.length
       requests.push(body)
       const id = `msg_scripted_${index}`
+      const hangUp = new AbortController()
       res.on("close", () => {
-        if (!res.writableFinished) aborted.push(index)
+        if (!res.writableFinished) {
+          aborted.push(index)
+          hangUp.abort(new Error("the client hung up"))
+        }
       })
-      Promise.resolve(reply(body, index)).then(
-        (r) => {
-          if (res.destroyed) return
-          if (body.stream === true) {
-            res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
-            res.end(streamEvents(r, id, body.model))
-          } else {
-            const usage = r.usage ?? { inputTokens: 10, outputTokens: 5 }
-            res.writeHead(200, { "content-type": "application/json" })
+      Promise.resolve()
+        .then(() => reply(body, index, hangUp.signal))
+        .then(
+          (r) => {
+            if (res.destroyed) return
+            if (body.stream === true) {
+              res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+              res.end(streamEvents(r, id, body.model))
+            } else {
+              const usage = r.usage ?? { inputTokens: 10, outputTokens: 5 }
+              res.writeHead(200, { "content-type": "application/json" })
+              res.end(
+                JSON.stringify({
+                  id,
+                  type: "message",
+                  role: "assistant",
+                  model: r.model ?? body.model,
+                  content: contentBlocks(r),
+                  stop_reason: (r.toolUses ?? []).length > 0 ? "tool_use" : "end_turn",
+                  stop_sequence: null,
+                  usage: { input_tokens: usage.inputTokens, output_tokens: usage.outputTokens }
+                })
+              )
+            }
+          },
+          (e: unknown) => {
+            if (res.destroyed) return
+            res.writeHead(403, { "content-type": "application/json" })
             res.end(
               JSON.stringify({
-                id,
-                type: "message",
-                role: "assistant",
-                model: r.model ?? body.model,
-                content: contentBlocks(r),
-                stop_reason: (r.toolUses ?? []).length > 0 ? "tool_use" : "end_turn",
-                stop_sequence: null,
-                usage: { input_tokens: usage.inputTokens, output_tokens: usage.outputTokens }
+                type: "error",
+                error: { type: "permission_error", message: e instanceof Error ? e.message : String(e) }
               })
             )
           }
-        },
-        (e: unknown) => {
-          res.writeHead(500, { "content-type": "application/json" })
-          res.end(JSON.stringify({ type: "error", error: { type: "api_error", message: String(e) } }))
-        }
-      )
+        )
     })
   })
   return new Promise((resolve, reject) => {

@@ -118,7 +118,7 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
   )
 
   it.live(
-    "two parallel writes: the first is deferred and run once in its own Step, the second denied with ONE_WRITE_AT_A_TIME; the model's repeat runs in a second Step",
+    "two parallel writes: the first is deferred and run once in its own Step, the second refused with ONE_WRITE_AT_A_TIME; the model's repeat runs in a second Step",
     () =>
       withClaudeSession(
         (request) => {
@@ -168,7 +168,7 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
   )
 
   it.live(
-    "a rejected write never runs: the resumed harness denies it with the rejection text",
+    "a rejected write never runs: the resumed harness answers it with the rejection text",
     () =>
       withClaudeSession(
         (request) =>

@@ -104,6 +104,8 @@ export const withClaudeSession = <A, E>(
     readonly sessionStore?: boolean
     /** The engine; a fresh embedded one by default. */
     readonly engine?: EngineFactory
+    /** Overrides of the agent (such as `builtInTools`). */
+    readonly agent?: Partial<ClaudeAgentSdkRunner.ClaudeAgent>
   }
 ) =>
   Effect.gen(function* () {
@@ -137,7 +139,8 @@ export const withClaudeSession = <A, E>(
       configDir,
       tools: tools(kit),
       env: offlineEnv(server.url, configDir),
-      stderr: (d) => kit.stderr.push(d)
+      stderr: (d) => kit.stderr.push(d),
+      ...options?.agent
     }
     const runner = options?.sessionStore
       ? Layer.effect(
