@@ -25,6 +25,7 @@ import type { SqlClient } from "effect/sql"
 import { Client } from "./Client.ts"
 import { EngineConfig, type EngineConfigShape } from "./EngineConfig.ts"
 import { EngineError } from "./Errors.ts"
+import * as ClusterRunner from "./internal/cluster.ts"
 import { FlowRegistry } from "./internal/registry.ts"
 import { clusterRunnerId, postgresShardLease, RunnerState } from "./internal/runner.ts"
 import { migrate } from "./internal/store.ts"
@@ -140,20 +141,21 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
     // the lock session is one of these: claims find this runner's shard locks by it
     applicationName: runnerId
   }).pipe(mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`))
-  const cluster = NodeClusterSocket.layer({
-    storage: "sql",
-    shardingConfig: {
-      runnerAddress: Option.some(RunnerAddress.make(host, options.runnerPort)),
-      entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
-      // A dead runner is noticed when its shard locks expire: refreshed every third of the expiration, they
-      // expire after 2 s by default (effect/cluster's defaults are 10 s and 35 s). A runner paused longer
-      // loses its Flows; every write on a Flow's behalf is fenced by the owner's epoch, so a paused runner
-      // that resumes commits nothing and stops its fibers at its first refused write.
-      shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
-      shardLockExpiration: lockExpiration,
-      refreshAssignmentsInterval: Duration.millis(250),
-      ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
-    }
+  const pollInterval = Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250))
+  const cluster = ClusterRunner.layerRunner({
+    runnerAddress: Option.some(RunnerAddress.make(host, options.runnerPort)),
+    entityMessagePollInterval: pollInterval,
+    // A dead runner is noticed when its shard locks expire: refreshed every third of the expiration, they
+    // expire after 2 s by default (effect/cluster's defaults are 10 s and 35 s). A killed runner is noticed
+    // sooner, by the health check (its Postgres sessions closed; see internal/cluster.ts), run as often as the
+    // assignments are read. A runner paused longer than the expiration loses its Flows; every write on a
+    // Flow's behalf is fenced by the owner's epoch, so a paused runner that resumes commits nothing and stops
+    // its fibers at its first refused write.
+    shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
+    shardLockExpiration: lockExpiration,
+    refreshAssignmentsInterval: Duration.millis(250),
+    runnerHealthCheckInterval: Duration.millis(250),
+    ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
   return withEngine(
     cluster,
