@@ -116,9 +116,10 @@ export interface ClusterOptions extends CommonOptions {
   readonly shardsPerGroup?: number | undefined
   /**
    * How long a runner's shard lock outlives its last refresh (refreshed every third of it, at most every
-   * second); default 2 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
-   * survivor. The engine's fenced transactions end when left idle for half of it, so no transaction
-   * outlives the lock it was opened under (see the engine README, "Ownership").
+   * second); default 2 s. A runner that is paused for longer loses its Flows to a survivor; a killed runner is
+   * noticed sooner, when its Postgres sessions close. A fenced transaction checks the lock just before COMMIT,
+   * so none commits after another runner took the lock; one left idle (its process paused) for twice the
+   * expiration is ended by the server (see the engine README, "Ownership" and "Failover").
    */
   readonly shardLockExpiration?: Duration.Input | undefined
 }
@@ -131,11 +132,12 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
   const host = options.runnerHost ?? "127.0.0.1"
   const runnerId = clusterRunnerId(host, options.runnerPort)
   const lockExpiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? DEFAULT_SHARD_LOCK_EXPIRATION)
-  // a fenced transaction left idle (its process paused between statements) ends before the shard lock can
-  // expire, so it can never commit after another runner took the Flow
-  // (half the expiration: the lock session is refreshed every third of it, so a paused runner's lock lives at
-  // least two thirds of the expiration after its last statement)
-  const transactionIdleTimeoutMs = Math.max(100, Math.floor(Duration.toMillis(lockExpiration) / 2))
+  // A fenced transaction commits only if no other runner holds the Flow's shard lock at its last statement
+  // (the lease check before COMMIT), so a runner paused inside one cannot commit after it lost the Flow. The
+  // server's idle limit on these transactions only bounds how long a new owner's claim waits on the owner row
+  // a paused transaction holds: twice the lock expiration, so no legitimate transaction of a slow runner is
+  // ended (one idle longer than the expiration belongs to a runner stalled past its lock).
+  const transactionIdleTimeoutMs = Math.max(1000, 2 * Math.floor(Duration.toMillis(lockExpiration)))
   const sql = PgClient.layer({
     url: Redacted.make(options.url),
     // the lock session is one of these: claims find this runner's shard locks by it
