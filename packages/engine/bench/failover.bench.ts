@@ -56,7 +56,22 @@ const once = (url: string, side: string) =>
       Effect.provide(db)
     )
     const total = performance.now() - killedAt
-    return { total, phases: yield* Effect.provide(phasesOf(killedAtWall), db) }
+    const survivor = owner === a ? b : a
+    // a slow takeover: what the survivor logged after the kill (effect/cluster's and the engine's lines)
+    const log =
+      total > P50_TARGET_MS
+        ? survivor
+            .lines()
+            .filter((l) => {
+              const at = /^\[(\d\d):(\d\d):(\d\d)\.(\d{3})\]/.exec(l)
+              if (at === null) return false
+              const d = new Date(killedAtWall)
+              d.setHours(Number(at[1]), Number(at[2]), Number(at[3]), Number(at[4]))
+              return d.getTime() >= killedAtWall - 500
+            })
+            .map((l) => l.slice(0, 200))
+        : []
+    return { total, phases: yield* Effect.provide(phasesOf(killedAtWall), db), log }
   }).pipe(Effect.scoped)
 
 /** Waits until two runners hold shard locks, all of them between them (effect/cluster's advisory locks). */
@@ -114,6 +129,7 @@ const main = async () => {
         process.stderr.write(
           `[failover bench] kill ${i + 1}/${KILLS}: ${fmtMs(r.total)} (claimed ${fmtMs(p.claimed)}, recovered ${fmtMs(p.recovered)}, retried ${fmtMs(p.retried)}, closed ${fmtMs(p.closed)})\n`
         )
+        for (const l of r.log) process.stderr.write(`  survivor: ${l}\n`)
       } finally {
         await database.drop()
       }
