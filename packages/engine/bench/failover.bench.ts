@@ -46,10 +46,13 @@ const once = (url: string, side: string) =>
     const starter = yield* spawnNode(workerPath, ["cluster", url, "-", "start", "f", "failover", side])
     yield* starter.waitFor("STARTED", 60_000)
     const owner = yield* Effect.raceAll([a, b].map((c) => Effect.as(c.waitFor("RUNNING", 60_000), c)))
+    const db = PgClient.layer({ url: Redacted.make(url) })
+    // the Flow still runs attempt 1 on that runner (on a starved machine a runner can lose its shards to the
+    // other between the marker and the kill: then the sample measures nothing and is taken again)
+    if (!(yield* Effect.provide(stillOwns(owner.pid), db))) return undefined
     const killedAt = performance.now()
     const killedAtWall = Date.now()
     yield* owner.kill()
-    const db = PgClient.layer({ url: Redacted.make(url) })
     yield* Inspect.describeFlow("f").pipe(
       Effect.repeat({ schedule: Schedule.spaced("20 millis"), until: (d) => d.status !== "running" }),
       Effect.timeout("120 seconds"),
@@ -58,21 +61,34 @@ const once = (url: string, side: string) =>
     const total = performance.now() - killedAt
     const survivor = owner === a ? b : a
     // a slow takeover: what the survivor logged after the kill (effect/cluster's and the engine's lines)
-    const log =
-      total > P50_TARGET_MS
-        ? survivor
-            .lines()
-            .filter((l) => {
-              const at = /^\[(\d\d):(\d\d):(\d\d)\.(\d{3})\]/.exec(l)
-              if (at === null) return false
-              const d = new Date(killedAtWall)
-              d.setHours(Number(at[1]), Number(at[2]), Number(at[3]), Number(at[4]))
-              return d.getTime() >= killedAtWall - 500
-            })
-            .map((l) => l.slice(0, 200))
-        : []
+    const log: Array<string> = []
+    if (total > P50_TARGET_MS) {
+      let keep = 0
+      for (const l of survivor.lines()) {
+        const at = /^\[(\d\d):(\d\d):(\d\d)\.(\d{3})\]/.exec(l)
+        if (at !== null) {
+          const d = new Date(killedAtWall)
+          d.setHours(Number(at[1]), Number(at[2]), Number(at[3]), Number(at[4]))
+          keep = d.getTime() >= killedAtWall - 500 ? 4 : 0
+        }
+        if (keep > 0) {
+          keep--
+          log.push(l.slice(0, 300))
+        }
+      }
+    }
     return { total, phases: yield* Effect.provide(phasesOf(killedAtWall), db), log }
   }).pipe(Effect.scoped)
+
+/** Whether the runner with process `pid` owns Flow `f` and its attempt 1 is still open. */
+const stillOwns = (pid: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ n: unknown }>`SELECT COUNT(*) AS n FROM dex_owners o JOIN dex_attempts t
+      ON t.flow_id = o.flow_id AND t.attempt = 1 AND t.finished_at IS NULL
+      WHERE o.flow_id = 'f' AND o.runner LIKE ${`% pid ${pid}`}`
+    return Number(rows[0]!.n) > 0
+  }).pipe(Effect.orDie)
 
 /** Waits until two runners hold shard locks, all of them between them (effect/cluster's advisory locks). */
 const settled = (url: string) =>
@@ -118,11 +134,18 @@ const main = async () => {
   const dir = mkdtempSync(join(tmpdir(), "das-failover-bench-"))
   const times: Array<number> = []
   const phases: Array<{ claimed: number; recovered: number; retried: number; closed: number }> = []
+  let moved = 0
   try {
     for (let i = 0; i < KILLS; i++) {
       const database = await createTestDatabase()
       try {
         const r = await Effect.runPromise(once(database.url, join(dir, `side-${i}.log`)))
+        if (r === undefined) {
+          moved++
+          process.stderr.write(`[failover bench] the Flow moved before the kill; taking the sample again\n`)
+          if (moved <= KILLS) i--
+          continue
+        }
         times.push(r.total)
         phases.push(r.phases)
         const p = r.phases
@@ -141,7 +164,7 @@ const main = async () => {
   const rows: Array<Row> = [
     {
       mode: "cluster",
-      metric: `failover after SIGKILL of the owner (${KILLS} kills)`,
+      metric: `failover after SIGKILL of the owner (${times.length} kills${moved > 0 ? `, ${moved} retaken` : ""})`,
       result: `p50 ${fmtMs(s.p50)}  max ${fmtMs(s.max)}  all: ${times.map((t) => fmtMs(t)).join(", ")}`,
       target: `p50 <= ${fmtMs(P50_TARGET_MS)}, max <= ${fmtMs(MAX_TARGET_MS)}`,
       verdict: s.p50 <= P50_TARGET_MS && s.max <= MAX_TARGET_MS ? "PASS" : "MISS"
