@@ -25,6 +25,7 @@ import type { SqlClient } from "effect/sql"
 import { Client } from "./Client.ts"
 import { EngineConfig, type EngineConfigShape } from "./EngineConfig.ts"
 import { EngineError } from "./Errors.ts"
+import * as ClusterRunner from "./internal/cluster.ts"
 import { FlowRegistry } from "./internal/registry.ts"
 import { clusterRunnerId, postgresShardLease, RunnerState } from "./internal/runner.ts"
 import { migrate } from "./internal/store.ts"
@@ -115,9 +116,10 @@ export interface ClusterOptions extends CommonOptions {
   readonly shardsPerGroup?: number | undefined
   /**
    * How long a runner's shard lock outlives its last refresh (refreshed every third of it, at most every
-   * second); default 2 s. A runner that stops answering (killed, or paused) for longer loses its Flows to a
-   * survivor. The engine's fenced transactions end when left idle for half of it, so no transaction
-   * outlives the lock it was opened under (see the engine README, "Ownership").
+   * second); default 2 s. A runner that is paused for longer loses its Flows to a survivor; a killed runner is
+   * noticed sooner, when its Postgres sessions close. A fenced transaction checks the lock just before COMMIT,
+   * so none commits after another runner took the lock; one left idle (its process paused) for twice the
+   * expiration is ended by the server (see the engine README, "Ownership" and "Failover").
    */
   readonly shardLockExpiration?: Duration.Input | undefined
 }
@@ -130,30 +132,32 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
   const host = options.runnerHost ?? "127.0.0.1"
   const runnerId = clusterRunnerId(host, options.runnerPort)
   const lockExpiration = Duration.fromInputUnsafe(options.shardLockExpiration ?? DEFAULT_SHARD_LOCK_EXPIRATION)
-  // a fenced transaction left idle (its process paused between statements) ends before the shard lock can
-  // expire, so it can never commit after another runner took the Flow
-  // (half the expiration: the lock session is refreshed every third of it, so a paused runner's lock lives at
-  // least two thirds of the expiration after its last statement)
-  const transactionIdleTimeoutMs = Math.max(100, Math.floor(Duration.toMillis(lockExpiration) / 2))
+  // A fenced transaction commits only if no other runner holds the Flow's shard lock at its last statement
+  // (the lease check before COMMIT), so a runner paused inside one cannot commit after it lost the Flow. The
+  // server's idle limit on these transactions only bounds how long a new owner's claim waits on the owner row
+  // a paused transaction holds: twice the lock expiration, so no legitimate transaction of a slow runner is
+  // ended (one idle longer than the expiration belongs to a runner stalled past its lock).
+  const transactionIdleTimeoutMs = Math.max(1000, 2 * Math.floor(Duration.toMillis(lockExpiration)))
   const sql = PgClient.layer({
     url: Redacted.make(options.url),
     // the lock session is one of these: claims find this runner's shard locks by it
     applicationName: runnerId
   }).pipe(mapLayerError((e: any) => `cannot connect to Postgres: ${e?.message ?? String(e)}`))
-  const cluster = NodeClusterSocket.layer({
-    storage: "sql",
-    shardingConfig: {
-      runnerAddress: Option.some(RunnerAddress.make(host, options.runnerPort)),
-      entityMessagePollInterval: Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250)),
-      // A dead runner is noticed when its shard locks expire: refreshed every third of the expiration, they
-      // expire after 2 s by default (effect/cluster's defaults are 10 s and 35 s). A runner paused longer
-      // loses its Flows; every write on a Flow's behalf is fenced by the owner's epoch, so a paused runner
-      // that resumes commits nothing and stops its fibers at its first refused write.
-      shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
-      shardLockExpiration: lockExpiration,
-      refreshAssignmentsInterval: Duration.millis(250),
-      ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
-    }
+  const pollInterval = Duration.fromInputUnsafe(options.pollInterval ?? Duration.millis(250))
+  const cluster = ClusterRunner.layerRunner({
+    runnerAddress: Option.some(RunnerAddress.make(host, options.runnerPort)),
+    entityMessagePollInterval: pollInterval,
+    // A dead runner is noticed when its shard locks expire: refreshed every third of the expiration, they
+    // expire after 2 s by default (effect/cluster's defaults are 10 s and 35 s). A killed runner is noticed
+    // sooner, by the health check (its Postgres sessions closed; see internal/cluster.ts), run as often as the
+    // assignments are read. A runner paused longer than the expiration loses its Flows; every write on a
+    // Flow's behalf is fenced by the owner's epoch, so a paused runner that resumes commits nothing and stops
+    // its fibers at its first refused write.
+    shardLockRefreshInterval: Duration.min(Duration.seconds(1), Duration.divideUnsafe(lockExpiration, 3)),
+    shardLockExpiration: lockExpiration,
+    refreshAssignmentsInterval: Duration.millis(250),
+    runnerHealthCheckInterval: Duration.millis(250),
+    ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
   return withEngine(
     cluster,

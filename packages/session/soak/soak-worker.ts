@@ -79,6 +79,9 @@ const flow = AgentSessionFlow.make({
   flowType: "SoakAgent",
   retryInitialInterval: "200 millis",
   heartbeatInterval: "1 second",
+  // the checks read every event: a long soak must not trim the stream (10 MiB by default, about 11,000 events,
+  // filled by 10 sessions in 30 minutes, after which the oldest events were gone and counted as missing)
+  eventsCapacityBytes: 512 * 1024 * 1024,
   toolPolicies: {
     charge: { effect: "non_idempotent_write", requiresApproval: false },
     deploy: { effect: "unclassified", requiresApproval: true }

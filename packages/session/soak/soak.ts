@@ -5,9 +5,9 @@
  *
  * - cluster: three runners on one Postgres database that the soak creates and drops; embedded: one worker on a
  *   SQLite file in a temporary directory.
- * - Faults, one at a time every 2 to 6 s until the send deadline (`--minutes`): SIGKILL of a worker's process
- *   group (restarted 1 to 2 s later), or SIGSTOP (cluster: 5 to 7 s, past the 4 s shard-lock expiry; embedded: 1
- *   to 4 s) and SIGCONT.
+ * - Faults, one at a time every 2 to 6 s until the send deadline (`--minutes`, fractions allowed), alternating
+ *   (the first at random) between SIGKILL of a worker's process group (restarted 1 to 2 s later) and SIGSTOP
+ *   (cluster: 5 to 7 s, past the 2 s shard-lock expiry; embedded: 1 to 4 s) and SIGCONT, of a random worker.
  * - Every real tool execution, and every send and approval that returned, is a line in a ledger file outside
  *   the workers (O_APPEND writes).
  * - After the deadline no new messages are sent; the sessions must settle within `--settle-seconds` (120).
@@ -415,6 +415,7 @@ export const runSoak = async (options: {
   const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, () => startWorker(args))
   const faults: Array<{ readonly kind: "kill" | "stop"; readonly at: number; readonly start: number }> = []
   let settledAt: number | null = null
+  const firstKind = between(0, 2)
   try {
     log(`soak: ${mode}, ${options.sessions} sessions, ${options.minutes} min of faults, ${slots.length} worker(s)`)
     await sleep(3000)
@@ -423,7 +424,8 @@ export const runSoak = async (options: {
       if (Date.now() >= sendUntil) break
       const slot = between(0, slots.length)
       const worker = slots[slot]!
-      if (Math.random() < 0.5) {
+      // the kinds alternate (the first one at random), so even a short run has both
+      if ((faults.length + firstKind) % 2 === 0) {
         faults.push({ kind: "kill", at: Date.now(), start })
         await killWorker(worker)
         log(`fault ${faults.length}: SIGKILL worker ${slot + 1}`)

@@ -12,7 +12,8 @@
 // - Ownership is an epoch: an activation claims the Flow (`claimOwnership`, on Postgres only while this
 //   runner holds the Flow's shard lock) before it loads it, and every write on the Flow's behalf
 //   (transitions with their attempt starts and replies, heartbeats, stream messages) checks the epoch in its
-//   own statement or transaction. A refused write drops the cache and interrupts the Step fibers before
+//   own statement or transaction; on Postgres a transaction's last statement also checks that no other runner
+//   holds the Flow's shard lock (`requireLease`). A refused write drops the cache and interrupts the Step fibers before
 //   any more user code runs; the next request claims again, which succeeds only on the shard's holder.
 //   Every transition also compare-and-sets the Flow's version.
 import * as Cause from "effect/Cause"
@@ -83,6 +84,7 @@ import {
   loadMessages,
   loadReply,
   normalizeAttempt,
+  requireLease,
   type StepRow,
   writeTransition
 } from "./store.ts"
@@ -216,7 +218,9 @@ const build = Effect.gen(function* () {
     while (true) {
       const now = yield* Clock.currentTimeMillis
       const epoch = yield* sqlDefect(claimOwnership(sql, flowId, runner.runnerId, now, shardLease))
-      if (epoch !== undefined) return { epoch, runner: runner.runnerId, idleTimeoutMs: runner.transactionIdleTimeoutMs }
+      if (epoch !== undefined) {
+        return { epoch, runner: runner.runnerId, idleTimeoutMs: runner.transactionIdleTimeoutMs, lease: shardLease }
+      }
       if (!warned) {
         warned = true
         yield* Effect.logWarning(`Flow ${flowId}: this runner does not hold the Flow's shard lock; not claiming it`)
@@ -352,10 +356,13 @@ const build = Effect.gen(function* () {
                     }
                   )
                 }
+                // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
+                yield* requireLease(sql, flowId, owner)
                 return true
               })
             )
             .pipe(
+              Effect.catchTag("LeaseLost", () => Effect.succeed(false)),
               Effect.catchCause((cause) => {
                 // a failed or rolled-back commit: reload (and recover what runs without a fiber) at once
                 loaded = undefined
@@ -367,7 +374,9 @@ const build = Effect.gen(function* () {
               })
             )
           if (!written) {
-            yield* Effect.logWarning(`Flow ${flowId}: commit refused, another owner changed it; dropping this owner`)
+            yield* Effect.logWarning(
+              `Flow ${flowId}: commit refused (another owner changed it, or this runner lost its shard lock); dropping this owner`
+            )
             yield* supersede(owner)
             return yield* new EngineError({
               reason: `Flow ${flowId} was changed by another owner; this runner no longer owns it`

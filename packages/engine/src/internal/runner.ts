@@ -210,7 +210,7 @@ export interface RunnerStateShape {
   readonly activeFlows: Set<string>
   /** Where this runner's lock of a shard lives, when claims must check it (cluster runners on Postgres). */
   readonly shardLease: (group: string, shard: number) => ShardLease | undefined
-  /** The idle limit of fenced transactions (cluster runners: half the shard lock expiration). */
+  /** The idle limit of fenced transactions (cluster runners: twice the shard lock expiration). */
   readonly transactionIdleTimeoutMs: number | undefined
   readonly slots: TaskSlots
   readonly counters: RunnerCounters
@@ -236,6 +236,13 @@ export const clusterRunnerId = (host: string, port: number) => `${host}:${port} 
  * The lease of effect/cluster's `SqlRunnerStorage` on Postgres (table prefix `cluster`, the default shard
  * group): the advisory lock `(namespace, 1000000 + shard)` held by the runner's lock session, whose
  * `application_name` is the runner's identity. Other shard groups are not checked.
+ *
+ * This mirrors `SqlRunnerStorage` (effect 4.1, `node_modules/effect/src/cluster/SqlRunnerStorage.ts`), which
+ * does not export it: the namespace is `postgresLockNamespace(prefix)`, the FNV-1a hash of
+ * `effect-cluster:<prefix>` (a signed int4, which `pg_locks.classid` shows unsigned), and a shard's lock number is
+ * `(i + 1) * 1000000 + shard` for the `i`-th of `availableShardGroups` (`["default"]`: `1000000 + shard`), taken
+ * with `objsubid` 2 (the two-key form). `test/shard-lease.test.ts` checks it against the locks a real runner
+ * takes: it fails when an upgrade of effect changes the numbering.
  */
 export const postgresShardLease =
   (runnerId: string) =>

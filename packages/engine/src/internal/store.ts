@@ -1,4 +1,5 @@
 // The engine's own SQL tables (SQLite and Postgres) and the queries over them.
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
@@ -546,10 +547,17 @@ export interface Fence {
   readonly runner: string
   /**
    * Postgres: how long a fenced transaction may sit idle (its process paused between statements) before the
-   * server ends it, set for the transaction by its first statement. Below the shard lock's expiry.
+   * server ends it, set for the transaction by its first statement. It bounds how long a new owner's claim waits
+   * on the owner row a paused transaction holds; the lease check before COMMIT (`requireLease`) keeps the
+   * transaction from committing after the shard lock was lost, whatever this limit is.
    */
   readonly idleTimeoutMs?: number | undefined
+  /** Postgres cluster runners: the shard lock under which the owner claimed the Flow, checked before COMMIT. */
+  readonly lease?: ShardLease | undefined
 }
+
+/** A fenced transaction found, just before COMMIT, that another runner holds the Flow's shard lock. */
+export class LeaseLost extends Data.TaggedError("LeaseLost")<{ readonly flowId: string }> {}
 
 /**
  * Where a runner's shard lock lives (Postgres advisory locks of effect/cluster's `SqlRunnerStorage`): a claim
@@ -592,6 +600,33 @@ export const fenceCheck = (sql: Sql, flowId: string, fence: Fence) =>
     (rows) => rows.length > 0
   )
 
+/** The condition "the runner whose sessions carry `lease.applicationName` holds the shard lock `lease`". */
+const leaseHeld = (sql: Sql, lease: ShardLease) =>
+  sql`EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${lease.classId} AND l.objid = ${lease.objId}
+    AND l.objsubid = 2 AND a.datname = current_database() AND a.application_name = ${lease.applicationName})`
+
+/**
+ * The last statement of a fenced transaction on a cluster runner: fails with `LeaseLost` (the caller rolls the
+ * transaction back) when another runner holds the shard lock the Flow was claimed under. Only the holder of
+ * that lock can claim the Flow, so while no other runner holds it nobody can have taken the Flow over, and a
+ * runner that merely lost its lock session for a moment (a stall under load; it takes the lock again) goes on
+ * committing. A runner paused inside the transaction past the lock's expiry finds the survivor holding it when
+ * it wakes, and commits nothing; one paused between this check and COMMIT still holds the owner row
+ * (`FOR SHARE`, taken by the first statement), so a new owner's claim, which updates that row, waits for the
+ * COMMIT and loads what it committed. A no-op without a lease.
+ */
+export const requireLease = (sql: Sql, flowId: string, fence: Fence): Effect.Effect<void, LeaseLost | SqlError> =>
+  fence.lease === undefined
+    ? Effect.void
+    : Effect.flatMap(
+        sql<{ taken: unknown }>`SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${fence.lease.classId}
+          AND l.objid = ${fence.lease.objId} AND l.objsubid = 2 AND a.datname = current_database()
+          AND a.application_name IS DISTINCT FROM ${fence.lease.applicationName}) AS taken`,
+        (rows) => (rows[0]?.taken === false ? Effect.void : Effect.fail(new LeaseLost({ flowId })))
+      )
+
 /**
  * Takes ownership of a Flow: a new epoch, which refuses every later write of an earlier owner. With a shard
  * lease (Postgres) the claim commits only while this runner holds the Flow's shard lock, so a runner that lost
@@ -601,13 +636,7 @@ export const fenceCheck = (sql: Sql, flowId: string, fence: Fence) =>
 export const claimOwnership = (sql: Sql, flowId: string, runner: string, now: number, lease: ShardLease | undefined) =>
   Effect.map(
     sql<{ epoch: unknown }>`INSERT INTO dex_owners (flow_id, epoch, runner, claimed_at)
-      SELECT ${flowId}, 1, ${runner}, ${now} WHERE ${
-        lease === undefined
-          ? sql`1 = 1`
-          : sql`EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${lease.classId} AND l.objid = ${lease.objId}
-          AND l.objsubid = 2 AND a.application_name = ${lease.applicationName})`
-      }
+      SELECT ${flowId}, 1, ${runner}, ${now} WHERE ${lease === undefined ? sql`1 = 1` : leaseHeld(sql, lease)}
       ON CONFLICT (flow_id) DO UPDATE SET epoch = dex_owners.epoch + 1, runner = excluded.runner,
       claimed_at = excluded.claimed_at
       RETURNING epoch`,

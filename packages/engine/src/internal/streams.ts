@@ -12,7 +12,7 @@ import type { StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { errorInfo } from "./decision.ts"
 import { byteLength, encodeJson } from "./state.ts"
-import { type Fence, fenceCheck, type Sql } from "./store.ts"
+import { type Fence, fenceCheck, requireLease, type Sql } from "./store.ts"
 
 /** The runner counters a stream write moves. */
 export interface StreamCounters {
@@ -55,49 +55,53 @@ export const emitStream = <A>(
       return "dropped" as const
     }
     const now = yield* Clock.currentTimeMillis
-    const write = sql.withTransaction(
-      Effect.gen(function* () {
-        if (!(yield* fenceCheck(sql, flowId, fence))) return "fenced" as const
-        const charged = yield* sql<{
-          used: unknown
-        }>`INSERT INTO dex_stream_usage (flow_type, stream, used, trimmed_through)
+    const write = sql
+      .withTransaction(
+        Effect.gen(function* () {
+          if (!(yield* fenceCheck(sql, flowId, fence))) return "fenced" as const
+          const charged = yield* sql<{
+            used: unknown
+          }>`INSERT INTO dex_stream_usage (flow_type, stream, used, trimmed_through)
           VALUES (${flowType}, ${stream.name}, ${charge}, 0)
           ON CONFLICT (flow_type, stream) DO UPDATE SET used = dex_stream_usage.used + excluded.used
           WHERE dex_stream_usage.used + excluded.used <= ${stream.capacityBytes}
           RETURNING used`
-        if (charged.length === 0) {
-          // full: the write is rejected, the Step goes on
-          if (counters) counters.streamRejectedWrites++
-          return "dropped" as const
-        }
-        yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)
+          if (charged.length === 0) {
+            // full: the write is rejected, the Step goes on
+            if (counters) counters.streamRejectedWrites++
+            return "dropped" as const
+          }
+          yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)
           VALUES (${flowType}, ${stream.name}, ${flowId}, ${stepExecutionId}, ${attempt}, ${text}, ${charge}, ${now},
           ${fence.runner})`
-        let used = Number(charged[0]!.used)
-        if (counters?.registry)
-          Metrics.record(counters.registry, Metrics.streamBytes, size, { flow_type: flowType, stream: stream.name })
-        if (used > stream.capacityBytes * 0.9) {
-          // the usage row is locked by this transaction: no other write of this stream runs until COMMIT
-          const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
+          let used = Number(charged[0]!.used)
+          if (counters?.registry)
+            Metrics.record(counters.registry, Metrics.streamBytes, size, { flow_type: flowType, stream: stream.name })
+          if (used > stream.capacityBytes * 0.9) {
+            // the usage row is locked by this transaction: no other write of this stream runs until COMMIT
+            const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
             WHERE flow_type = ${flowType} AND stream = ${stream.name} ORDER BY seq LIMIT 10000`
-          let through: number | undefined
-          for (const row of oldest) {
-            if (used <= stream.capacityBytes * 0.8) break
-            used -= Number(row.bytes)
-            through = Number(row.seq)
-          }
-          if (through !== undefined) {
-            const deleted = yield* sql<{ bytes: unknown }>`DELETE FROM dex_stream WHERE flow_type = ${flowType}
+            let through: number | undefined
+            for (const row of oldest) {
+              if (used <= stream.capacityBytes * 0.8) break
+              used -= Number(row.bytes)
+              through = Number(row.seq)
+            }
+            if (through !== undefined) {
+              const deleted = yield* sql<{ bytes: unknown }>`DELETE FROM dex_stream WHERE flow_type = ${flowType}
               AND stream = ${stream.name} AND seq <= ${through} RETURNING bytes`
-            const freed = deleted.reduce((n, r) => n + Number(r.bytes), 0)
-            if (counters) counters.streamTrims++
-            yield* sql`UPDATE dex_stream_usage SET used = used - ${freed}, trimmed_through = ${through}
+              const freed = deleted.reduce((n, r) => n + Number(r.bytes), 0)
+              if (counters) counters.streamTrims++
+              yield* sql`UPDATE dex_stream_usage SET used = used - ${freed}, trimmed_through = ${through}
               WHERE flow_type = ${flowType} AND stream = ${stream.name}`
+            }
           }
-        }
-        return "written" as const
-      })
-    )
+          // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
+          yield* requireLease(sql, flowId, fence)
+          return "written" as const
+        })
+      )
+      .pipe(Effect.catchTag("LeaseLost", () => Effect.succeed("fenced" as const)))
     // a transaction that failed (a dropped connection, a transaction the server ended) wrote nothing: try again,
     // on another connection (a stall that ended one transaction may have ended others of the pool too)
     return yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") })
