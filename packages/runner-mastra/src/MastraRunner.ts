@@ -222,7 +222,7 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     return named ? agent.toolEffects![name] : EffectClass.fromHints(t?.mcp?.annotations)
   }
 
-  const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+  const runModelStep = Effect.fn(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const history = fromStoredMessages(turn.messages)
     const historyParts = partCounts(history)
@@ -346,9 +346,7 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     })
   })
 
-  const executeDeferredToolCall = Effect.fn("MastraRunner.executeDeferredToolCall")(function* (
-    call: Runner.DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fn(function* (call: Runner.DeferredToolExecution) {
     const t = toolNamed(call.toolCall.toolName)
     if (t?.execute === undefined) return yield* ToolCall.unknownTool(call)
     // Mastra's execute types are generic over the tool's schema; the input was validated by Mastra's wrapper

@@ -390,7 +390,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       )
     )
 
-  const runModelStep = Effect.fn("OpenAiAgentsRunner.runModelStep")(function* (turn: SessionRunner.AgentTurnContext) {
+  const runModelStep = Effect.fn(function* (turn: SessionRunner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const stored = turn.messages.map(fromStoredMessage)
     const saved = State.decode(turn.frameworkRunState)
@@ -496,9 +496,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     })
   })
 
-  const executeDeferredToolCall = Effect.fn("OpenAiAgentsRunner.executeDeferredToolCall")(function* (
-    call: SessionRunner.DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fn(function* (call: SessionRunner.DeferredToolExecution) {
     const t = graph.tools.get(call.toolCall.toolName)
     if (t === undefined) return yield* ToolCall.unknownTool(call)
     return yield* ToolCall.run(call, { validate: (raw) => validate(t, raw), execute: t.execute })

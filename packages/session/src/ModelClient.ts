@@ -194,7 +194,7 @@ const zeroUsage: ModelUsage = { inputTokens: 0, outputTokens: 0, cachedInputToke
 export const scripted = (script: ReadonlyArray<ScriptedStep>, options?: ScriptedOptions): ModelClientShape => {
   let next = 0
   return {
-    generate: Effect.fn("ModelClient.generate")(function* (request: ModelRequest) {
+    generate: Effect.fn(function* (request: ModelRequest) {
       const index = next++
       options?.onRequest?.(request, index)
       const entry = script[index]
@@ -281,7 +281,7 @@ const usageOf = (usage: Response.Usage): ModelUsage => ({
  * @since 0.1.0
  */
 export const fromLanguageModel = (model: LanguageModel.LanguageModel): ModelClientShape => ({
-  generate: Effect.fn("ModelClient.generate")(function* (request: ModelRequest) {
+  generate: Effect.fn(function* (request: ModelRequest) {
     const toolkit = Toolkit.make(
       ...request.tools.map((t) =>
         Tool.dynamic(t.name, { description: t.description, parameters: t.parameters as Record<string, unknown> })

@@ -398,7 +398,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     return Effect.isEffect(decision) ? decision : Effect.succeed(decision)
   }
 
-  const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
+  const runModelStep = Effect.fn(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
     const history = turn.messages.map(fromStoredMessage)
     const runState = parseRunState(turn.frameworkRunState)
@@ -508,9 +508,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     })
   })
 
-  const executeDeferredToolCall = Effect.fn("Stepwise.executeDeferredToolCall")(function* (
-    call: DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fn(function* (call: DeferredToolExecution) {
     const record = call.toolCall
     return yield* source.call({
       flowId: call.flowId,
