@@ -38,7 +38,7 @@ import {
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
-import { Errors, EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
+import { Errors, EventWriter, type ModelClient, Runner, SessionTracer, type Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
@@ -61,6 +61,7 @@ import {
   toolCallIds,
   withResults
 } from "./internal/messages.ts"
+import { recordSpans } from "./internal/tracing.ts"
 
 export { ToolRetryableError }
 
@@ -260,6 +261,9 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     })
     mastra.__setLogger(agent.logger ?? noopLogger)
     const before = partCounts(turnMessages)
+    // with the session's tracing on, Mastra's own spans nest under the attempt's chat span
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    const tracing = frameworkSpans.enabled ? recordSpans(frameworkSpans) : undefined
     const outcome = yield* run({
       agent: mastra,
       guard,
@@ -272,8 +276,9 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
       },
       onTextDelta: events.textDelta,
       onReasoningDelta: events.reasoningDelta,
-      abortSignal: turn.cancellationSignal
-    })
+      abortSignal: turn.cancellationSignal,
+      tracingContext: tracing?.tracingContext
+    }).pipe(Effect.ensuring(Effect.sync(() => tracing?.finish())))
     const metadata = (finishReason: string | undefined, responseModel?: string, responseId?: string) =>
       ({
         requestModel: model.modelId,

@@ -42,7 +42,7 @@
  */
 
 import { DeltaBuffer, EffectClass, Replay, SourceTools, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
-import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, SessionTracer, Wire } from "@durable-agent/session"
 import {
   type Agent,
   type AgentInputItem,
@@ -63,6 +63,7 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { fromStoredMessage, toFrameworkMessage, toUsage, userItem } from "./internal/items.ts"
 import * as State from "./internal/state.ts"
+import { recordSpans } from "./internal/tracing.ts"
 
 /** What a tool's `execute` receives besides its input (the kit's `ToolCallOptions`). */
 export type OpenAiAgentsToolCallOptions = ToolCall.ToolCallOptions
@@ -270,6 +271,13 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     tracingDisabled: true,
     ...(definition.modelProvider === undefined ? {} : { modelProvider: definition.modelProvider })
   })
+  // the runs the session traces: the SDK's spans, without content, go to its processors and the chat span
+  const tracedSdk = new Runner({
+    tracingDisabled: false,
+    traceIncludeSensitiveData: false,
+    workflowName: entry.name,
+    ...(definition.modelProvider === undefined ? {} : { modelProvider: definition.modelProvider })
+  })
   const agentNamed = (name: string) =>
     Effect.fromNullishOr(graph.agents.get(name)).pipe(
       Effect.mapError(
@@ -348,7 +356,8 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     maxTurns: number,
     events: typeof EventWriter.EventWriter.Service,
     cancellationSignal: AbortSignal | undefined,
-    contextValue: object
+    contextValue: object,
+    tracing: ReturnType<typeof recordSpans> | undefined
   ) =>
     Effect.suspend(() => {
       const controller = new AbortController()
@@ -357,13 +366,17 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       return Effect.gen(function* () {
         const raw = yield* Effect.tryPromise({
           // a restored RunState brings its own context (made with `contextValue` in `resume`)
-          try: () =>
-            sdk.run(agent, input, {
+          try: () => {
+            const options = {
               stream: true,
               maxTurns,
               signal,
               ...(Array.isArray(input) ? { context: contextValue } : {})
-            }),
+            } as const
+            return tracing === undefined
+              ? sdk.run(agent, input, options)
+              : tracing.run(() => tracedSdk.run(agent, input, options))
+          },
           catch: (e) => e
         })
         // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
@@ -412,7 +425,22 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
             responsesBefore: 0,
             itemsBefore: 0
           }
-    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events, turn.cancellationSignal, contextValue)
+    // with the session's tracing on, the SDK's own spans nest under the attempt's chat span
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    const tracing = frameworkSpans.enabled ? recordSpans(frameworkSpans) : undefined
+    const end = yield* runOnce(
+      start.agent,
+      start.input,
+      start.maxTurns,
+      events,
+      turn.cancellationSignal,
+      contextValue,
+      tracing
+    ).pipe(
+      Effect.onExit((exit) =>
+        Effect.sync(() => tracing?.finish(exit._tag === "Failure" ? "the run failed" : undefined))
+      )
+    )
     // the state's own fields: its JSON is built only for a run state the session stores
     const state = end.state
     const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
