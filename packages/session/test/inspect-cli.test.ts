@@ -20,7 +20,7 @@ import * as References from "effect/References"
 import { SqlClient } from "effect/sql"
 import { freePort } from "../../engine/test/support/ports.ts"
 import { withTestDatabase } from "../../engine/test/support/postgres.ts"
-import { awaitTurns, type Kit, startAndAwait, weatherTool, withSession } from "./support.ts"
+import { awaitTurns, type EngineFactory, type Kit, startAndAwait, weatherTool, withSession } from "./support.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const bin = join(here, "..", "..", "engine", "src", "bin", "durable-engine.ts")
@@ -35,7 +35,7 @@ const script = [
 const STEPS = ["StartAgentSession-1", "RunModel-1", "CallTool-1", "ResumeTurn-1", "RunModel-2", "AwaitUserMessage-1"]
 
 /** Runs one turn of session `s-cli` on `engine`, then closes the worker. */
-const runSession = (engine: () => Layer.Layer<any, any, any>) =>
+const runSession = (engine: EngineFactory) =>
   withSession({ script, tools: (kit: Kit) => [weatherTool(kit)], engine }, () =>
     Effect.gen(function* () {
       yield* startAndAwait("s-cli", "weather in Paris?", (s) => (s.state?.turnCount ?? 0) >= 1, "the turn")
