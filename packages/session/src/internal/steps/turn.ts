@@ -386,9 +386,11 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
             const deadline =
               config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
             const planning = state.interactionMode === "planning"
+            const root = Option.getOrNull(ctx.get(P.AgentTraceContext))
             for (const [i, call] of outcome.toolCalls.entries()) {
               const builtIn = config.builtInTools.has(call.toolName) ? call.toolName : undefined
-              const base = newRecord(call, turnId, existing.length + i)
+              // the activation's root (written when tracing is on): the record's tool span goes under it
+              const base = { ...newRecord(call, turnId, existing.length + i), traceContext: root }
               // A built-in call runs in the session's own Steps: no approval, the read effect.
               const record: Wire.AgentToolCall =
                 builtIn === undefined
