@@ -93,7 +93,7 @@ const suite = (engineName: string, engine: EngineFactory) =>
             url: `http://127.0.0.1:${port}/v1/metrics`,
             serviceName: "metrics-test",
             exportInterval: "100 millis"
-          }).pipe(Layer.provide(FetchHttpClient.layer)) as Layer.Layer<never>
+          }).pipe(Layer.provide(FetchHttpClient.layer)) as Layer.Layer<any>
           // (the cast: `withSession` types its services without requirements; the engine under the worker
           // provides the RunnerState this one reads)
           yield* withSession({ script, tools: (kit: Kit) => [weatherTool(kit)], engine, services: otlp }, () =>

@@ -105,7 +105,10 @@ const emit = (shape: TracerShape, spec: SpanSpec): Effect.Effect<SpanContext | u
         if (spec.children !== undefined && spec.children.length > 0) {
           emitChildren(shape.tracer, span, spec.children)
         }
-        span.end(endTime > spec.startTime ? endTime : spec.startTime, spec.exit)
+        // an end before the start (a clock step) ends at the start; `Math.max` takes no bigint
+        let end = endTime
+        if (end < spec.startTime) end = spec.startTime
+        span.end(end, spec.exit)
         return isValidContext(span.traceId, span.spanId)
           ? { traceId: span.traceId, spanId: span.spanId, sampled: span.sampled }
           : undefined
