@@ -38,7 +38,7 @@ import {
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
-import { Errors, EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
+import { Errors, EventWriter, type ModelClient, Runner, SessionTracer, type Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
@@ -61,6 +61,7 @@ import {
   toolCallIds,
   withResults
 } from "./internal/messages.ts"
+import { recordSpans } from "./internal/tracing.ts"
 
 export { ToolRetryableError }
 
@@ -222,7 +223,7 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     return named ? agent.toolEffects![name] : EffectClass.fromHints(t?.mcp?.annotations)
   }
 
-  const runModelStep = Effect.fn("MastraRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+  const runModelStep = Effect.fn(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const history = fromStoredMessages(turn.messages)
     const historyParts = partCounts(history)
@@ -260,6 +261,9 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     })
     mastra.__setLogger(agent.logger ?? noopLogger)
     const before = partCounts(turnMessages)
+    // with the session's tracing on, Mastra's own spans nest under the attempt's chat span
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    const tracing = frameworkSpans.enabled ? recordSpans(frameworkSpans) : undefined
     const outcome = yield* run({
       agent: mastra,
       guard,
@@ -272,8 +276,9 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
       },
       onTextDelta: events.textDelta,
       onReasoningDelta: events.reasoningDelta,
-      abortSignal: turn.cancellationSignal
-    })
+      abortSignal: turn.cancellationSignal,
+      tracingContext: tracing?.tracingContext
+    }).pipe(Effect.ensuring(Effect.sync(() => tracing?.finish())))
     const metadata = (finishReason: string | undefined, responseModel?: string, responseId?: string) =>
       ({
         requestModel: model.modelId,
@@ -346,9 +351,7 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     })
   })
 
-  const executeDeferredToolCall = Effect.fn("MastraRunner.executeDeferredToolCall")(function* (
-    call: Runner.DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fn(function* (call: Runner.DeferredToolExecution) {
     const t = toolNamed(call.toolCall.toolName)
     if (t?.execute === undefined) return yield* ToolCall.unknownTool(call)
     // Mastra's execute types are generic over the tool's schema; the input was validated by Mastra's wrapper

@@ -83,6 +83,8 @@ export interface SessionOptions {
   readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
   readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
   readonly agent?: Partial<MastraRunner.MastraAgent>
+  /** Services the worker is built with (a `SessionTracer` layer). */
+  readonly services?: Layer.Layer<any> | undefined
 }
 
 /** Runs `body` with a worker (Mastra runner + scripted model) and an AgentSessionClient on a fresh engine. */
@@ -113,7 +115,8 @@ export const withMastraSession = <A, E>(
         tools: tools(kit),
         ...options.agent
       })
-    )
+    ),
+    Layer.provide(options.services ?? Layer.empty)
   )
   return body(kit).pipe(
     Effect.provide(

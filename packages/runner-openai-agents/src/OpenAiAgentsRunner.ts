@@ -50,7 +50,7 @@
  */
 
 import { DeltaBuffer, EffectClass, Replay, SourceTools, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
-import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, Stepwise, Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, SessionTracer, Stepwise, Wire } from "@durable-agent/session"
 import {
   Agent,
   type AgentInputItem,
@@ -71,6 +71,7 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { fromStoredMessage, toFrameworkMessage, toUsage, userItem } from "./internal/items.ts"
 import * as State from "./internal/state.ts"
+import { recordSpans } from "./internal/tracing.ts"
 
 /** What a tool's `execute` receives besides its input (the kit's `ToolCallOptions`). */
 export type OpenAiAgentsToolCallOptions = ToolCall.ToolCallOptions
@@ -278,6 +279,13 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     tracingDisabled: true,
     ...(definition.modelProvider === undefined ? {} : { modelProvider: definition.modelProvider })
   })
+  // the runs the session traces: the SDK's spans, without content, go to its processors and the chat span
+  const tracedSdk = new Runner({
+    tracingDisabled: false,
+    traceIncludeSensitiveData: false,
+    workflowName: entry.name,
+    ...(definition.modelProvider === undefined ? {} : { modelProvider: definition.modelProvider })
+  })
   const agentNamed = (name: string) =>
     Effect.fromNullishOr(graph.agents.get(name)).pipe(
       Effect.mapError(
@@ -356,7 +364,8 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     maxTurns: number,
     events: typeof EventWriter.EventWriter.Service,
     cancellationSignal: AbortSignal | undefined,
-    contextValue: object
+    contextValue: object,
+    tracing: ReturnType<typeof recordSpans> | undefined
   ) =>
     Effect.suspend(() => {
       const controller = new AbortController()
@@ -365,13 +374,17 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       return Effect.gen(function* () {
         const raw = yield* Effect.tryPromise({
           // a restored RunState brings its own context (made with `contextValue` in `resume`)
-          try: () =>
-            sdk.run(agent, input, {
+          try: () => {
+            const options = {
               stream: true,
               maxTurns,
               signal,
               ...(Array.isArray(input) ? { context: contextValue } : {})
-            }),
+            } as const
+            return tracing === undefined
+              ? sdk.run(agent, input, options)
+              : tracing.run(() => tracedSdk.run(agent, input, options))
+          },
           catch: (e) => e
         })
         // merged deltas: written at 1,024 characters, when the first piece is 100 ms old, and at the end
@@ -398,7 +411,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
       )
     )
 
-  const runModelStep = Effect.fn("OpenAiAgentsRunner.runModelStep")(function* (turn: SessionRunner.AgentTurnContext) {
+  const runModelStep = Effect.fn(function* (turn: SessionRunner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const stored = storedItems(turn)
     const saved = State.decode(turn.frameworkRunState)
@@ -420,7 +433,22 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
             responsesBefore: 0,
             itemsBefore: 0
           }
-    const end = yield* runOnce(start.agent, start.input, start.maxTurns, events, turn.cancellationSignal, contextValue)
+    // with the session's tracing on, the SDK's own spans nest under the attempt's chat span
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    const tracing = frameworkSpans.enabled ? recordSpans(frameworkSpans) : undefined
+    const end = yield* runOnce(
+      start.agent,
+      start.input,
+      start.maxTurns,
+      events,
+      turn.cancellationSignal,
+      contextValue,
+      tracing
+    ).pipe(
+      Effect.onExit((exit) =>
+        Effect.sync(() => tracing?.finish(exit._tag === "Failure" ? "the run failed" : undefined))
+      )
+    )
     // the state's own fields: its JSON is built only for a run state the session stores
     const state = end.state
     const made: ReadonlyArray<Json> = state._modelResponses.slice(start.responsesBefore)
@@ -511,7 +539,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     return estimateTokens([...storedItems(turn), ...own]) + 50 * graph.tools.size
   }
 
-  const summarizeContext = Effect.fn("OpenAiAgentsRunner.summarizeContext")(function* (
+  const summarizeContext = Effect.fn(function* (
     request: SessionRunner.ContextSummaryRequest
   ) {
     const cuts = SessionRunner.compactionCuts(request.messages)
@@ -555,9 +583,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     } satisfies SessionRunner.ContextSummaryResult
   })
 
-  const executeDeferredToolCall = Effect.fn("OpenAiAgentsRunner.executeDeferredToolCall")(function* (
-    call: SessionRunner.DeferredToolExecution
-  ) {
+    const executeDeferredToolCall = Effect.fn(function* (call: SessionRunner.DeferredToolExecution) {
     const t = graph.tools.get(call.toolCall.toolName)
     if (t === undefined) return yield* ToolCall.unknownTool(call)
     return yield* ToolCall.run(call, { validate: (raw) => validate(t, raw), execute: t.execute })

@@ -94,6 +94,8 @@ export interface Options {
   readonly toolPolicies?: AgentSessionFlow.AgentSessionOptions["toolPolicies"]
   readonly interruptDeadline?: AgentSessionFlow.AgentSessionOptions["interruptDeadline"]
   readonly builtInTools?: AgentSessionFlow.AgentSessionOptions["builtInTools"]
+  /** Services the worker is built with (a `SessionTracer` layer). */
+  readonly services?: Layer.Layer<any> | undefined
 }
 
 /** Runs `body` with a worker (OpenAI Agents runner + scripted model) and an AgentSessionClient on `engine`. */
@@ -117,7 +119,8 @@ export const withOpenAiSession = <A, E>(
     ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(OpenAiAgentsRunner.layer({ agent: (options?.agent ?? testAgent)(kit) }))
+    Layer.provide(OpenAiAgentsRunner.layer({ agent: (options?.agent ?? testAgent)(kit) })),
+    Layer.provide(options?.services ?? Layer.empty)
   )
   return body(kit).pipe(
     Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),

@@ -561,7 +561,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
 
   // One model call: the previous summary, then the messages after it; when the request and the answer's room
   // exceed the budget, the oldest messages are left out up to a cut, with the note that says so.
-  const summarizeContext = Effect.fn("Stepwise.summarizeContext")(function* (request: ContextSummaryRequest) {
+  const summarizeContext = Effect.fn(function* (request: ContextSummaryRequest) {
     const model = modelOf(request)
     const maxOutput = agent.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS
     const cuts = validCuts(request.messages)
@@ -594,7 +594,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     } satisfies ContextSummaryResult
   })
 
-  const runModelStep = Effect.fn("Stepwise.runModelStep")(function* (turn: AgentTurnContext) {
+  const runModelStep = Effect.fn(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
     const history = turn.messages.map(fromStoredMessage)
     const runState = parseRunState(turn.frameworkRunState)
@@ -689,9 +689,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     })
   })
 
-  const executeDeferredToolCall = Effect.fn("Stepwise.executeDeferredToolCall")(function* (
-    call: DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fn(function* (call: DeferredToolExecution) {
     const record = call.toolCall
     return yield* source.call({
       flowId: call.flowId,

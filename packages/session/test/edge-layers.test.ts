@@ -1,5 +1,6 @@
 // EventWriter and Tracer as layers at the edge: a worker composed with a decorator that mirrors every event of
-// every Step attempt to a second sink, and with a Tracer layer that sees the session's spans.
+// every Step attempt to a second sink, and with its own Effect tracer under the session's Tracer layer, which
+// sees the spec's spans and no other span of the session (no `AgentSession.*` Step body span).
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,6 +10,7 @@ import {
   AgentSessionFlow,
   EventWriter,
   ModelClient,
+  SessionTracer,
   Stepwise,
   ToolSource
 } from "@durable-agent/session"
@@ -26,7 +28,12 @@ describe("EventWriter and Tracer layers at the edge", () => {
   it.live("a worker with a mirroring EventWriter decorator and its own Tracer", () => {
     const mirrored: Array<{ readonly scope: EventWriter.EventWriterScope; readonly event: EventWriter.WrittenEvent }> =
       []
-    const spans: Array<string> = []
+    const spans: Array<{
+      readonly name: string
+      readonly parent: string | undefined
+      readonly id: string
+      readonly traceId: string
+    }> = []
     const mirror = EventWriter.layerEventWriterDecorator((writer, scope) =>
       EventWriter.make((event) =>
         Effect.andThen(
@@ -39,8 +46,14 @@ describe("EventWriter and Tracer layers at the edge", () => {
       Tracer.Tracer,
       Tracer.make({
         span: (options) => {
-          spans.push(options.name)
-          return new Tracer.NativeSpan(options)
+          const span = new Tracer.NativeSpan(options)
+          spans.push({
+            name: options.name,
+            parent: options.parent._tag === "Some" ? options.parent.value.spanId : undefined,
+            id: span.spanId,
+            traceId: span.traceId
+          })
+          return span
         }
       })
     )
@@ -63,7 +76,8 @@ describe("EventWriter and Tracer layers at the edge", () => {
           ])
         )
       ),
-      Layer.provide(Layer.mergeAll(mirror, tracer))
+      Layer.provide(Layer.mergeAll(mirror, SessionTracer.layer())),
+      Layer.provide(tracer)
     )
     const app = Layer.mergeAll(worker, AgentSessionClient.layer(flow.type)).pipe(
       Layer.provideMerge(Engine.layerEmbedded({ filename: join(dir, "edge.db"), pollInterval: "20 millis" }))
@@ -82,14 +96,19 @@ describe("EventWriter and Tracer layers at the edge", () => {
         "every event, the session's and the runner's, reached the mirror"
       )
       assert.isTrue(mirrored.every((m) => m.scope.flowId === "s-edge" && m.scope.attempt === 1))
-      for (const name of [
-        "AgentSession.RunModel",
-        "Stepwise.runModelStep",
-        "ModelClient.generate",
-        "AgentSession.CallTool"
-      ]) {
-        assert.include(spans, name)
-      }
+      const names = spans.map((s) => s.name)
+      for (const name of ["invoke_agent edge", "chat scripted", "execute_tool noop"]) assert.include(names, name)
+      const prefixes = ["AgentSession.", "Stepwise.", "ModelClient.", "ToolSource."]
+      assert.deepStrictEqual(
+        names.filter((name) => prefixes.some((p) => name.startsWith(p))),
+        [],
+        "no Step body span besides the spec's"
+      )
+      // the invoke_agent root's trace holds the spec's spans only, all children of the root
+      const root = spans.find((s) => s.name === "invoke_agent edge")!
+      const trace = spans.filter((s) => s.traceId === root.traceId && s !== root)
+      assert.deepStrictEqual(trace.map((s) => s.name).sort(), ["chat scripted", "chat scripted", "execute_tool noop"])
+      assert.isTrue(trace.every((s) => s.parent === root.id))
     }).pipe(Effect.provide(app))
   })
 })

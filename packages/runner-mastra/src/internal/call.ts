@@ -20,6 +20,8 @@ export interface RunOptions {
   readonly onReasoningDelta: (text: string) => Effect.Effect<void>
   /** The turn's cancellation signal (`AgentTurnContext.cancellationSignal`); aborting it aborts the run. */
   readonly abortSignal?: AbortSignal | undefined
+  /** Where Mastra makes its spans when the session traces the attempt (`internal/tracing.ts`). */
+  readonly tracingContext?: { readonly currentSpan: never } | undefined
 }
 
 export interface RunUsage {
@@ -80,6 +82,7 @@ const runWith = (options: RunOptions, controller: AbortController): Effect.Effec
           clientTools: options.clientTools,
           maxSteps: 1,
           abortSignal: signal,
+          ...(options.tracingContext === undefined ? {} : { tracingContext: options.tracingContext }),
           modelSettings: { ...(options.streamOptions.modelSettings as object | undefined), maxRetries: 0 },
           onStepFinish: (step: { usage?: RunUsage }) => {
             if (step.usage !== undefined) usage = step.usage

@@ -105,7 +105,10 @@ const emit = (shape: TracerShape, spec: SpanSpec): Effect.Effect<SpanContext | u
         if (spec.children !== undefined && spec.children.length > 0) {
           emitChildren(shape.tracer, span, spec.children)
         }
-        span.end(endTime > spec.startTime ? endTime : spec.startTime, spec.exit)
+        // an end before the start (a clock step) ends at the start; `Math.max` takes no bigint
+        let end = endTime
+        if (end < spec.startTime) end = spec.startTime
+        span.end(end, spec.exit)
         return isValidContext(span.traceId, span.spanId)
           ? { traceId: span.traceId, spanId: span.spanId, sampled: span.sampled }
           : undefined
@@ -287,8 +290,8 @@ const usageAttributes = (shape: TracerShape, usage: Wire.AgentUsage, metadata: M
 /**
  * A RunModel attempt's `chat` span under the root in `AgentTraceContext`: CLIENT with usage when the body
  * reported one model call ({@link noteChat}), INTERNAL without otherwise. The framework spans the runner
- * recorded in {@link FrameworkSpans} become its children. The body runs with `FrameworkSpans` enabled, and
- * every tool call record it wrote gets the root as its `traceContext`. The model call is counted.
+ * recorded in {@link FrameworkSpans} become its children. The body runs with `FrameworkSpans` enabled (RunModel
+ * itself copies the root onto each tool call record it writes). The model call is counted.
  */
 export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: Effect.Effect<A, E, R>) => {
   const recorded: Array<RecordedSpan> = []
@@ -330,14 +333,6 @@ export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: E
           exit,
           children: recorded
         })
-        if (root !== undefined && chat !== undefined && Exit.isSuccess(exit)) {
-          for (const id of chat.toolCallIds) {
-            const record = ctx.getAt(P.AgentToolCalls, id)
-            if (Option.isSome(record) && record.value.traceContext === null) {
-              ctx.setAt(P.AgentToolCalls, id, { ...record.value, traceContext: root })
-            }
-          }
-        }
       })
   )
 }

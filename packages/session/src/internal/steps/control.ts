@@ -40,7 +40,7 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
     execute: tracedActivation(
       config,
       "ApplyTurnControl",
-      Effect.fn("AgentSession.ApplyTurnControl")(function* (ctx, _: null) {
+      Effect.fn(function* (ctx, _: null) {
         const runner = yield* config.runner
         let state = yield* requireState(ctx)
         const steered = ctx.channelResults(P.SteeredUserMessages)
@@ -90,7 +90,7 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
       ...sync,
       execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest, P.PendingInterrupts] }
     },
-    execute: Effect.fn("AgentSession.FinishTurnCancellation")(function* (ctx, turnId) {
+    execute: Effect.fn(function* (ctx, turnId) {
       const state = yield* requireState(ctx)
       if (state.activeTurnId !== turnId || turnControl(ctx, turnId) !== "turn_cancelled") {
         return StepDecision.deadEnd()

@@ -39,7 +39,7 @@ const CANCEL_TOOL_TASK_TIMEOUT_MS = Duration.toMillis(Duration.fromInputUnsafe(C
  * families' Steps are read from `steps` when a decision is made.
  */
 export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps<Id>, tools: ToolSteps<Id>) => {
-  const { annotateToolSpan, finishCall, recordInputRequested, recordingToolErrors, settle } = tools
+  const { finishCall, recordInputRequested, recordingToolErrors, settle } = tools
 
   // -------------------------------------------------------------------------------------------------------
   // PollToolTask
@@ -71,7 +71,7 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     },
     execute: tracedTool(
       "PollToolTask",
-      recordingToolErrors("AgentSession.PollToolTask", (ctx, toolCallId) => pollToolTaskBody(ctx, toolCallId))
+      recordingToolErrors((ctx, toolCallId) => pollToolTaskBody(ctx, toolCallId))
     )
   })
 
@@ -84,7 +84,6 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       if (isTurnCancelled(ctx, record.turnId)) return StepDecision.goTo(steps.FinishTurnCancellation, record.turnId)
       const runner = yield* config.runner
       const events = emitter(ctx, config, record.turnId)
-      yield* annotateToolSpan(ctx, record)
       if (runner.pollToolTask === undefined) {
         yield* finalizeRecord(ctx, events, record, {
           status: exhaustedStatus(record),
@@ -140,7 +139,7 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       },
       onExecuteFailure: tools.RecordToolOutcomeUnknown
     },
-    execute: Effect.fn("AgentSession.CancelToolTask")(function* (ctx, toolCallId) {
+    execute: Effect.fn(function* (ctx, toolCallId) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
       const record = found.value

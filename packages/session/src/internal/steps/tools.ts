@@ -55,17 +55,6 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   // Tool Steps
   // -------------------------------------------------------------------------------------------------------
 
-  /** The span attributes of a tool Step or a poll. */
-  const annotateToolSpan = (ctx: ExecuteContext, record: Wire.AgentToolCall) =>
-    Effect.annotateCurrentSpan({
-      "gen_ai.tool.name": record.toolName,
-      "gen_ai.tool.call.id": record.toolCallId,
-      "dex.flow.id": ctx.flowId,
-      "dex.step.execution_id": ctx.stepExecutionId,
-      "dex.step.attempt": ctx.attempt,
-      "dex.agent.turn.id": record.turnId
-    })
-
   /**
    * Runs a tool call or a task poll with heartbeats and the Step's services: a result becomes `succeeded`, and
    * what `passOn` recognizes (a started or a pending task) comes back as is. Both errors pass through.
@@ -86,8 +75,8 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
    * A tool Step's execute: its body, with a ToolExecutionError recorded as `failed` with the error's message
    * (the model sees it; not retried). ToolAttemptError fails the attempt.
    */
-  const recordingToolErrors = (name: string, body: ToolStepBody<Id>) =>
-    Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
+  const recordingToolErrors = (body: ToolStepBody<Id>) =>
+    Effect.fn(function* (ctx: ExecuteContext, toolCallId: string) {
       return yield* body(ctx, toolCallId).pipe(
         Effect.catchTag("ToolExecutionError", (e) =>
           Effect.gen(function* () {
@@ -120,7 +109,6 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
         })
         return StepDecision.deadEnd()
       }
-      yield* annotateToolSpan(ctx, record)
       // The event's heartbeat (see `announce`) comes first: a started tool is never handed out again as never-run.
       yield* events.toolCallStarted({ toolCallId: record.toolCallId, toolName: record.toolName })
       const outcome = yield* settle(
@@ -240,8 +228,8 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   })
 
   /** Records a call whose tool Step ran out of attempts, from the recovery error. */
-  const recordExhausted = (name: string, exhausted: (record: Wire.AgentToolCall) => "failed" | "outcome_unknown") =>
-    Effect.fn(name)(function* (ctx: ExecuteContext, toolCallId: string) {
+  const recordExhausted = (exhausted: (record: Wire.AgentToolCall) => "failed" | "outcome_unknown") =>
+    Effect.fn(function* (ctx: ExecuteContext, toolCallId: string) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
       const record = found.value
@@ -281,7 +269,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     input: ToolCallIdInput,
     recovers: ToolAttemptError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
-    execute: recordExhausted("AgentSession.RecordToolFailure", (r) => EFFECT_TABLE[r.effect].exhausted)
+    execute: recordExhausted((r) => EFFECT_TABLE[r.effect].exhausted)
   })
 
   const RecordToolOutcomeUnknown: StepDef<string, never, never, ToolAttemptError> = Step({
@@ -289,7 +277,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     input: ToolCallIdInput,
     recovers: ToolAttemptError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
-    execute: recordExhausted("AgentSession.RecordToolOutcomeUnknown", () => "outcome_unknown")
+    execute: recordExhausted(() => "outcome_unknown")
   })
 
   const CallTool: StepDef<string, ToolAttemptError, Id> = Step({
@@ -305,7 +293,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolFailure
     },
-    execute: tracedTool("CallTool", recordingToolErrors("AgentSession.CallTool", callToolBody))
+    execute: tracedTool("CallTool", recordingToolErrors(callToolBody))
   })
 
   const CallSingleAttemptTool: StepDef<string, ToolAttemptError, Id> = Step({
@@ -318,10 +306,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       heartbeatTimeout: HEARTBEAT_TIMEOUT,
       onExecuteFailure: RecordToolOutcomeUnknown
     },
-    execute: tracedTool(
-      "CallSingleAttemptTool",
-      recordingToolErrors("AgentSession.CallSingleAttemptTool", callToolBody)
-    )
+    execute: tracedTool("CallSingleAttemptTool", recordingToolErrors(callToolBody))
   })
 
   return {
@@ -330,7 +315,6 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     CallTool,
     CallSingleAttemptTool,
     callToolBody,
-    annotateToolSpan,
     settle,
     recordingToolErrors,
     recordInputRequested,

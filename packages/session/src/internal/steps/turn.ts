@@ -121,7 +121,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "StartAgentSession",
-      Effect.fn("AgentSession.StartAgentSession")(function* (ctx, input: typeof StartInput.Type) {
+      Effect.fn(function* (ctx, input: typeof StartInput.Type) {
         const settings = input.sessionSettings
         if (settings !== null) {
           const problem = settingsProblem(settings)
@@ -183,7 +183,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "AwaitUserMessage",
-      Effect.fn("AgentSession.AwaitUserMessage")(function* (ctx, _: null) {
+      Effect.fn(function* (ctx, _: null) {
         if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(steps.ApplyTurnControl, null)
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
@@ -229,7 +229,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     input: Wire.RecordTurnFailureInput,
     recovers: ModelCallError,
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
-    execute: Effect.fn("AgentSession.RecordTurnFailure")(function* (ctx) {
+    execute: Effect.fn(function* (ctx) {
       const runner = yield* config.runner
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
@@ -278,7 +278,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     },
     execute: tracedChat(
       "RunModel",
-      Effect.fn("AgentSession.RunModel")(function* (ctx, _: Wire.RecordTurnFailureInput) {
+      Effect.fn(function* (ctx, _: Wire.RecordTurnFailureInput) {
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
         const turnId = state.activeTurnId
@@ -398,9 +398,11 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
             const deadline =
               config.approvalDeadlineMs === null ? null : new Date(nowMs + config.approvalDeadlineMs).toISOString()
             const planning = state.interactionMode === "planning"
+            const root = Option.getOrNull(ctx.get(P.AgentTraceContext))
             for (const [i, call] of outcome.toolCalls.entries()) {
               const builtIn = config.builtInTools.has(call.toolName) ? call.toolName : undefined
-              const base = newRecord(call, turnId, existing.length + i)
+              // the activation's root (written when tracing is on): the record's tool span goes under it
+              const base = { ...newRecord(call, turnId, existing.length + i), traceContext: root }
               // A built-in call runs in the session's own Steps: no approval, the read effect.
               const record: Wire.AgentToolCall =
                 builtIn === undefined
@@ -550,7 +552,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
     waitFor: (_ctx, count) =>
       Wait.anyOf(P.ToolCallResults.forN(count), P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX)),
-    execute: Effect.fn("AgentSession.ResumeTurn")(function* (ctx, count) {
+    execute: Effect.fn(function* (ctx, count) {
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
       if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
