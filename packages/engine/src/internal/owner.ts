@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import { SqlClient } from "effect/sql"
@@ -41,6 +42,7 @@ import {
   WorkerLost,
   WorkerShutdown
 } from "../Errors.ts"
+import { FlowStream, type StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { runAttempt } from "./attempt.ts"
 import {
@@ -84,6 +86,7 @@ import {
   loadReply,
   normalizeAttempt,
   type StepRow,
+  type StreamRow,
   writeTransition
 } from "./store.ts"
 import { type CurrentAttempt, executionDeadline, type FlowCache, Transition } from "./transition.ts"
@@ -522,7 +525,8 @@ const build = Effect.gen(function* () {
             // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
             mayHaveCheckpoint:
               attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
-            counters: runner.counters
+            counters: runner.counters,
+            budget: runner.streams
           }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return
@@ -634,9 +638,68 @@ const build = Effect.gen(function* () {
           return yield* commit(retry, cache)
         }
         tx.settle()
-        yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
+        const staged = outcome._tag === "Success" ? (outcome.streams ?? []) : []
+        if (staged.length === 0) {
+          return yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
+        }
+        // the attempt's staged stream messages commit with the transition that makes them true
+        const admitted = yield* admitStaged(reg, stepExecutionId, attempt, staged, now)
+        tx.streamRows = admitted.rows
+        yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` }).pipe(
+          Effect.onExit((exit) => (exit._tag === "Success" ? admitted.written : admitted.release))
+        )
       })
     ).pipe(Effect.ignore)
+
+  /**
+   * The runner's stream budget admits an attempt's staged messages (in order, per stream); the rest are
+   * dropped. `release` gives the admitted bytes back when the commit fails, `written` follows a commit.
+   */
+  const admitStaged = (
+    reg: RegisteredFlow,
+    stepExecutionId: string,
+    attempt: number,
+    staged: ReadonlyArray<{ readonly stream: string; readonly value: string; readonly bytes: number }>,
+    now: number
+  ) =>
+    Effect.gen(function* () {
+      const byStream = new Map<string, Array<(typeof staged)[number]>>()
+      for (const m of staged) {
+        const list = byStream.get(m.stream)
+        if (list === undefined) byStream.set(m.stream, [m])
+        else list.push(m)
+      }
+      const rows: Array<StreamRow> = []
+      const streams: Array<readonly [StreamDef<any>, number]> = []
+      for (const [name, messages] of byStream) {
+        const def = reg.def.streams.find((d) => d.name === name) ?? FlowStream(name, Schema.Unknown)
+        const kept = yield* runner.streams.admit(sql, reg.def.type, def, messages, runner.counters)
+        streams.push([def, kept.reduce((n, m) => n + m.bytes, 0)])
+        for (const m of kept) {
+          rows.push({
+            flow_type: reg.def.type,
+            stream: name,
+            flow_id: flowId,
+            step_execution_id: stepExecutionId,
+            attempt,
+            value: m.value,
+            bytes: m.bytes,
+            at: now,
+            runner: runner.runnerId
+          })
+        }
+      }
+      // within each stream the rows keep the order the attempt staged them in (readers read one stream)
+      return {
+        rows,
+        release: Effect.sync(() => {
+          for (const [def, bytes] of streams) runner.streams.release(reg.def.type, def.name, bytes)
+        }),
+        written: Effect.forEach(streams, ([def]) => runner.streams.written(sql, reg.def.type, def, runner.counters), {
+          discard: true
+        })
+      }
+    })
 
   /** Runs `f` on the loaded cache under the owner's lock; `undefined` when the Flow does not exist. */
   const withCache = <A, E>(

@@ -370,6 +370,23 @@ const row = <T extends object>(value: T) => value as unknown as Record<string, u
 const rows = <T extends object>(values: ReadonlyArray<T>) =>
   values as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>]
 
+/** One `dex_stream` row: a stream message. */
+export interface StreamRow {
+  readonly flow_type: string
+  readonly stream: string
+  readonly flow_id: string
+  readonly step_execution_id: string
+  readonly attempt: number
+  readonly value: string
+  readonly bytes: number
+  readonly at: number
+  readonly runner: string
+}
+
+/** Stores stream messages (one statement). The caller holds the transaction and checked the fence. */
+export const insertStreamRows = (sql: Sql, streamRows: ReadonlyArray<StreamRow>) =>
+  streamRows.length === 0 ? Effect.void : Effect.asVoid(sql`INSERT INTO dex_stream ${sql.insert(rows(streamRows))}`)
+
 /** Everything one transition writes; `writeTransition` turns it into one SQL transaction. */
 export interface TransitionBatch {
   /** The owner's fence: the transition commits only while this epoch is the Flow's current one. */
@@ -393,6 +410,8 @@ export interface TransitionBatch {
   /** When set, history is pruned to this many newest events of the Flow (the history window). */
   readonly pruneHistory?: number | undefined
   readonly reply: { readonly requestId: string; readonly reply: string; readonly at: number } | undefined
+  /** Stream messages the committing attempt staged (their budget already admitted them). */
+  readonly streams?: ReadonlyArray<StreamRow> | undefined
 }
 
 const STEP_COLUMNS = [
@@ -420,7 +439,7 @@ const STEP_COLUMNS = [
  * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
  * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
  * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert),
- * the request's reply. Fails with `false` when the fence finds another version: nothing is written.
+ * the staged stream messages (one insert), the request's reply. Fails with `false` when the fence finds another version: nothing is written.
  * The caller runs it inside `sql.withTransaction`.
  */
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: TransitionBatch) {
@@ -470,6 +489,7 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
       WHERE flow_id = ${flowId} ORDER BY id DESC LIMIT 1 OFFSET ${b.pruneHistory - 1})`
   }
+  if (b.streams !== undefined && b.streams.length > 0) yield* insertStreamRows(sql, b.streams)
   if (b.reply !== undefined) {
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
       VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
