@@ -50,6 +50,8 @@ export interface AttemptInput {
   readonly counters?: StreamCounters | undefined
   /** The runner's stream budgets. */
   readonly budget: StreamBudget
+  /** Runs a stream write in a transaction (the owner's group commit). */
+  readonly transact: WriteTarget["transact"]
   /** The owner's fence: heartbeats and stream writes commit only while it holds the Flow. */
   readonly fence: Fence
   /**
@@ -84,6 +86,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   const lost = Effect.andThen(i.onFenced, Effect.interrupt)
   const target: WriteTarget = {
     sql,
+    transact: i.transact,
     fence: i.fence,
     budget: i.budget,
     flowType: registered.def.type,

@@ -94,6 +94,13 @@ import { type CurrentAttempt, executionDeadline, type FlowCache, Transition } fr
 /** How long a leaving owner lets running Steps finish and commit before it interrupts them. */
 const GRACE_PERIOD = Duration.seconds(10)
 
+/** An attempt's outcome, waiting to commit. */
+interface Finished {
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly outcome: Outcome
+}
+
 type Loaded = { readonly _tag: "Missing" } | { readonly _tag: "Loaded"; readonly cache: FlowCache }
 
 const build = Effect.gen(function* () {
@@ -526,7 +533,8 @@ const build = Effect.gen(function* () {
             mayHaveCheckpoint:
               attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
             counters: runner.counters,
-            budget: runner.streams
+            budget: runner.streams,
+            transact: groupCommit.run
           }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return
@@ -584,72 +592,130 @@ const build = Effect.gen(function* () {
       )
     })
 
-  /** Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. */
+  /** Completions waiting for the owner's lock: those that arrive together commit in one transition. */
+  let finishing: Array<Finished> = []
+
+  /** Whether a completion still applies: its attempt was not cancelled or superseded meanwhile. */
+  const applies = (cache: FlowCache, f: Finished) => {
+    const step = cache.steps.get(f.stepExecutionId)
+    return (
+      cache.flow.status === "running" && step !== undefined && step.status === "running" && step.attempt === f.attempt
+    )
+  }
+
+  /**
+   * Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. Completions of the
+   * Flow's attempts that arrive together (a turn's parallel tool calls) commit in one transition, as if they
+   * had ended at the same instant; one whose result cannot be applied, or that passes the run budget, makes
+   * each of them commit on its own.
+   */
   const finish = (stepExecutionId: string, attempt: number, outcome: Outcome) =>
-    withCache((cache) =>
-      Effect.gen(function* () {
-        const step = cache.steps.get(stepExecutionId)
-        if (
-          cache.flow.status !== "running" ||
-          step === undefined ||
-          step.status !== "running" ||
-          step.attempt !== attempt
-        ) {
-          return
+    Effect.suspend(() => {
+      finishing.push({ stepExecutionId, attempt, outcome })
+      // the first of a group lets the others of this event-loop turn join before it takes the lock
+      return Effect.andThen(Effect.yieldNow, withCache(finishBatch))
+    }).pipe(Effect.ignore)
+
+  const finishBatch = (cache: FlowCache) =>
+    Effect.gen(function* () {
+      const batch = finishing
+      finishing = []
+      const live = batch.filter((f) => applies(cache, f))
+      if (live.length <= 1) {
+        if (live.length === 1) yield* finishOne(cache, live[0]!)
+        return
+      }
+      const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
+      const now = yield* Clock.currentTimeMillis
+      const tx = new Transition(reg, now, cache)
+      let together = true
+      for (const f of live) {
+        if (Exit.isFailure(yield* Effect.exit(tx.finishAttempt(f.stepExecutionId, f.attempt, f.outcome)))) {
+          together = false
+          break
         }
-        const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
-        const now = yield* Clock.currentTimeMillis
-        const tx = new Transition(reg, now, cache)
-        fibers.delete(stepExecutionId)
-        const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
-        if (
-          Exit.isSuccess(applied) &&
-          outcome._tag === "Success" &&
-          tx.stateBytesDelta > 0 &&
-          tx.stateBytes > config.maxFlowStateBytes
-        ) {
-          // the run budget: a completion that adds storage past it fails the Step without retry
-          runner.counters.budgetRejections++
-          const over = new Transition(reg, now, cache)
-          yield* Effect.orDie(
-            over.finishAttempt(stepExecutionId, attempt, {
-              // a typed ValueTooLarge for the failure route, with the budget's own words as the detail
-              ...engineFailure(
-                new ValueTooLarge({
-                  name: `Flow run state of ${flowId}`,
-                  bytes: tx.stateBytes,
-                  limit: config.maxFlowStateBytes
-                }),
-                false
-              ),
-              detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`
-            })
+      }
+      if (together && tx.stateBytesDelta > 0 && tx.stateBytes > config.maxFlowStateBytes) together = false
+      if (!together) {
+        // one at a time, each on the cache the one before committed
+        for (const f of live) {
+          yield* Effect.flatMap(current, (l) =>
+            l._tag === "Loaded" && applies(l.cache, f) ? finishOne(l.cache, f) : Effect.void
           )
-          over.settle()
-          return yield* commit(over, cache)
         }
-        if (Exit.isFailure(applied)) {
-          // the result could not be applied (a consumed message, an unknown Step): the attempt fails
-          const retry = new Transition(reg, now, cache)
-          yield* Effect.orDie(
-            retry.finishAttempt(stepExecutionId, attempt, { ...failureOf(applied.cause, undefined), retryable: true })
-          )
-          retry.settle()
-          return yield* commit(retry, cache)
-        }
-        tx.settle()
-        const staged = outcome._tag === "Success" ? (outcome.streams ?? []) : []
-        if (staged.length === 0) {
-          return yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
-        }
-        // the attempt's staged stream messages commit with the transition that makes them true
-        const admitted = yield* admitStaged(reg, stepExecutionId, attempt, staged, now)
-        tx.streamRows = admitted.rows
-        yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` }).pipe(
-          Effect.onExit((exit) => (exit._tag === "Success" ? admitted.written : admitted.release))
+        return
+      }
+      for (const f of live) fibers.delete(f.stepExecutionId)
+      tx.settle()
+      const admitted: Array<Effect.Success<ReturnType<typeof admitStaged>>> = []
+      for (const f of live) {
+        const staged = f.outcome._tag === "Success" ? (f.outcome.streams ?? []) : []
+        if (staged.length > 0) admitted.push(yield* admitStaged(reg, f.stepExecutionId, f.attempt, staged, now))
+      }
+      tx.streamRows = admitted.flatMap((a) => a.rows)
+      const first = live[0]!
+      yield* commit(tx, cache, { completion: `${first.stepExecutionId}#${first.attempt} of Flow ${flowId}` }).pipe(
+        Effect.onExit((exit) =>
+          Effect.forEach(admitted, (a) => (exit._tag === "Success" ? a.written : a.release), { discard: true })
         )
-      })
-    ).pipe(Effect.ignore)
+      )
+    })
+
+  /** Commits one attempt's outcome (it applies: the caller checked). */
+  const finishOne = (cache: FlowCache, { stepExecutionId, attempt, outcome }: Finished) =>
+    Effect.gen(function* () {
+      const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
+      const now = yield* Clock.currentTimeMillis
+      const tx = new Transition(reg, now, cache)
+      fibers.delete(stepExecutionId)
+      const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
+      if (
+        Exit.isSuccess(applied) &&
+        outcome._tag === "Success" &&
+        tx.stateBytesDelta > 0 &&
+        tx.stateBytes > config.maxFlowStateBytes
+      ) {
+        // the run budget: a completion that adds storage past it fails the Step without retry
+        runner.counters.budgetRejections++
+        const over = new Transition(reg, now, cache)
+        yield* Effect.orDie(
+          over.finishAttempt(stepExecutionId, attempt, {
+            // a typed ValueTooLarge for the failure route, with the budget's own words as the detail
+            ...engineFailure(
+              new ValueTooLarge({
+                name: `Flow run state of ${flowId}`,
+                bytes: tx.stateBytes,
+                limit: config.maxFlowStateBytes
+              }),
+              false
+            ),
+            detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`
+          })
+        )
+        over.settle()
+        return yield* commit(over, cache)
+      }
+      if (Exit.isFailure(applied)) {
+        // the result could not be applied (a consumed message, an unknown Step): the attempt fails
+        const retry = new Transition(reg, now, cache)
+        yield* Effect.orDie(
+          retry.finishAttempt(stepExecutionId, attempt, { ...failureOf(applied.cause, undefined), retryable: true })
+        )
+        retry.settle()
+        return yield* commit(retry, cache)
+      }
+      tx.settle()
+      const staged = outcome._tag === "Success" ? (outcome.streams ?? []) : []
+      if (staged.length === 0) {
+        return yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
+      }
+      // the attempt's staged stream messages commit with the transition that makes them true
+      const admitted = yield* admitStaged(reg, stepExecutionId, attempt, staged, now)
+      tx.streamRows = admitted.rows
+      yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` }).pipe(
+        Effect.onExit((exit) => (exit._tag === "Success" ? admitted.written : admitted.release))
+      )
+    })
 
   /**
    * The runner's stream budget admits an attempt's staged messages (in order, per stream); the rest are

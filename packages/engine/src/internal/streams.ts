@@ -17,6 +17,7 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import type { SqlError } from "effect/sql/SqlError"
 import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
@@ -279,6 +280,11 @@ const trim = (sql: Sql, flowType: string, stream: StreamDef<any>, counters?: Str
 /** Where a write goes: the attempt it belongs to, under its owner's fence. */
 export interface WriteTarget {
   readonly sql: Sql
+  /**
+   * Runs a write in a transaction: the owner's group commit, so the writes of attempts that start together
+   * (a turn's parallel tool calls announcing themselves) share one SQLite transaction.
+   */
+  readonly transact: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
   readonly fence: Fence
   readonly budget: StreamBudget
   readonly flowType: string
@@ -354,7 +360,7 @@ const writeMessages = <A>(
       at: now,
       runner: fence.runner
     }))
-    const write = sql.withTransaction(
+    const write = t.transact(
       Effect.gen(function* () {
         if (heartbeat === undefined) {
           if (!(yield* fenceCheck(sql, t.flowId, fence))) return "fenced" as const
