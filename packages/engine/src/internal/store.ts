@@ -125,6 +125,8 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     runner TEXT)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_read ON dex_stream (flow_id, stream, seq)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_trim ON dex_stream (flow_type, stream, seq)`)
+  // one row per trimmed stream: how far it was trimmed (resume tokens before are refused); `used` is the byte
+  // count the last trim left, informational (the budget is kept by each runner in memory, see streams.ts)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream_usage (
     flow_type TEXT NOT NULL, stream TEXT NOT NULL, used BIGINT NOT NULL, trimmed_through BIGINT NOT NULL,
     PRIMARY KEY (flow_type, stream))`)
@@ -499,12 +501,10 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
 
 /**
  * Deletes a closed run's rows before a new run reuses its Flow ID (in the new run's transaction): the Flow row,
- * its Steps, attempts, attribute versions, messages, history and stream messages (their bytes given back to the
- * stream's budget). Stored replies stay, so a redelivered request of the old run still gets its reply.
+ * its Steps, attempts, attribute versions, messages, history and stream messages (the runners' stream budgets
+ * see the freed bytes at their next reconcile). Stored replies stay, so a redelivered request of the old run still gets its reply.
  */
 export const deleteRun = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
-  yield* sql`UPDATE dex_stream_usage SET used = used - (SELECT COALESCE(SUM(s.bytes), 0) FROM dex_stream s
-    WHERE s.flow_id = ${flowId} AND s.flow_type = dex_stream_usage.flow_type AND s.stream = dex_stream_usage.stream)`
   for (const table of [
     "dex_stream",
     "dex_history",
@@ -717,10 +717,7 @@ export const purgeClosedFlows = (sql: Sql, cutoff: number, limit: number) =>
         WHERE status <> 'running' AND closed_at IS NOT NULL AND closed_at < ${cutoff} ORDER BY closed_at LIMIT ${limit}`
       const ids = due.map((r) => r.flow_id)
       if (ids.length === 0) return ids
-      // the purged stream messages no longer count against their stream's capacity
-      yield* sql`UPDATE dex_stream_usage SET used = used - COALESCE((SELECT SUM(s.bytes) FROM dex_stream s
-        WHERE s.flow_id IN ${sql.in(ids)} AND s.flow_type = dex_stream_usage.flow_type
-        AND s.stream = dex_stream_usage.stream), 0)`
+      // (the purged stream messages leave the runners' stream budgets at their next reconcile)
       for (const table of FLOW_TABLES) {
         yield* sql`DELETE FROM ${sql(table)} WHERE flow_id IN ${sql.in(ids)}`
       }
