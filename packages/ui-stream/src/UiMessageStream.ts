@@ -19,7 +19,7 @@
  *
  * @since 0.1.0
  */
-import type { Client, EngineError } from "@durable-agent/engine"
+import { Client, type EngineError } from "@durable-agent/engine"
 import { AgentSessionClient } from "@durable-agent/session"
 import * as Wire from "@durable-agent/session/wire"
 import type { UIMessageChunk } from "ai"
@@ -92,7 +92,10 @@ export interface TurnStreamOptions {
   readonly sessionId: string
   readonly turnId: string
   readonly from: StreamFrom
-  /** How often to look for new events when none are there; 25 ms by default. */
+  /**
+   * When no commit notice comes, how long to wait before looking for new events anyway (a missed notice); at
+   * least 1 s, the default. The stream reads as soon as the session commits.
+   */
   readonly pollInterval?: Duration.Input | undefined
   /**
    * Unused: an event now commits with its Step, so the stream no longer waits for the commit it announces.
@@ -303,7 +306,9 @@ export const turnStream = (
       const sessions = yield* AgentSessionClient.AgentSessionClient
       const sessionId = options.sessionId
       const turnId = options.turnId
-      const poll = Duration.fromInputUnsafe(options.pollInterval ?? "25 millis")
+      // the stream reads again at each commit notice of the session, and after the fallback (at least 1 s)
+      const watch = yield* (yield* Client.Client).watchCommits(sessionId)
+      const poll = Duration.fromInputUnsafe(options.pollInterval ?? "1 second")
       const from = options.from
       const start: string | null = from._tag === "TurnStart" ? from.after : from.token.a
       let position: string | null = from._tag === "TurnStart" ? from.after : from.token.p
@@ -837,7 +842,7 @@ export const turnStream = (
             events = yield* readEvents
             if (events.length === 0) {
               out.push(...sync(snapshot))
-              if (!done && out.length === 0) yield* Effect.sleep(poll)
+              if (!done && out.length === 0) yield* watch.next(poll)
             }
           }
           for (const entry of events) {

@@ -22,6 +22,7 @@ import {
   StoredRecovery
 } from "./decision.ts"
 import { pausePoint } from "./faults.ts"
+import type { CommitNotices } from "./feed.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
 import { type Fence, type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
@@ -50,6 +51,8 @@ export interface AttemptInput {
   readonly counters?: StreamCounters | undefined
   /** The runner's stream budgets. */
   readonly budget: StreamBudget
+  /** This process's commit notices. */
+  readonly notices: CommitNotices
   /** Runs a stream write in a transaction (the owner's group commit). */
   readonly transact: WriteTarget["transact"]
   /** The owner's fence: heartbeats and stream writes commit only while it holds the Flow. */
@@ -87,6 +90,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   const target: WriteTarget = {
     sql,
     transact: i.transact,
+    notices: i.notices,
     fence: i.fence,
     budget: i.budget,
     flowType: registered.def.type,

@@ -56,6 +56,7 @@ import {
   resolveOptions
 } from "./decision.ts"
 import { pausePoint } from "./faults.ts"
+import { Notices } from "./feed.ts"
 import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
@@ -111,6 +112,7 @@ const build = Effect.gen(function* () {
   const config = yield* EngineConfig
   const flowClient = yield* FlowEntity.client
   const groupCommit = yield* GroupCommit
+  const notices = yield* Notices
   const runner = yield* RunnerState
   const dispatchWaitMs = millis(config.dispatchWait)
   const clusterContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
@@ -384,6 +386,8 @@ const build = Effect.gen(function* () {
             })
           }
           loaded = { _tag: "Loaded", cache: tx.result(versions) }
+          // the Flow's readers in this process look again
+          notices.notify(flowId)
           runner.counters.observeTransition((performance.now() - startedAt) / 1000)
         }
         yield* afterCommit(tx)
@@ -534,7 +538,8 @@ const build = Effect.gen(function* () {
               attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
             counters: runner.counters,
             budget: runner.streams,
-            transact: groupCommit.run
+            transact: groupCommit.run,
+            notices
           }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return

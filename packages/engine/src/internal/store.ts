@@ -3,6 +3,7 @@ import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../Errors.ts"
+import { notifyOthers } from "./feed.ts"
 import { channelKey, type FlowState, type StoredMessage } from "./state.ts"
 
 export const SCHEMA_VERSION = "3"
@@ -496,6 +497,8 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
       VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
   }
+  // readers in other processes hear of the commit (Postgres: delivered after COMMIT)
+  yield* notifyOthers(sql, flowId)
   return true
 })
 

@@ -22,6 +22,7 @@ import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { errorInfo } from "./decision.ts"
+import { type CommitNotices, notifyOthers } from "./feed.ts"
 import { byteLength, encodeJson } from "./state.ts"
 import { type Fence, fenceCheck, insertStreamRows, ownerHolds, type Sql, type StreamRow } from "./store.ts"
 
@@ -287,6 +288,8 @@ export interface WriteTarget {
   readonly transact: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
   readonly fence: Fence
   readonly budget: StreamBudget
+  /** This process's commit notices: a written message wakes the Flow's readers. */
+  readonly notices: CommitNotices
   readonly flowType: string
   readonly flowId: string
   readonly stepExecutionId: string
@@ -374,6 +377,7 @@ const writeMessages = <A>(
           if (beat.length === 0) return "fenced" as const
         }
         yield* insertStreamRows(sql, rows)
+        if (rows.length > 0) yield* notifyOthers(sql, t.flowId)
         return "written" as const
       })
     )
@@ -387,6 +391,7 @@ const writeMessages = <A>(
       )
     )
     if (result === "written" && rows.length > 0) {
+      t.notices.notify(t.flowId)
       if (t.counters?.registry) {
         for (const m of admitted)
           Metrics.record(t.counters.registry, Metrics.streamBytes, byteLength(m.value), {
