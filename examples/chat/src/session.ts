@@ -11,7 +11,6 @@ import * as Effect from "effect/Effect"
 import * as FiberHandle from "effect/FiberHandle"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
 import { FLOW_TYPE } from "./agent.ts"
@@ -169,22 +168,12 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
           })
 
         /**
-         * The snapshot once it shows what an event announced (`shows`). Structural events are written while their
-         * Step runs, before its commit, and the snapshot is read from committed state, so it can lag the event by
-         * a commit: read it again until it shows the event's effect. None after 30 s (the attempt died before its
-         * commit, or what the event announced was superseded meanwhile).
+         * The pending interrupt an `interrupt_raised` event names. The event commits with the transition that
+         * raised it, so the snapshot read after it shows the interrupt, unless it was resolved meanwhile (none).
          */
-        const committedSnapshot = (sessionId: string, shows: (snapshot: Wire.AgentSnapshot) => boolean) =>
-          client.getSnapshot(sessionId).pipe(
-            Effect.map((snapshot) => (shows(snapshot) ? Option.some(snapshot) : Option.none())),
-            Effect.repeat({ until: Option.isSome, schedule: Schedule.spaced("50 millis"), times: 600 })
-          )
-
-        /** The pending interrupt an `interrupt_raised` event names, once its transition committed. */
-        const committedInterrupt = (sessionId: string, interruptId: string) =>
-          Effect.map(
-            committedSnapshot(sessionId, (s) => s.pendingInterrupts.some((i) => i.interruptId === interruptId)),
-            Option.flatMap((s) => Option.fromNullishOr(s.pendingInterrupts.find((i) => i.interruptId === interruptId)))
+        const pendingInterrupt = (sessionId: string, interruptId: string) =>
+          Effect.map(client.getSnapshot(sessionId), (s) =>
+            Option.fromNullishOr(s.pendingInterrupts.find((i) => i.interruptId === interruptId))
           )
 
         const ask = (v: View, interrupt: Wire.AgentInterrupt) =>
@@ -227,22 +216,15 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
               }
               case "tool_call_finished": {
                 const { toolCallId, toolName, status } = event.payload
-                if (replay) yield* loadCalls(v)
-                else {
-                  // the call's record once the commit that finished it shows it (gone: its turn has ended)
-                  const snapshot = yield* committedSnapshot(v.sessionId, (s) => {
-                    const record = s.toolCalls.find((c) => c.toolCallId === toolCallId)
-                    return record === undefined || record.status === status
-                  })
-                  if (Option.isSome(snapshot))
-                    for (const call of snapshot.value.toolCalls) v.calls.set(call.toolCallId, call)
-                }
+                // the call's record as the commit that finished it wrote it (the event commits with it; gone: its
+                // turn has ended)
+                yield* loadCalls(v)
                 return yield* print(finishedLine(toolName, status, v.calls.get(toolCallId)))
               }
               case "interrupt_raised": {
                 v.approvals.set(event.payload.interruptId, event.payload.toolName)
                 if (replay) return
-                const interrupt = yield* committedInterrupt(v.sessionId, event.payload.interruptId)
+                const interrupt = yield* pendingInterrupt(v.sessionId, event.payload.interruptId)
                 return yield* Option.isNone(interrupt) ? Effect.void : ask(v, interrupt.value)
               }
               case "interrupt_resolved": {
@@ -277,8 +259,8 @@ export class Chat extends Context.Service<Chat, ChatShape>()("examples/chat/Chat
               case "plan_updated": {
                 if (replay) return
                 const revision = event.payload.revision
-                const snapshot = yield* committedSnapshot(v.sessionId, (s) => (s.plan?.revision ?? -1) >= revision)
-                const current = Option.isSome(snapshot) ? snapshot.value.plan : null
+                // the event commits with the revision: the snapshot shows it, or a later one
+                const current = (yield* client.getSnapshot(v.sessionId)).plan
                 if (current === null || current.revision !== revision) return
                 const tasks = current.tasks.map((t) => `  [${t.status}] ${t.content}`)
                 const hint = current.status === "draft" ? ["/execute runs it; /plan <text> revises it"] : []

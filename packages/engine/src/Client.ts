@@ -5,13 +5,17 @@
  *
  * @since 0.1.0
  */
+
+import { PgClient } from "@effect/sql-pg"
 import * as Context from "effect/Context"
 import type { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
 import { EngineConfig } from "./EngineConfig.ts"
@@ -32,6 +36,7 @@ import {
 } from "./Errors.ts"
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
+import { COMMIT_CHANNEL, MIN_FALLBACK, Notices } from "./internal/feed.ts"
 import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
 import { queryRpc } from "./internal/query.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
@@ -228,8 +233,9 @@ export interface ClientShape {
     options?: { readonly pollInterval?: Duration.Input; readonly timeout?: Duration.Input }
   ) => Effect.Effect<Inspect.StepExecution, FlowNotFound | LongPollTimeout | EngineError>
   /**
-   * Reads a stream from the oldest retained message or after a resume token. With `follow`, keeps
-   * polling for new messages until the Flow closes.
+   * Reads a stream from the oldest retained message or after a resume token. With `follow`, keeps reading
+   * new messages until the Flow closes: it waits for the Flow's commit notices (see `watchCommits`), and reads
+   * again after `pollInterval` (at least 1 s, the default) for a notice it missed.
    */
   readonly readStream: <A>(
     flowId: string,
@@ -240,6 +246,24 @@ export interface ClientShape {
       readonly pollInterval?: Duration.Input | undefined
     }
   ) => Stream.Stream<StreamMessage<A>, InvalidResumeToken | EngineError>
+  /**
+   * Watches a Flow's commits while the scope is open: `next` waits for a commit notice (a transition or a
+   * stream write of the Flow) that came since the last `next`, or for the fallback (at least 1 s) when none
+   * comes. Notices come from this process's owners at once, and on Postgres from every process (LISTEN/NOTIFY).
+   * A reader reads, then calls `next`: a commit between the two is not missed.
+   */
+  readonly watchCommits: (flowId: string) => Effect.Effect<CommitWatch, never, Scope.Scope>
+}
+
+/**
+ * A watch of a Flow's commits (`Client.watchCommits`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface CommitWatch {
+  /** Waits for a commit notice since the last call, or `fallback` (at least 1 s, the default) when none comes. */
+  readonly next: (fallback?: Duration.Input) => Effect.Effect<void>
 }
 
 const clusterError = (e: { readonly _tag: string; readonly message?: string }) =>
@@ -306,6 +330,33 @@ export const make = Effect.gen(function* () {
         (text) => new ValueTooLarge({ name: what, bytes: byteLength(text), limit: config.maxValueBytes })
       )
     )
+
+  const notices = yield* Notices
+  // Postgres: hear the commits of every process (the transactions NOTIFY after COMMIT); a dropped listener
+  // connection is opened again (readers meanwhile read on their fallback)
+  const pg = yield* Effect.serviceOption(PgClient.PgClient)
+  if (Option.isSome(pg)) {
+    const listen = Effect.scoped(
+      Effect.gen(function* () {
+        const queue = yield* pg.value.listen(COMMIT_CHANNEL)
+        while (true) {
+          const notice = yield* Queue.take(queue)
+          notices.notify(notice.payload)
+        }
+      })
+    )
+    yield* Effect.forkScoped(
+      listen.pipe(
+        Effect.catchCause((cause) =>
+          Effect.andThen(
+            Effect.logDebug("commit notices: the LISTEN connection ended; listening again", cause),
+            Effect.sleep("1 second")
+          )
+        ),
+        Effect.forever
+      )
+    )
+  }
 
   const control = (flowId: string, command: ControlPayload["command"]) =>
     mapClusterErrors(flows(flowId).Control(new ControlPayload({ flowId, requestId: requestId(), command })))
@@ -433,6 +484,7 @@ export const make = Effect.gen(function* () {
             Effect.fail(new LongPollTimeout({ flowId, stepExecutionId, waitedMs: Duration.toMillis(timeout) }))
         })
       }),
+    watchCommits: (flowId) => notices.watch(flowId),
     readStream: (flowId, stream, options) =>
       Stream.unwrap(
         Effect.gen(function* () {
@@ -455,16 +507,20 @@ export const make = Effect.gen(function* () {
             AND stream = ${stream.name} AND seq > ${after} ORDER BY seq LIMIT 500`.pipe(
               Effect.mapError((e) => new EngineError({ reason: e.message }))
             )
-          const poll = Duration.fromInputUnsafe(options?.pollInterval ?? Duration.millis(100))
+          // a follower waits for the Flow's commit notices, and reads again after the fallback for a missed one
+          const fallback = options?.pollInterval ?? MIN_FALLBACK
+          const watch = options?.follow ? yield* notices.watch(flowId) : undefined
+          const wait = watch === undefined ? Effect.void : watch.next(fallback)
           return Stream.paginate(true as boolean, (first) =>
             Effect.gen(function* () {
-              if (!first) yield* Effect.sleep(poll)
+              if (!first) yield* wait
               while (true) {
-                const rows = yield* page()
+                // closed first: a Flow seen closed committed everything before, so the page read after has it all
                 const closed = options?.follow
                   ? (yield* provideSql(Inspect.describeFlow(flowId)).pipe(Effect.orElseSucceed(() => undefined)))
                       ?.status !== "running"
                   : true
+                const rows = yield* page()
                 if (rows.length > 0) {
                   after = Number(rows[rows.length - 1].seq)
                   const messages = rows.map(
@@ -482,7 +538,7 @@ export const make = Effect.gen(function* () {
                   ] as const
                 }
                 if (closed) return [[], Option.none()] as const
-                yield* Effect.sleep(poll)
+                yield* wait
               }
             })
           )

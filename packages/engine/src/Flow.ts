@@ -293,8 +293,24 @@ export interface ExecuteContext<RE = unknown> extends StepContext {
   readonly heartbeatCheckpoint: Option.Option<unknown>
   /** A durable heartbeat; resolves once persisted. The first one marks the attempt as having produced output. */
   heartbeat(checkpoint?: unknown): Effect.Effect<void>
-  /** Best-effort stream write; never fails the Step. */
+  /** Best-effort stream write, now; never fails the Step. */
   emit<A>(stream: StreamDef<A>, value: A): Effect.Effect<void>
+  /** Best-effort stream writes of several messages, now, in one write; never fails the Step. */
+  emitAll<A>(stream: StreamDef<A>, values: ReadonlyArray<A>): Effect.Effect<void>
+  /**
+   * Stages a stream message: it is written in the transaction that commits this attempt's success, so no
+   * reader sees it before the committed record that makes it true, and an attempt that fails, is cancelled or
+   * dies before its commit leaves none. Best effort: an oversized message, or one the stream's budget has no
+   * room for at the commit, is dropped (counted). Never fails the Step.
+   */
+  stage<A>(stream: StreamDef<A>, value: A): Effect.Effect<void>
+  /**
+   * Writes stream messages together with a durable heartbeat, in one write: what must be visible before the
+   * attempt commits (a tool's start, a model call's first text). Resolves once persisted; like every
+   * heartbeat it marks the attempt as having produced output. The messages are best effort (the stream's
+   * budget may drop them); the heartbeat is not.
+   */
+  heartbeatWith<A>(stream: StreamDef<A>, values: ReadonlyArray<A>, checkpoint?: unknown): Effect.Effect<void>
 }
 
 /** A channel message as an RPC sees it. */

@@ -30,6 +30,22 @@ describe("embedded engine: SIGKILL of the worker process", () => {
       })
   )
 
+  it.live(
+    "killed after staging stream messages and before its commit: none of them is written; the message written with its heartbeat is, and the recovery's commits with it",
+    () =>
+      Effect.gen(function* () {
+        const { db, side } = files()
+        const first = yield* spawnWorker("embedded", db, "start", "f", "staged", side)
+        yield* killAt(first, "RUNNING")
+        const second = yield* spawnWorker("embedded", db, "await", "f")
+        const stream = yield* Effect.map(second.waitFor("STREAM"), (line): Array<string> => JSON.parse(line))
+        const closed = yield* closedFlow(second)
+        assert.deepStrictEqual(closed.flow.output, { recovered: "WorkerLost", progress: "not_completed" })
+        assert.deepStrictEqual(stream, ["started (attempt 1)", "recovered (attempt 1)"])
+        assert.strictEqual(sideEffects(side).filter((l) => l.startsWith("run ")).length, 1)
+      })
+  )
+
   it.live("killed before the attempt produced any output: the same attempt number runs again", () =>
     Effect.gen(function* () {
       const { db, side } = files()

@@ -289,7 +289,7 @@ describe("cluster engine: a runner paused past its shard lock (issue 28)", () =>
   )
 
   it.live(
-    "5. ten Flows write their first stream messages at once on a fresh database: none is lost, the budget is exact",
+    "5. ten Flows write their first stream messages at once on a fresh database: none is lost, none counted twice",
     () =>
       Effect.gen(function* () {
         const url = yield* withTestDatabase
@@ -312,14 +312,13 @@ describe("cluster engine: a runner paused past its shard lock (issue 28)", () =>
               .join("\n")}`
           )
         }
-        const usage = yield* query(
+        // the budget is kept by the runner in memory (no shared row); the stored messages are the fifty written
+        const stored = yield* query(
           url,
-          (sql) =>
-            sql<{ used: unknown; actual: unknown }>`SELECT u.used, (SELECT SUM(bytes) FROM dex_stream) AS actual
-            FROM dex_stream_usage u`
+          (sql) => sql<{ n: unknown; bytes: unknown }>`SELECT COUNT(*) AS n, SUM(bytes) AS bytes FROM dex_stream`
         )
-        assert.strictEqual(usage.length, 1)
-        assert.strictEqual(Number(usage[0]!.used), Number(usage[0]!.actual))
+        assert.strictEqual(Number(stored[0]!.n), 50)
+        assert.isBelow(Number(stored[0]!.bytes), 10 * 1024 * 1024)
       }),
     240_000
   )

@@ -23,7 +23,8 @@
  * are skipped. The target (p50 <= 25 ms on the embedded engine) is reported as PASS or MISS; it does not fail
  * the run. Progress goes to stderr, the report to stdout; temporary files and databases are removed.
  *
- * Environment: `BENCH_MODES` (default `embedded,cluster`), as the engine benchmark.
+ * Environment: `BENCH_MODES` (default `embedded,cluster`), as the engine benchmark; `SESSION_BENCH_ONLY=trace`
+ * runs only (5) and prints it.
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -446,7 +447,22 @@ const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> =
   })
 ]
 
+/** `SESSION_BENCH_ONLY=trace`: only the statement trace of each mode (its commits and statements), printed. */
+const traceOnly = async () => {
+  for (const mode of MODES) {
+    const trace = await traceTurn(mode)
+    process.stdout.write(
+      [
+        `${mode}: ${trace.commits.toFixed(1)} commits per turn cycle${Number.isNaN(trace.statements) ? "" : `, ${trace.statements.toFixed(1)} statements`} (${trace.how})`,
+        ...trace.grouped.map(([text, n]) => `  ${String(n).padStart(3)}  ${text}`),
+        ""
+      ].join("\n")
+    )
+  }
+}
+
 const main = async () => {
+  if (process.env.SESSION_BENCH_ONLY === "trace") return traceOnly()
   const load = () =>
     loadavg()
       .map((l) => l.toFixed(2))

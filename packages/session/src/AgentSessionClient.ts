@@ -201,8 +201,9 @@ export interface AgentSessionClientShape {
   ) => Effect.Effect<boolean, UpdateSettingsError>
   /**
    * Waits until the session has settled: started, no active turn, no queued message, and at least `turn` turns
-   * ended when given. Returns that snapshot. A turn that waits for an approval is still active, so resolve it
-   * first. Fails with {@link AwaitTurnTimeout} after `timeout` (default 60 seconds), and at once with
+   * ended when given. Returns that snapshot. It reads again at each of the session's commit notices, and after
+   * `pollInterval` (at least 1 s, the default) for a notice it missed. A turn that waits for an approval is
+   * still active, so resolve it first. Fails with {@link AwaitTurnTimeout} after `timeout` (default 60 seconds), and at once with
    * {@link LiveClockRequired} under `TestClock` (`it.effect`): use `it.live` in tests.
    */
   readonly awaitTurn: (
@@ -214,7 +215,8 @@ export interface AgentSessionClientShape {
     }
   ) => Effect.Effect<Wire.AgentSnapshot, RpcError | EngineError | AwaitTurnTimeout | LiveClockRequired>
   /**
-   * The session's events, decoded; with `follow` it keeps reading until the session closes. An event that does
+   * The session's events, decoded; with `follow` it keeps reading until the session closes, waiting for the
+   * session's commit notices (`pollInterval`, at least 1 s, is the fallback for a missed one). An event that does
    * not decode is skipped with a warning in the log that names its type, its token and the decode error.
    */
   readonly events: (
@@ -406,15 +408,22 @@ export const makeAgentSessionClient = (flowType: string) =>
             )
           )
           const snapshot = query(rpcs.get_agent_snapshot, sessionId, null)
-          return yield* Effect.flatMap(idle, (steps) =>
+          const read = Effect.flatMap(idle, (steps) =>
             Effect.map(snapshot, (s) => (steps ? s : { ...s, queuedMessageCount: s.queuedMessageCount + 1 }))
-          ).pipe(
-            Effect.tap((s) =>
-              Effect.sync(() => {
+          )
+          // reads again at each commit notice of the session (or after the fallback, at least 1 s)
+          const untilSettled = Effect.scoped(
+            Effect.gen(function* () {
+              const watch = yield* engine.watchCommits(sessionId)
+              while (true) {
+                const s = yield* read
                 last = s
-              })
-            ),
-            Effect.repeat({ schedule: Schedule.spaced(options?.pollInterval ?? "50 millis"), until: settled }),
+                if (settled(s)) return s
+                yield* watch.next(options?.pollInterval)
+              }
+            })
+          )
+          return yield* untilSettled.pipe(
             Effect.timeoutOrElse({
               duration: timeout,
               orElse: () =>

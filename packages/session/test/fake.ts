@@ -52,7 +52,16 @@ export const makeEnv = (options: {
       Effect.sync(() => {
         beats++
       }),
-    emit: (_stream, value) => Effect.sync(() => void emitted.push(value as Wire.AgentEventEnvelope))
+    emit: (_stream, value) => Effect.sync(() => void emitted.push(value as Wire.AgentEventEnvelope)),
+    emitAll: (_stream, values) =>
+      Effect.sync(() => void emitted.push(...(values as ReadonlyArray<Wire.AgentEventEnvelope>))),
+    // staged events commit with the Step; the fake has no commit, so they are seen at once
+    stage: (_stream, value) => Effect.sync(() => void emitted.push(value as Wire.AgentEventEnvelope)),
+    heartbeatWith: (_stream, values) =>
+      Effect.sync(() => {
+        beats++
+        emitted.push(...(values as ReadonlyArray<Wire.AgentEventEnvelope>))
+      })
   }
   return { ctx, published, emitted, heartbeats: () => beats }
 }

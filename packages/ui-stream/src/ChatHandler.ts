@@ -97,7 +97,10 @@ export interface ChatHandlerOptions {
   readonly maxBodyBytes?: number | undefined
   /** The longest user message, in characters; 32,000 by default. */
   readonly maxMessageChars?: number | undefined
-  /** How often the streams look for new events; 25 ms by default. */
+  /**
+   * How long the streams wait for a commit notice before they look for new events anyway (a missed notice); at
+   * least 1 s, the default. They read as soon as the session commits.
+   */
   readonly pollInterval?: Duration.Input | undefined
   /**
    * How often an open stream (the UI stream and the plain SSE) sends an SSE keep-alive comment, so a proxy does
@@ -348,7 +351,7 @@ export const makeHandler = (options: ChatHandlerOptions) => {
   const base = (options.basePath ?? "/api/chat").replace(/\/+$/, "")
   const maxBody = options.maxBodyBytes ?? 1024 * 1024
   const maxChars = options.maxMessageChars ?? 32_000
-  const poll = options.pollInterval ?? "25 millis"
+  const poll = options.pollInterval ?? "1 second"
   const keepAlive = UiMessageStream.withKeepAlive(options.keepAliveInterval ?? "15 seconds")
   const serialized = keyedLock()
 

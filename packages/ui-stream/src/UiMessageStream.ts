@@ -92,9 +92,15 @@ export interface TurnStreamOptions {
   readonly sessionId: string
   readonly turnId: string
   readonly from: StreamFrom
-  /** How often to look for new events when none are there; 25 ms by default. */
+  /**
+   * When no commit notice comes, how long to wait before looking for new events anyway (a missed notice); at
+   * least 1 s, the default. The stream reads as soon as the session commits.
+   */
   readonly pollInterval?: Duration.Input | undefined
-  /** How long to wait for an event's commit before dropping it; 60 s by default. */
+  /**
+   * Unused: an event now commits with its Step, so the stream no longer waits for the commit it announces.
+   * Accepted so that existing callers keep compiling.
+   */
   readonly commitTimeout?: Duration.Input | undefined
   /**
    * Answers this reader knows already, by interrupt ID: the answer a request of this stream submitted. A tool's
@@ -298,11 +304,11 @@ export const turnStream = (
   Stream.unwrap(
     Effect.gen(function* () {
       const sessions = yield* AgentSessionClient.AgentSessionClient
-      const engine = yield* Client.Client
       const sessionId = options.sessionId
       const turnId = options.turnId
-      const poll = Duration.fromInputUnsafe(options.pollInterval ?? "25 millis")
-      const commitTimeout = Duration.toMillis(Duration.fromInputUnsafe(options.commitTimeout ?? "60 seconds"))
+      // the stream reads again at each commit notice of the session, and after the fallback (at least 1 s)
+      const watch = yield* (yield* Client.Client).watchCommits(sessionId)
+      const poll = Duration.fromInputUnsafe(options.pollInterval ?? "1 second")
       const from = options.from
       const start: string | null = from._tag === "TurnStart" ? from.after : from.token.a
       let position: string | null = from._tag === "TurnStart" ? from.after : from.token.p
@@ -327,40 +333,20 @@ export const turnStream = (
       )
 
       /**
-       * Waits until the snapshot shows what the event says (the event's Step attempt committed); `None` when that
-       * attempt ended without committing, so the event is dropped. `settledSince`, when given, decides once the
-       * event's Step has completed (committed) and `check` still finds nothing: what committed after it may
-       * have moved the state on already (the snapshot is read from committed state, so it can land between an
-       * RPC's commit and the commit of the Step that applies it).
+       * What the committed snapshot says about an event. A structural event is written in the transaction that
+       * commits its Step's attempt, so the snapshot read after it shows what it says (`check`), or, when `check`
+       * finds nothing, what committed after it already moved the state on (`settledSince`, when given);
+       * otherwise `None`, and the event is dropped. (Before events committed with their Step, this waited for the
+       * commit, polling the snapshot and the Step executions.)
        */
       const awaitCommitted = <A>(
         check: (snapshot: Wire.AgentSnapshot) => A | undefined,
-        event: Wire.AgentEvent,
+        _event: Wire.AgentEvent,
         settledSince?: (snapshot: Wire.AgentSnapshot) => A | undefined
       ) =>
-        Effect.gen(function* () {
-          const began = Date.now()
-          while (true) {
-            const steps = yield* engine.stepExecutions(sessionId)
-            const snapshot = yield* sessions.getSnapshot(sessionId)
-            const found = check(snapshot)
-            if (found !== undefined) return Option.some(found)
-            const step = steps.find((s) => s.stepExecutionId === event.stepExecutionId)
-            if (settledSince !== undefined && step?.status === "completed") {
-              const settled = settledSince(snapshot)
-              if (settled !== undefined) return Option.some(settled)
-            }
-            const over =
-              step !== undefined &&
-              (step.status === "completed" ||
-                step.status === "failed" ||
-                step.status === "cancelled" ||
-                step.attempts.some(
-                  (a) => a.attempt > event.attempt || (a.attempt === event.attempt && a.outcome !== null)
-                ))
-            if (over || Date.now() - began > commitTimeout) return Option.none<A>()
-            yield* Effect.sleep("20 millis")
-          }
+        Effect.map(sessions.getSnapshot(sessionId), (snapshot) => {
+          const found = check(snapshot)
+          return Option.fromUndefinedOr(found !== undefined ? found : settledSince?.(snapshot))
         })
 
       const ensureStart = (out: Array<TurnChunk>) => {
@@ -856,7 +842,7 @@ export const turnStream = (
             events = yield* readEvents
             if (events.length === 0) {
               out.push(...sync(snapshot))
-              if (!done && out.length === 0) yield* Effect.sleep(poll)
+              if (!done && out.length === 0) yield* watch.next(poll)
             }
           }
           for (const entry of events) {

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { ChatHandler, ResumeToken, UiMessageStream } from "../src/index.ts"
 import { authorize, chunksOf, fold, get, layer, post, readSse, runs, userMessage, writeAndRead } from "./support.ts"
@@ -264,14 +265,23 @@ describe("UI message stream", () => {
 })
 
 describe("trimmed events", () => {
-  const words = Array.from({ length: 60 }, (_, i) => `word${i} `)
+  // spaced out, so the session's delta buffer writes them as separate events that fill the small stream
+  const words = Array.from({ length: 24 }, (_, i) => `word${i} `)
   it.live("a turn whose first events were trimmed is rebuilt from the committed messages", () =>
     Effect.gen(function* () {
       const handler = yield* handlerEffect
       const sessions = yield* AgentSessionClient.AgentSessionClient
       yield* sessions.startSession("hal-1", { initialMessage: "go" })
       const snapshot = yield* SessionTesting.awaitTurn("hal-1", { turn: 1 })
-      const oldest = (yield* Stream.runHead(sessions.events("hal-1"))).pipe(Option.getOrThrow)
+      // the stream is trimmed in the background once it passes 90 % of its capacity
+      const oldest = yield* Stream.runHead(sessions.events("hal-1")).pipe(
+        Effect.map(Option.getOrThrow),
+        Effect.repeat({
+          until: (e) => e.event.type !== "turn_started",
+          schedule: Schedule.spaced("20 millis"),
+          times: 500
+        })
+      )
       assert.notStrictEqual(oldest.event.type, "turn_started", "the turn's start was trimmed")
       const replay = yield* promise(async () =>
         readSse(await handler(get("hal", `/hal-1/stream?token=${encodeURIComponent(tokenFor("hal-1"))}`)))
@@ -283,7 +293,7 @@ describe("trimmed events", () => {
     }).pipe(
       Effect.provide(
         SessionTesting.layer({
-          model: [{ text: words.join(""), textDeltas: words }],
+          model: slowModel(words, "60 millis"),
           flow: { eventsCapacityBytes: 8000 }
         })
       )

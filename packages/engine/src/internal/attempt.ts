@@ -10,7 +10,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { EngineConfigShape } from "../EngineConfig.ts"
 import { DefinitionError, HeartbeatTimeout, MethodTimeout, type RecoveryError } from "../Errors.ts"
-import type { ExecuteContext } from "../Flow.ts"
+import type { ExecuteContext, StreamDef } from "../Flow.ts"
 import {
   decodeRecovery,
   encodeDecision,
@@ -22,10 +22,19 @@ import {
   StoredRecovery
 } from "./decision.ts"
 import { pausePoint } from "./faults.ts"
+import type { CommitNotices } from "./feed.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
 import { type Fence, type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
-import { emitStream, type StreamCounters } from "./streams.ts"
+import {
+  emitMessages,
+  heartbeatWithMessages,
+  type PreparedMessage,
+  prepareMessage,
+  type StreamBudget,
+  type StreamCounters,
+  type WriteTarget
+} from "./streams.ts"
 import type { StoredWaitResult } from "./transition.ts"
 
 export interface AttemptInput {
@@ -40,6 +49,12 @@ export interface AttemptInput {
   readonly mayHaveCheckpoint: boolean
   /** The runner's stream counters (metrics). */
   readonly counters?: StreamCounters | undefined
+  /** The runner's stream budgets. */
+  readonly budget: StreamBudget
+  /** This process's commit notices. */
+  readonly notices: CommitNotices
+  /** Runs a stream write in a transaction (the owner's group commit). */
+  readonly transact: WriteTarget["transact"]
   /** The owner's fence: heartbeats and stream writes commit only while it holds the Flow. */
   readonly fence: Fence
   /**
@@ -72,6 +87,20 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   const where = `${step.step_execution_id}#${attempt} of Flow ${flow.flow_id}`
   // a refused write: the owner stops this Flow's fibers and the attempt ends here, before user code goes on
   const lost = Effect.andThen(i.onFenced, Effect.interrupt)
+  const target: WriteTarget = {
+    sql,
+    transact: i.transact,
+    notices: i.notices,
+    fence: i.fence,
+    budget: i.budget,
+    flowType: registered.def.type,
+    flowId: flow.flow_id,
+    stepExecutionId: step.step_execution_id,
+    attempt,
+    counters: i.counters
+  }
+  /** Messages staged for the commit of this attempt's success. */
+  const stagedStreams: Array<PreparedMessage> = []
   const heartbeat = (value?: unknown) =>
     Effect.gen(function* () {
       yield* pausePoint("heartbeat", where)
@@ -87,6 +116,13 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
         value === undefined ? null : JSON.stringify(value)
       ).pipe(Effect.orDie)
       if (!written) return yield* lost
+    })
+  const emitNow = <A>(stream: StreamDef<A>, values: ReadonlyArray<A>) =>
+    Effect.gen(function* () {
+      if (values.length === 0) return
+      yield* pausePoint("emit", where)
+      const result = yield* emitMessages(target, config, stream, values)
+      if (result === "fenced") return yield* lost
     })
   // the route's recovered errors (`RE`) cover the failing Step's declared errors: `Step` checks it
   const ctx: ExecuteContext<never> = {
@@ -113,21 +149,24 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
           ),
     heartbeatCheckpoint: Option.fromNullishOr(checkpoint).pipe(Option.map((c) => JSON.parse(c))),
     heartbeat,
-    emit: (stream, value) =>
+    emit: (stream, value) => emitNow(stream, [value]),
+    emitAll: emitNow,
+    stage: (stream, value) =>
+      Effect.sync(() => {
+        const m = prepareMessage(config, stream, flow.flow_id, step.step_execution_id, value, i.counters)
+        if (m !== undefined) stagedStreams.push(m)
+      }),
+    heartbeatWith: (stream, values, checkpoint) =>
       Effect.gen(function* () {
-        yield* pausePoint("emit", where)
-        const result = yield* emitStream(
-          sql,
+        yield* pausePoint("heartbeat", where)
+        lastBeat = yield* Clock.currentTimeMillis
+        const result = yield* heartbeatWithMessages(
+          target,
           config,
-          i.fence,
-          registered.def.type,
           stream,
-          flow.flow_id,
-          step.step_execution_id,
-          attempt,
-          value,
-          i.counters
-        )
+          values,
+          checkpoint === undefined ? null : JSON.stringify(checkpoint)
+        ).pipe(Effect.orDie)
         if (result === "fenced") return yield* lost
       })
   }
@@ -170,7 +209,8 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     _tag: "Success",
     writes: [...staged.attrWrites.values()],
     publishes: staged.publishes,
-    decision: decision.value
+    decision: decision.value,
+    ...(stagedStreams.length === 0 ? {} : { streams: stagedStreams })
   }
   const tooLarge = oversized(outcome, config.maxValueBytes)
   return tooLarge ? (engineFailure(tooLarge, false) as Outcome) : outcome

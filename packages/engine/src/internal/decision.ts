@@ -115,7 +115,11 @@ export const Outcome = Schema.Union([
     _tag: Schema.Literal("Success"),
     writes: Schema.Array(AttrWriteSchema),
     publishes: Schema.Array(PublishSchema),
-    decision: EncodedDecision
+    decision: EncodedDecision,
+    /** Stream messages the attempt staged: written with the transition that commits this outcome. */
+    streams: Schema.optional(
+      Schema.Array(Schema.Struct({ stream: Schema.String, value: Schema.String, bytes: Schema.Number }))
+    )
   }),
   Schema.Struct({
     _tag: Schema.Literal("Failure"),

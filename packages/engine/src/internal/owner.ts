@@ -24,6 +24,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import { SqlClient } from "effect/sql"
@@ -42,6 +43,7 @@ import {
   WorkerLost,
   WorkerShutdown
 } from "../Errors.ts"
+import { FlowStream, type StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { runAttempt } from "./attempt.ts"
 import {
@@ -55,6 +57,7 @@ import {
   resolveOptions
 } from "./decision.ts"
 import { pausePoint } from "./faults.ts"
+import { Notices } from "./feed.ts"
 import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
@@ -86,12 +89,20 @@ import {
   normalizeAttempt,
   requireLease,
   type StepRow,
+  type StreamRow,
   writeTransition
 } from "./store.ts"
 import { type CurrentAttempt, executionDeadline, type FlowCache, Transition } from "./transition.ts"
 
 /** How long a leaving owner lets running Steps finish and commit before it interrupts them. */
 const GRACE_PERIOD = Duration.seconds(10)
+
+/** An attempt's outcome, waiting to commit. */
+interface Finished {
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly outcome: Outcome
+}
 
 type Loaded = { readonly _tag: "Missing" } | { readonly _tag: "Loaded"; readonly cache: FlowCache }
 
@@ -103,6 +114,7 @@ const build = Effect.gen(function* () {
   const config = yield* EngineConfig
   const flowClient = yield* FlowEntity.client
   const groupCommit = yield* GroupCommit
+  const notices = yield* Notices
   const runner = yield* RunnerState
   const dispatchWaitMs = millis(config.dispatchWait)
   const clusterContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
@@ -383,6 +395,8 @@ const build = Effect.gen(function* () {
             })
           }
           loaded = { _tag: "Loaded", cache: tx.result(versions) }
+          // the Flow's readers in this process look again
+          notices.notify(flowId)
           runner.counters.observeTransition((performance.now() - startedAt) / 1000)
         }
         yield* afterCommit(tx)
@@ -531,7 +545,10 @@ const build = Effect.gen(function* () {
             // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
             mayHaveCheckpoint:
               attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
-            counters: runner.counters
+            counters: runner.counters,
+            budget: runner.streams,
+            transact: groupCommit.run,
+            notices
           }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return
@@ -589,63 +606,180 @@ const build = Effect.gen(function* () {
       )
     })
 
-  /** Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. */
+  /** Completions waiting for the owner's lock: those that arrive together commit in one transition. */
+  let finishing: Array<Finished> = []
+
+  /** Whether a completion still applies: its attempt was not cancelled or superseded meanwhile. */
+  const applies = (cache: FlowCache, f: Finished) => {
+    const step = cache.steps.get(f.stepExecutionId)
+    return (
+      cache.flow.status === "running" && step !== undefined && step.status === "running" && step.attempt === f.attempt
+    )
+  }
+
+  /**
+   * Commits an attempt's outcome, unless the attempt was cancelled or superseded meanwhile. Completions of the
+   * Flow's attempts that arrive together (a turn's parallel tool calls) commit in one transition, as if they
+   * had ended at the same instant; one whose result cannot be applied, or that passes the run budget, makes
+   * each of them commit on its own.
+   */
   const finish = (stepExecutionId: string, attempt: number, outcome: Outcome) =>
-    withCache((cache) =>
-      Effect.gen(function* () {
-        const step = cache.steps.get(stepExecutionId)
-        if (
-          cache.flow.status !== "running" ||
-          step === undefined ||
-          step.status !== "running" ||
-          step.attempt !== attempt
-        ) {
-          return
+    Effect.suspend(() => {
+      finishing.push({ stepExecutionId, attempt, outcome })
+      // the first of a group lets the others of this event-loop turn join before it takes the lock
+      return Effect.andThen(Effect.yieldNow, withCache(finishBatch))
+    }).pipe(Effect.ignore)
+
+  const finishBatch = (cache: FlowCache) =>
+    Effect.gen(function* () {
+      const batch = finishing
+      finishing = []
+      const live = batch.filter((f) => applies(cache, f))
+      if (live.length <= 1) {
+        if (live.length === 1) yield* finishOne(cache, live[0]!)
+        return
+      }
+      const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
+      const now = yield* Clock.currentTimeMillis
+      const tx = new Transition(reg, now, cache)
+      let together = true
+      for (const f of live) {
+        if (Exit.isFailure(yield* Effect.exit(tx.finishAttempt(f.stepExecutionId, f.attempt, f.outcome)))) {
+          together = false
+          break
         }
-        const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
-        const now = yield* Clock.currentTimeMillis
-        const tx = new Transition(reg, now, cache)
-        fibers.delete(stepExecutionId)
-        const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
-        if (
-          Exit.isSuccess(applied) &&
-          outcome._tag === "Success" &&
-          tx.stateBytesDelta > 0 &&
-          tx.stateBytes > config.maxFlowStateBytes
-        ) {
-          // the run budget: a completion that adds storage past it fails the Step without retry
-          runner.counters.budgetRejections++
-          const over = new Transition(reg, now, cache)
-          yield* Effect.orDie(
-            over.finishAttempt(stepExecutionId, attempt, {
-              // a typed ValueTooLarge for the failure route, with the budget's own words as the detail
-              ...engineFailure(
-                new ValueTooLarge({
-                  name: `Flow run state of ${flowId}`,
-                  bytes: tx.stateBytes,
-                  limit: config.maxFlowStateBytes
-                }),
-                false
-              ),
-              detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`
-            })
+      }
+      if (together && tx.stateBytesDelta > 0 && tx.stateBytes > config.maxFlowStateBytes) together = false
+      if (!together) {
+        // one at a time, each on the cache the one before committed
+        for (const f of live) {
+          yield* Effect.flatMap(current, (l) =>
+            l._tag === "Loaded" && applies(l.cache, f) ? finishOne(l.cache, f) : Effect.void
           )
-          over.settle()
-          return yield* commit(over, cache)
         }
-        if (Exit.isFailure(applied)) {
-          // the result could not be applied (a consumed message, an unknown Step): the attempt fails
-          const retry = new Transition(reg, now, cache)
-          yield* Effect.orDie(
-            retry.finishAttempt(stepExecutionId, attempt, { ...failureOf(applied.cause, undefined), retryable: true })
-          )
-          retry.settle()
-          return yield* commit(retry, cache)
+        return
+      }
+      for (const f of live) fibers.delete(f.stepExecutionId)
+      tx.settle()
+      const admitted: Array<Effect.Success<ReturnType<typeof admitStaged>>> = []
+      for (const f of live) {
+        const staged = f.outcome._tag === "Success" ? (f.outcome.streams ?? []) : []
+        if (staged.length > 0) admitted.push(yield* admitStaged(reg, f.stepExecutionId, f.attempt, staged, now))
+      }
+      tx.streamRows = admitted.flatMap((a) => a.rows)
+      const first = live[0]!
+      yield* commit(tx, cache, { completion: `${first.stepExecutionId}#${first.attempt} of Flow ${flowId}` }).pipe(
+        Effect.onExit((exit) =>
+          Effect.forEach(admitted, (a) => (exit._tag === "Success" ? a.written : a.release), { discard: true })
+        )
+      )
+    })
+
+  /** Commits one attempt's outcome (it applies: the caller checked). */
+  const finishOne = (cache: FlowCache, { stepExecutionId, attempt, outcome }: Finished) =>
+    Effect.gen(function* () {
+      const reg = yield* registered(cache.flow.flow_type).pipe(Effect.orDie)
+      const now = yield* Clock.currentTimeMillis
+      const tx = new Transition(reg, now, cache)
+      fibers.delete(stepExecutionId)
+      const applied = yield* Effect.exit(tx.finishAttempt(stepExecutionId, attempt, outcome))
+      if (
+        Exit.isSuccess(applied) &&
+        outcome._tag === "Success" &&
+        tx.stateBytesDelta > 0 &&
+        tx.stateBytes > config.maxFlowStateBytes
+      ) {
+        // the run budget: a completion that adds storage past it fails the Step without retry
+        runner.counters.budgetRejections++
+        const over = new Transition(reg, now, cache)
+        yield* Effect.orDie(
+          over.finishAttempt(stepExecutionId, attempt, {
+            // a typed ValueTooLarge for the failure route, with the budget's own words as the detail
+            ...engineFailure(
+              new ValueTooLarge({
+                name: `Flow run state of ${flowId}`,
+                bytes: tx.stateBytes,
+                limit: config.maxFlowStateBytes
+              }),
+              false
+            ),
+            detail: `Flow run state of ${tx.stateBytes} bytes is over the run budget of ${config.maxFlowStateBytes} bytes (maxFlowStateBytes)`
+          })
+        )
+        over.settle()
+        return yield* commit(over, cache)
+      }
+      if (Exit.isFailure(applied)) {
+        // the result could not be applied (a consumed message, an unknown Step): the attempt fails
+        const retry = new Transition(reg, now, cache)
+        yield* Effect.orDie(
+          retry.finishAttempt(stepExecutionId, attempt, { ...failureOf(applied.cause, undefined), retryable: true })
+        )
+        retry.settle()
+        return yield* commit(retry, cache)
+      }
+      tx.settle()
+      const staged = outcome._tag === "Success" ? (outcome.streams ?? []) : []
+      if (staged.length === 0) {
+        return yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
+      }
+      // the attempt's staged stream messages commit with the transition that makes them true
+      const admitted = yield* admitStaged(reg, stepExecutionId, attempt, staged, now)
+      tx.streamRows = admitted.rows
+      yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` }).pipe(
+        Effect.onExit((exit) => (exit._tag === "Success" ? admitted.written : admitted.release))
+      )
+    })
+
+  /**
+   * The runner's stream budget admits an attempt's staged messages (in order, per stream); the rest are
+   * dropped. `release` gives the admitted bytes back when the commit fails, `written` follows a commit.
+   */
+  const admitStaged = (
+    reg: RegisteredFlow,
+    stepExecutionId: string,
+    attempt: number,
+    staged: ReadonlyArray<{ readonly stream: string; readonly value: string; readonly bytes: number }>,
+    now: number
+  ) =>
+    Effect.gen(function* () {
+      const byStream = new Map<string, Array<(typeof staged)[number]>>()
+      for (const m of staged) {
+        const list = byStream.get(m.stream)
+        if (list === undefined) byStream.set(m.stream, [m])
+        else list.push(m)
+      }
+      const rows: Array<StreamRow> = []
+      const streams: Array<readonly [StreamDef<any>, number]> = []
+      for (const [name, messages] of byStream) {
+        const def = reg.def.streams.find((d) => d.name === name) ?? FlowStream(name, Schema.Unknown)
+        const kept = yield* runner.streams.admit(sql, reg.def.type, def, messages, runner.counters)
+        streams.push([def, kept.reduce((n, m) => n + m.bytes, 0)])
+        for (const m of kept) {
+          rows.push({
+            flow_type: reg.def.type,
+            stream: name,
+            flow_id: flowId,
+            step_execution_id: stepExecutionId,
+            attempt,
+            value: m.value,
+            bytes: m.bytes,
+            at: now,
+            runner: runner.runnerId
+          })
         }
-        tx.settle()
-        yield* commit(tx, cache, { completion: `${stepExecutionId}#${attempt} of Flow ${flowId}` })
-      })
-    ).pipe(Effect.ignore)
+      }
+      // within each stream the rows keep the order the attempt staged them in (readers read one stream)
+      return {
+        rows,
+        release: Effect.sync(() => {
+          for (const [def, bytes] of streams) runner.streams.release(reg.def.type, def.name, bytes)
+        }),
+        written: Effect.forEach(streams, ([def]) => runner.streams.written(sql, reg.def.type, def, runner.counters), {
+          discard: true
+        })
+      }
+    })
 
   /** Runs `f` on the loaded cache under the owner's lock; `undefined` when the Flow does not exist. */
   const withCache = <A, E>(

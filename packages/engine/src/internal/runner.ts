@@ -7,6 +7,7 @@ import * as Metric from "effect/Metric"
 import { EngineConfig, rpcReserveOf } from "../EngineConfig.ts"
 import * as Metrics from "../Metrics.ts"
 import type { ShardLease } from "./store.ts"
+import { StreamBudget } from "./streams.ts"
 
 /** One holder's claim on a slot. */
 export interface Lease {
@@ -214,6 +215,8 @@ export interface RunnerStateShape {
   readonly transactionIdleTimeoutMs: number | undefined
   readonly slots: TaskSlots
   readonly counters: RunnerCounters
+  /** The byte budgets of the streams this runner writes, kept in memory (`streams.ts`). */
+  readonly streams: StreamBudget
   /** The runner's metrics registry (also effect/cluster's and the Flows' handlers'). */
   readonly metrics: Metrics.Registry
   /** The Step attempts of this runner's owners. */
@@ -288,6 +291,7 @@ export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>(
           transactionIdleTimeoutMs,
           slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config)),
           counters: new RunnerCounters(metrics),
+          streams: new StreamBudget(),
           metrics,
           attempts: new Set(),
           draining: () => draining,

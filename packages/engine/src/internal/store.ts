@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../Errors.ts"
+import { notifyOthers } from "./feed.ts"
 import { channelKey, type FlowState, type StoredMessage } from "./state.ts"
 
 export const SCHEMA_VERSION = "3"
@@ -126,6 +127,8 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     runner TEXT)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_read ON dex_stream (flow_id, stream, seq)`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_stream_trim ON dex_stream (flow_type, stream, seq)`)
+  // one row per trimmed stream: how far it was trimmed (resume tokens before are refused); `used` is the byte
+  // count the last trim left, informational (the budget is kept by each runner in memory, see streams.ts)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream_usage (
     flow_type TEXT NOT NULL, stream TEXT NOT NULL, used BIGINT NOT NULL, trimmed_through BIGINT NOT NULL,
     PRIMARY KEY (flow_type, stream))`)
@@ -371,6 +374,23 @@ const row = <T extends object>(value: T) => value as unknown as Record<string, u
 const rows = <T extends object>(values: ReadonlyArray<T>) =>
   values as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>]
 
+/** One `dex_stream` row: a stream message. */
+export interface StreamRow {
+  readonly flow_type: string
+  readonly stream: string
+  readonly flow_id: string
+  readonly step_execution_id: string
+  readonly attempt: number
+  readonly value: string
+  readonly bytes: number
+  readonly at: number
+  readonly runner: string
+}
+
+/** Stores stream messages (one statement). The caller holds the transaction and checked the fence. */
+export const insertStreamRows = (sql: Sql, streamRows: ReadonlyArray<StreamRow>) =>
+  streamRows.length === 0 ? Effect.void : Effect.asVoid(sql`INSERT INTO dex_stream ${sql.insert(rows(streamRows))}`)
+
 /** Everything one transition writes; `writeTransition` turns it into one SQL transaction. */
 export interface TransitionBatch {
   /** The owner's fence: the transition commits only while this epoch is the Flow's current one. */
@@ -394,6 +414,8 @@ export interface TransitionBatch {
   /** When set, history is pruned to this many newest events of the Flow (the history window). */
   readonly pruneHistory?: number | undefined
   readonly reply: { readonly requestId: string; readonly reply: string; readonly at: number } | undefined
+  /** Stream messages the committing attempt staged (their budget already admitted them). */
+  readonly streams?: ReadonlyArray<StreamRow> | undefined
 }
 
 const STEP_COLUMNS = [
@@ -421,7 +443,7 @@ const STEP_COLUMNS = [
  * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
  * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
  * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert),
- * the request's reply. Fails with `false` when the fence finds another version: nothing is written.
+ * the staged stream messages (one insert), the request's reply. Fails with `false` when the fence finds another version: nothing is written.
  * The caller runs it inside `sql.withTransaction`.
  */
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: TransitionBatch) {
@@ -471,21 +493,22 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
       WHERE flow_id = ${flowId} ORDER BY id DESC LIMIT 1 OFFSET ${b.pruneHistory - 1})`
   }
+  if (b.streams !== undefined && b.streams.length > 0) yield* insertStreamRows(sql, b.streams)
   if (b.reply !== undefined) {
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
       VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
   }
+  // readers in other processes hear of the commit (Postgres: delivered after COMMIT)
+  yield* notifyOthers(sql, flowId)
   return true
 })
 
 /**
  * Deletes a closed run's rows before a new run reuses its Flow ID (in the new run's transaction): the Flow row,
- * its Steps, attempts, attribute versions, messages, history and stream messages (their bytes given back to the
- * stream's budget). Stored replies stay, so a redelivered request of the old run still gets its reply.
+ * its Steps, attempts, attribute versions, messages, history and stream messages (the runners' stream budgets
+ * see the freed bytes at their next reconcile). Stored replies stay, so a redelivered request of the old run still gets its reply.
  */
 export const deleteRun = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
-  yield* sql`UPDATE dex_stream_usage SET used = used - (SELECT COALESCE(SUM(s.bytes), 0) FROM dex_stream s
-    WHERE s.flow_id = ${flowId} AND s.flow_type = dex_stream_usage.flow_type AND s.stream = dex_stream_usage.stream)`
   for (const table of [
     "dex_stream",
     "dex_history",
@@ -726,10 +749,7 @@ export const purgeClosedFlows = (sql: Sql, cutoff: number, limit: number) =>
         WHERE status <> 'running' AND closed_at IS NOT NULL AND closed_at < ${cutoff} ORDER BY closed_at LIMIT ${limit}`
       const ids = due.map((r) => r.flow_id)
       if (ids.length === 0) return ids
-      // the purged stream messages no longer count against their stream's capacity
-      yield* sql`UPDATE dex_stream_usage SET used = used - COALESCE((SELECT SUM(s.bytes) FROM dex_stream s
-        WHERE s.flow_id IN ${sql.in(ids)} AND s.flow_type = dex_stream_usage.flow_type
-        AND s.stream = dex_stream_usage.stream), 0)`
+      // (the purged stream messages leave the runners' stream budgets at their next reconcile)
       for (const table of FLOW_TABLES) {
         yield* sql`DELETE FROM ${sql(table)} WHERE flow_id IN ${sql.in(ids)}`
       }

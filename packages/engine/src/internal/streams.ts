@@ -1,18 +1,38 @@
-// Streams: best-effort messages a running attempt emits, bounded per (Flow type, stream) by bytes.
+// Streams: messages a running attempt emits, bounded per (Flow type, stream) by bytes.
 //
-// One write is one transaction (tried again on a database error, up to ten times): the owner's fence (refused: nothing is written and the attempt stops), the
-// budget charged by one atomic upsert of `dex_stream_usage` (exact under concurrency: the row is created or
-// incremented in the same statement, and the increment is refused when it would pass the capacity), the
-// message, and at 90 % a trim back to 80 % that gives back exactly the bytes it deleted.
+// Three ways in, all of them fenced by the owner's epoch:
+// - `writeMessages`: best-effort messages written now (a buffer of text deltas), one transaction for a batch,
+//   tried again on a database error, up to ten times;
+// - `writeMessages` with a heartbeat: what must be visible before the attempt commits (a tool's
+//   `tool_call_started`, a model call's first delta), written with the attempt's durable heartbeat in one
+//   transaction;
+// - staged messages (`prepareMessage`), which the attempt hands to its outcome and the owner writes in the
+//   transaction of the transition that makes them true (`store.writeTransition`).
+//
+// The budget (`StreamBudget`) is kept by the runner in memory: no write touches a shared row, so sessions of one
+// Flow type never wait on each other. It is reconciled with the table (the sum of the stored bytes) on first
+// use, after a share of the capacity has been written here, and by each trim, which runs in its own
+// transaction once the stream passes 90 % and deletes the oldest messages back to 80 %.
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import type { SqlError } from "effect/sql/SqlError"
 import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { errorInfo } from "./decision.ts"
+import { type CommitNotices, notifyOthers } from "./feed.ts"
 import { byteLength, encodeJson } from "./state.ts"
-import { type Fence, fenceCheck, requireLease, type Sql } from "./store.ts"
+import {
+  type Fence,
+  fenceCheck,
+  insertStreamRows,
+  ownerHolds,
+  requireLease,
+  type Sql,
+  type StreamRow
+} from "./store.ts"
 
 /** The runner counters a stream write moves. */
 export interface StreamCounters {
@@ -29,91 +49,369 @@ const WRITE_TRIES = 10
 /** What became of one stream write. */
 export type EmitResult = "written" | "dropped" | "fenced"
 
+/** One message ready to be stored: its JSON text and the bytes it charges to the stream's budget. */
+export interface PreparedMessage {
+  readonly stream: string
+  readonly value: string
+  readonly bytes: number
+}
+
 /**
- * Writes one stream message. A full stream or an oversized message drops it (counted); a database error drops
- * it too, counted and logged; `fenced` when this owner no longer holds the Flow (the caller stops the attempt).
- * Nothing here fails a Step.
+ * Encodes one message and sizes it; `undefined` (counted as rejected) when it is over the engine's message
+ * limit or larger than the stream's whole budget.
  */
-export const emitStream = <A>(
-  sql: Sql,
+export const prepareMessage = <A>(
   config: EngineConfigShape,
-  fence: Fence,
-  flowType: string,
   stream: StreamDef<A>,
   flowId: string,
   stepExecutionId: string,
-  attempt: number,
   value: A,
   counters?: StreamCounters
-): Effect.Effect<EmitResult> =>
-  Effect.gen(function* () {
-    const text = encodeJson(stream.schema, value)
-    const size = byteLength(text)
-    const charge = size + byteLength(flowId) + byteLength(stepExecutionId) + 512
-    if (size > config.maxStreamMessageBytes || charge > stream.capacityBytes) {
-      if (counters) counters.streamRejectedWrites++
-      return "dropped" as const
+): PreparedMessage | undefined => {
+  const text = encodeJson(stream.schema, value)
+  const size = byteLength(text)
+  const bytes = size + byteLength(flowId) + byteLength(stepExecutionId) + 512
+  if (size > config.maxStreamMessageBytes || bytes > stream.capacityBytes) {
+    if (counters) counters.streamRejectedWrites++
+    return undefined
+  }
+  return { stream: stream.name, value: text, bytes }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The budget
+// ------------------------------------------------------------------------------------------------
+
+interface Usage {
+  /** Bytes stored, as last reconciled, plus what this runner admitted since. */
+  used: number
+  /** Bytes this runner admitted since the last reconcile. */
+  sinceReconcile: number
+  /** Set once the first reconcile has read the table. */
+  readonly loaded: Deferred.Deferred<void>
+  loading: boolean
+  /** The trim (or reconcile) of this stream running in this runner, if any. */
+  trimming: Deferred.Deferred<void> | undefined
+}
+
+/** Above this share of the capacity a trim runs; it deletes the oldest messages back to {@link TRIM_TO}. */
+const TRIM_AT = 0.9
+const TRIM_TO = 0.8
+/** A runner reconciles its count once it has admitted this share of the capacity since the last one. */
+const RECONCILE_EVERY = 0.05
+
+/**
+ * The per-(Flow type, stream) byte budget of one runner, in memory. Admission is a comparison and an addition:
+ * no write reads or updates a shared row. The count starts from the table's sum of stored bytes and is
+ * reconciled with it (after {@link RECONCILE_EVERY} of the capacity written here, and by every trim), so
+ * writes of other runners and deletes (a reused Flow ID, the retention purge) are caught up. A write that
+ * passes 90 % starts a trim in the background; a message that does not fit waits for a trim first, so the
+ * newest messages are kept and the oldest go. With one runner the bound is exact; with `n` runners the stored
+ * bytes can pass the capacity by at most what the others admitted since their last reconcile (`n - 1` times
+ * 5 % of the capacity) until the next trim.
+ */
+export class StreamBudget {
+  private readonly usage = new Map<string, Usage>()
+
+  private entry(flowType: string, stream: string): Usage {
+    const key = `${flowType}\u0000${stream}`
+    let u = this.usage.get(key)
+    if (u === undefined) {
+      u = { used: 0, sinceReconcile: 0, loaded: Deferred.makeUnsafe<void>(), loading: false, trimming: undefined }
+      this.usage.set(key, u)
     }
+    return u
+  }
+
+  /** Reads the stored bytes of a stream once, before its first admission in this runner. */
+  private ready(sql: Sql, flowType: string, stream: string, u: Usage): Effect.Effect<void> {
+    if (Deferred.isDoneUnsafe(u.loaded)) return Effect.void
+    if (u.loading) return Deferred.await(u.loaded)
+    u.loading = true
+    return storedBytes(sql, flowType, stream).pipe(
+      Effect.tap((stored) =>
+        Effect.sync(() => {
+          u.used += stored
+        })
+      ),
+      Effect.catchCause(() => Effect.void),
+      Effect.ensuring(Deferred.succeed(u.loaded, undefined))
+    )
+  }
+
+  /** Trims (and reconciles) a stream, or waits for the trim of it already running here. Never fails. */
+  private trimNow(
+    sql: Sql,
+    flowType: string,
+    stream: StreamDef<any>,
+    u: Usage,
+    counters?: StreamCounters
+  ): Effect.Effect<void> {
+    return Effect.suspend(() => this.startTrim(sql, flowType, stream, u, counters))
+  }
+
+  private startTrim(sql: Sql, flowType: string, stream: StreamDef<any>, u: Usage, counters?: StreamCounters) {
+    if (u.trimming !== undefined) return Deferred.await(u.trimming)
+    const done = Deferred.makeUnsafe<void>()
+    u.trimming = done
+    const before = u.sinceReconcile
+    return trim(sql, flowType, stream, counters).pipe(
+      Effect.tap((stored) =>
+        Effect.sync(() => {
+          // what was admitted while the trim ran is not in its sum yet
+          u.used = stored + Math.max(0, u.sinceReconcile - before)
+          u.sinceReconcile = Math.max(0, u.sinceReconcile - before)
+        })
+      ),
+      Effect.catchCause((cause) => {
+        const { errorType, detail } = errorInfo(cause)
+        return Effect.logWarning(`stream ${stream.name} of Flow type ${flowType}: trim failed: ${errorType}: ${detail}`)
+      }),
+      Effect.ensuring(
+        Effect.suspend(() => {
+          u.trimming = undefined
+          return Deferred.succeed(done, undefined)
+        })
+      ),
+      Effect.asVoid
+    )
+  }
+
+  /**
+   * Admits messages of one stream: each one that fits is counted (in order) and kept; one that does not waits
+   * for a trim, and is dropped (counted as rejected) if it still does not fit. The caller gives back the bytes
+   * of admitted messages that were not written ({@link release}) and calls {@link written} after a write.
+   */
+  admit<M extends { readonly bytes: number }>(
+    sql: Sql,
+    flowType: string,
+    stream: StreamDef<any>,
+    messages: ReadonlyArray<M>,
+    counters?: StreamCounters
+  ): Effect.Effect<ReadonlyArray<M>> {
+    const u = this.entry(flowType, stream.name)
+    const self = this
+    return Effect.gen(function* () {
+      yield* self.ready(sql, flowType, stream.name, u)
+      const kept: Array<M> = []
+      let trimmed = false
+      for (const m of messages) {
+        if (u.used + m.bytes > stream.capacityBytes && !trimmed) {
+          trimmed = true
+          yield* self.trimNow(sql, flowType, stream, u, counters)
+        }
+        if (u.used + m.bytes > stream.capacityBytes) {
+          if (counters) counters.streamRejectedWrites++
+          continue
+        }
+        u.used += m.bytes
+        u.sinceReconcile += m.bytes
+        kept.push(m)
+      }
+      return kept
+    })
+  }
+
+  /** Gives back the bytes of admitted messages that were not written. */
+  release(flowType: string, stream: string, bytes: number) {
+    const u = this.entry(flowType, stream)
+    u.used = Math.max(0, u.used - bytes)
+    u.sinceReconcile = Math.max(0, u.sinceReconcile - bytes)
+  }
+
+  /**
+   * After a write: a trim when the stream passed 90 % of its capacity, a reconcile when this runner wrote a
+   * share of it since the last one; in the background, one at a time per stream.
+   */
+  written(sql: Sql, flowType: string, stream: StreamDef<any>, counters?: StreamCounters): Effect.Effect<void> {
+    const u = this.entry(flowType, stream.name)
+    const due = u.used > stream.capacityBytes * TRIM_AT || u.sinceReconcile > stream.capacityBytes * RECONCILE_EVERY
+    if (!due || u.trimming !== undefined) return Effect.void
+    return Effect.asVoid(Effect.forkDetach(this.trimNow(sql, flowType, stream, u, counters)))
+  }
+}
+
+const storedBytes = (sql: Sql, flowType: string, stream: string) =>
+  Effect.map(
+    sql<{ n: unknown }>`SELECT COALESCE(SUM(bytes), 0) AS n FROM dex_stream WHERE flow_type = ${flowType}
+      AND stream = ${stream}`,
+    (rows) => Number(rows[0]?.n ?? 0)
+  )
+
+/**
+ * Reconciles a stream's count with the table and, above 90 % of its capacity, deletes its oldest messages back
+ * to 80 %, recording how far it trimmed (resume tokens before that are refused). On Postgres one runner trims
+ * a stream at a time (a transaction-scoped advisory lock; a runner that does not get it only reads the sum).
+ * Returns the bytes stored after it.
+ */
+const trim = (sql: Sql, flowType: string, stream: StreamDef<any>, counters?: StreamCounters) =>
+  sql.withTransaction(
+    Effect.gen(function* () {
+      const mayTrim = yield* sql.onDialectOrElse({
+        pg: () =>
+          Effect.map(
+            sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(hashtextextended(${`${flowType}\u0001${stream.name}`},
+              7264011378)) AS ok`,
+            (rows) => rows[0]?.ok === true
+          ),
+        orElse: () => Effect.succeed(true)
+      })
+      let used = yield* storedBytes(sql, flowType, stream.name)
+      if (!mayTrim || used <= stream.capacityBytes * TRIM_AT) return used
+      const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
+        WHERE flow_type = ${flowType} AND stream = ${stream.name} ORDER BY seq LIMIT 10000`
+      let through: number | undefined
+      let left = used
+      for (const row of oldest) {
+        if (left <= stream.capacityBytes * TRIM_TO) break
+        left -= Number(row.bytes)
+        through = Number(row.seq)
+      }
+      if (through === undefined) return used
+      const deleted = yield* sql<{ bytes: unknown }>`DELETE FROM dex_stream WHERE flow_type = ${flowType}
+        AND stream = ${stream.name} AND seq <= ${through} RETURNING bytes`
+      used -= deleted.reduce((n, r) => n + Number(r.bytes), 0)
+      if (counters) counters.streamTrims++
+      // the trim mark: a resume token before it is refused (`Client.readStream`); `used` is informational
+      yield* sql`INSERT INTO dex_stream_usage (flow_type, stream, used, trimmed_through)
+        VALUES (${flowType}, ${stream.name}, ${used}, ${through})
+        ON CONFLICT (flow_type, stream) DO UPDATE SET used = excluded.used,
+        trimmed_through = CASE WHEN excluded.trimmed_through > dex_stream_usage.trimmed_through
+          THEN excluded.trimmed_through ELSE dex_stream_usage.trimmed_through END`
+      return used
+    })
+  )
+
+// ------------------------------------------------------------------------------------------------
+// Writes
+// ------------------------------------------------------------------------------------------------
+
+/** Where a write goes: the attempt it belongs to, under its owner's fence. */
+export interface WriteTarget {
+  readonly sql: Sql
+  /**
+   * Runs a write in a transaction: the owner's group commit, so the writes of attempts that start together
+   * (a turn's parallel tool calls announcing themselves) share one SQLite transaction.
+   */
+  readonly transact: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
+  readonly fence: Fence
+  readonly budget: StreamBudget
+  /** This process's commit notices: a written message wakes the Flow's readers. */
+  readonly notices: CommitNotices
+  readonly flowType: string
+  readonly flowId: string
+  readonly stepExecutionId: string
+  readonly attempt: number
+  readonly counters?: StreamCounters | undefined
+}
+
+/**
+ * Writes messages of one stream now, in one transaction. A full stream or an oversized message drops that
+ * message; a database error drops the write, counted and logged; `fenced` when this owner no longer holds the
+ * Flow (the caller stops the attempt). Nothing here fails a Step.
+ */
+export const emitMessages = <A>(
+  t: WriteTarget,
+  config: EngineConfigShape,
+  stream: StreamDef<A>,
+  values: ReadonlyArray<A>
+): Effect.Effect<EmitResult> =>
+  writeMessages(t, config, stream, values, undefined).pipe(
+    Effect.catchCause((cause) => {
+      if (t.counters) t.counters.streamWriteErrors++
+      const { errorType, detail } = errorInfo(cause)
+      return Effect.as(
+        Effect.logWarning(
+          `stream ${stream.name} of Flow ${t.flowId}: a write by ${t.stepExecutionId}#${t.attempt} was dropped: ${errorType}: ${detail}`
+        ),
+        "dropped" as const
+      )
+    })
+  )
+
+/**
+ * The attempt's durable heartbeat with messages of one stream, in one transaction: the messages are visible
+ * before the attempt commits. The heartbeat is written even when no message fits the budget (those are
+ * dropped, counted); `fenced` when this owner no longer holds the Flow. A database error fails it (after the
+ * tries), as a heartbeat's.
+ */
+export const heartbeatWithMessages = <A>(
+  t: WriteTarget,
+  config: EngineConfigShape,
+  stream: StreamDef<A>,
+  values: ReadonlyArray<A>,
+  checkpoint: string | null
+): Effect.Effect<EmitResult, unknown> => writeMessages(t, config, stream, values, { checkpoint })
+
+const writeMessages = <A>(
+  t: WriteTarget,
+  config: EngineConfigShape,
+  stream: StreamDef<A>,
+  values: ReadonlyArray<A>,
+  heartbeat: { readonly checkpoint: string | null } | undefined
+): Effect.Effect<EmitResult, unknown> =>
+  Effect.gen(function* () {
+    const { sql, fence } = t
+    const prepared = values.flatMap((v) => {
+      const m = prepareMessage(config, stream, t.flowId, t.stepExecutionId, v, t.counters)
+      return m === undefined ? [] : [m]
+    })
+    const admitted = yield* t.budget.admit(sql, t.flowType, stream, prepared, t.counters)
+    if (admitted.length === 0 && heartbeat === undefined) return "dropped" as const
+    const admittedBytes = admitted.reduce((n, m) => n + m.bytes, 0)
     const now = yield* Clock.currentTimeMillis
-    const write = sql
-      .withTransaction(
+    const rows: Array<StreamRow> = admitted.map((m) => ({
+      flow_type: t.flowType,
+      stream: stream.name,
+      flow_id: t.flowId,
+      step_execution_id: t.stepExecutionId,
+      attempt: t.attempt,
+      value: m.value,
+      bytes: m.bytes,
+      at: now,
+      runner: fence.runner
+    }))
+    const write = t
+      .transact(
         Effect.gen(function* () {
-          if (!(yield* fenceCheck(sql, flowId, fence))) return "fenced" as const
-          const charged = yield* sql<{
-            used: unknown
-          }>`INSERT INTO dex_stream_usage (flow_type, stream, used, trimmed_through)
-          VALUES (${flowType}, ${stream.name}, ${charge}, 0)
-          ON CONFLICT (flow_type, stream) DO UPDATE SET used = dex_stream_usage.used + excluded.used
-          WHERE dex_stream_usage.used + excluded.used <= ${stream.capacityBytes}
-          RETURNING used`
-          if (charged.length === 0) {
-            // full: the write is rejected, the Step goes on
-            if (counters) counters.streamRejectedWrites++
-            return "dropped" as const
+          if (heartbeat === undefined) {
+            if (!(yield* fenceCheck(sql, t.flowId, fence))) return "fenced" as const
+          } else {
+            // the heartbeat's own statement checks the fence
+            const beat =
+              yield* sql`UPDATE dex_attempts SET heartbeat_at = ${now}, output_at = COALESCE(output_at, ${now}),
+            checkpoint = COALESCE(${heartbeat.checkpoint}, checkpoint) WHERE flow_id = ${t.flowId}
+            AND step_execution_id = ${t.stepExecutionId} AND attempt = ${t.attempt}
+            AND ${ownerHolds(sql, t.flowId, fence)} RETURNING attempt`
+            if (beat.length === 0) return "fenced" as const
           }
-          yield* sql`INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)
-          VALUES (${flowType}, ${stream.name}, ${flowId}, ${stepExecutionId}, ${attempt}, ${text}, ${charge}, ${now},
-          ${fence.runner})`
-          let used = Number(charged[0]!.used)
-          if (counters?.registry)
-            Metrics.record(counters.registry, Metrics.streamBytes, size, { flow_type: flowType, stream: stream.name })
-          if (used > stream.capacityBytes * 0.9) {
-            // the usage row is locked by this transaction: no other write of this stream runs until COMMIT
-            const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
-            WHERE flow_type = ${flowType} AND stream = ${stream.name} ORDER BY seq LIMIT 10000`
-            let through: number | undefined
-            for (const row of oldest) {
-              if (used <= stream.capacityBytes * 0.8) break
-              used -= Number(row.bytes)
-              through = Number(row.seq)
-            }
-            if (through !== undefined) {
-              const deleted = yield* sql<{ bytes: unknown }>`DELETE FROM dex_stream WHERE flow_type = ${flowType}
-              AND stream = ${stream.name} AND seq <= ${through} RETURNING bytes`
-              const freed = deleted.reduce((n, r) => n + Number(r.bytes), 0)
-              if (counters) counters.streamTrims++
-              yield* sql`UPDATE dex_stream_usage SET used = used - ${freed}, trimmed_through = ${through}
-              WHERE flow_type = ${flowType} AND stream = ${stream.name}`
-            }
-          }
+          yield* insertStreamRows(sql, rows)
+          if (rows.length > 0) yield* notifyOthers(sql, t.flowId)
           // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
-          yield* requireLease(sql, flowId, fence)
+          yield* requireLease(sql, t.flowId, fence)
           return "written" as const
         })
       )
       .pipe(Effect.catchTag("LeaseLost", () => Effect.succeed("fenced" as const)))
     // a transaction that failed (a dropped connection, a transaction the server ended) wrote nothing: try again,
     // on another connection (a stall that ended one transaction may have ended others of the pool too)
-    return yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") })
-  }).pipe(
-    Effect.catchCause((cause) => {
-      if (counters) counters.streamWriteErrors++
-      const { errorType, detail } = errorInfo(cause)
-      return Effect.as(
-        Effect.logWarning(
-          `stream ${stream.name} of Flow ${flowId}: a write by ${stepExecutionId}#${attempt} was dropped: ${errorType}: ${detail}`
-        ),
-        "dropped" as const
+    const result = yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") }).pipe(
+      Effect.onExit((exit) =>
+        exit._tag === "Success" && exit.value === "written"
+          ? Effect.void
+          : Effect.sync(() => t.budget.release(t.flowType, stream.name, admittedBytes))
       )
-    })
-  )
+    )
+    if (result === "written" && rows.length > 0) {
+      t.notices.notify(t.flowId)
+      if (t.counters?.registry) {
+        for (const m of admitted)
+          Metrics.record(t.counters.registry, Metrics.streamBytes, byteLength(m.value), {
+            flow_type: t.flowType,
+            stream: stream.name
+          })
+      }
+      yield* t.budget.written(sql, t.flowType, stream, t.counters)
+    }
+    return result === "written" && rows.length === 0 && heartbeat === undefined ? ("dropped" as const) : result
+  })

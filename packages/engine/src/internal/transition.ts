@@ -34,7 +34,16 @@ import {
   storeWait,
   validateWait
 } from "./state.ts"
-import type { AttemptWrite, AttrVersionRow, Fence, FlowRow, HistoryRow, StepRow, TransitionBatch } from "./store.ts"
+import type {
+  AttemptWrite,
+  AttrVersionRow,
+  Fence,
+  FlowRow,
+  HistoryRow,
+  StepRow,
+  StreamRow,
+  TransitionBatch
+} from "./store.ts"
 
 /** The current attempt of a running Step execution, as the owner caches it. */
 export interface CurrentAttempt {
@@ -108,6 +117,8 @@ export class Transition {
   stateBytesDelta = 0
   private readonly stateBytesBefore: number
   reply: TransitionBatch["reply"] = undefined
+  /** Stream messages the committing attempt staged, written with this transition. */
+  streamRows: ReadonlyArray<StreamRow> = []
   /** A new run that reuses a closed Flow's ID: the old run's rows are deleted in the same transaction. */
   replacesRun = false
   /** Attempts to start after COMMIT. */
@@ -181,7 +192,8 @@ export class Transition {
       this.attrWrites.size > 0 ||
       this.messages.length > 0 ||
       this.messageDeletes.length > 0 ||
-      this.history.length > 0
+      this.history.length > 0 ||
+      this.streamRows.length > 0
     )
   }
 
@@ -825,7 +837,8 @@ export class Transition {
       messageDeletes: this.messageDeletes.filter((id) => !inserted.has(id)),
       history: this.history,
       pruneHistory: prune ? this.historyWindow : undefined,
-      reply: this.reply
+      reply: this.reply,
+      streams: this.streamRows
     }
     return { batch, versions }
   }

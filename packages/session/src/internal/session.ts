@@ -6,8 +6,10 @@ import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
 import { EventWriter, EventWriterDecorators, type WrittenEvent } from "../EventWriter.ts"
 import { Heartbeat } from "../Heartbeat.ts"
 import * as P from "../Persistence.ts"
@@ -91,34 +93,148 @@ export const settingsProblem = (settings: unknown): string | undefined => {
 // Events
 // ---------------------------------------------------------------------------------------------------------
 
-const announced = new WeakSet<ExecuteContext>()
+/** Event types that go through the attempt's delta buffer: best effort, written now, at a bounded rate. */
+const DELTA_TYPES: ReadonlySet<string> = new Set(["text_delta", "reasoning_delta"])
 
 /**
- * A durable heartbeat before an attempt's first event. An attempt that wrote events has produced output, so a
- * crash fails it and the retry runs under a higher attempt number: readers keep only the highest attempt of a
- * Step execution (docs/session-contract.md, "Events"). Without it a crashed attempt would run again under the
- * same number over its own events, and the copies could not be told apart.
+ * Structural events that must be visible before the attempt commits: written with the attempt's durable
+ * heartbeat, in one write. Every other structural event is staged and commits with the attempt's transition.
  */
-export const announce = (ctx: ExecuteContext): Effect.Effect<void> =>
+const BEFORE_COMMIT_TYPES: ReadonlySet<string> = new Set(["tool_call_started"])
+
+/** At most this many delta writes per second per Step attempt (after the first, which goes with a heartbeat). */
+const DELTA_WRITES_PER_SECOND = 20
+const DELTA_INTERVAL_MS = 1000 / DELTA_WRITES_PER_SECOND
+/** A merged delta holds at most this many characters (a stream message has its own byte limit). */
+const MAX_MERGED_CHARS = 16_384
+
+/**
+ * The events of one Step attempt that are written before its commit: the delta buffer and whether the attempt
+ * has announced itself with a durable heartbeat.
+ *
+ * An attempt's first event written before the commit goes with a durable heartbeat (docs/session-contract.md,
+ * "Events"): an attempt that wrote one has produced output, so a crash fails it and the retry runs under a
+ * higher attempt number; readers keep only the highest attempt of a Step execution. Later deltas are merged
+ * (adjacent ones of one type) and written at most {@link DELTA_WRITES_PER_SECOND} times a second, and what is
+ * left when the runner or tool returns is written before the Step commits ({@link flushEvents}).
+ */
+interface AttemptEvents {
+  announced: boolean
+  pending: Array<Wire.AgentEventEnvelope>
+  lastWrite: number
+  timer: Fiber.Fiber<void> | undefined
+  readonly lock: Semaphore.Semaphore
+}
+
+const attempts = new WeakMap<ExecuteContext, AttemptEvents>()
+
+const attemptEvents = (ctx: ExecuteContext): AttemptEvents => {
+  let a = attempts.get(ctx)
+  if (a === undefined) {
+    a = { announced: false, pending: [], lastWrite: 0, timer: undefined, lock: Semaphore.makeUnsafe(1) }
+    attempts.set(ctx, a)
+  }
+  return a
+}
+
+/** Writes the pending deltas now (one write), after any write in flight. */
+const writePending = (ctx: ExecuteContext, config: SessionConfig, a: AttemptEvents) =>
+  a.lock.withPermits(1)(
+    Effect.suspend(() => {
+      const batch = a.pending
+      if (batch.length === 0) return Effect.void
+      a.pending = []
+      return Effect.andThen(
+        Effect.sync(() => {
+          a.lastWrite = Date.now()
+        }),
+        ctx.emitAll(config.events, batch)
+      )
+    })
+  )
+
+/**
+ * Writes what the attempt's delta buffer still holds, before the Step returns (so the deltas come before the
+ * events its commit writes).
+ */
+export const flushEvents = (ctx: ExecuteContext, config: SessionConfig): Effect.Effect<void> =>
   Effect.suspend(() => {
-    if (announced.has(ctx)) return Effect.void
-    announced.add(ctx)
-    return ctx.heartbeat()
+    const a = attempts.get(ctx)
+    if (a === undefined) return Effect.void
+    const timer = a.timer
+    a.timer = undefined
+    return Effect.andThen(timer === undefined ? Effect.void : Fiber.interrupt(timer), writePending(ctx, config, a))
   })
 
-/** Writes typed session events for one Step attempt; best effort, never fails. */
+const writeEnvelope = (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  envelope: Wire.AgentEventEnvelope
+): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (!DELTA_TYPES.has(envelope.type) && !BEFORE_COMMIT_TYPES.has(envelope.type)) {
+      return ctx.stage(config.events, envelope)
+    }
+    const a = attemptEvents(ctx)
+    if (BEFORE_COMMIT_TYPES.has(envelope.type) || !a.announced) {
+      // with a durable heartbeat, after (and together with) the deltas still pending
+      return a.lock.withPermits(1)(
+        Effect.suspend(() => {
+          const batch = [...a.pending, envelope]
+          a.pending = []
+          a.announced = true
+          a.lastWrite = Date.now()
+          return ctx.heartbeatWith(config.events, batch)
+        })
+      )
+    }
+    const last = a.pending[a.pending.length - 1]
+    if (last !== undefined && last.type === envelope.type) {
+      const merged = mergeDelta(last, envelope)
+      if (merged !== undefined) a.pending[a.pending.length - 1] = merged
+      else a.pending.push(envelope)
+    } else {
+      a.pending.push(envelope)
+    }
+    if (a.timer !== undefined) return Effect.void
+    const wait = Math.max(0, a.lastWrite + DELTA_INTERVAL_MS - Date.now())
+    return Effect.gen(function* () {
+      a.timer = yield* Effect.forkDetach(
+        Effect.andThen(
+          Effect.sleep(wait),
+          Effect.suspend(() => {
+            a.timer = undefined
+            return writePending(ctx, config, a)
+          })
+        ),
+        { startImmediately: true }
+      )
+    })
+  })
+
+/** Two adjacent deltas of one type as one (their texts joined), or `undefined` when that would be too long. */
+const mergeDelta = (a: Wire.AgentEventEnvelope, b: Wire.AgentEventEnvelope): Wire.AgentEventEnvelope | undefined => {
+  const first = JSON.parse(a.payload) as { text?: unknown }
+  const second = JSON.parse(b.payload) as { text?: unknown }
+  if (typeof first.text !== "string" || typeof second.text !== "string") return undefined
+  if (first.text.length + second.text.length > MAX_MERGED_CHARS) return undefined
+  return { ...a, payload: JSON.stringify({ ...first, text: first.text + second.text }) }
+}
+
+/**
+ * Writes typed session events for one Step attempt; best effort, never fails. Structural events are staged and
+ * commit with the attempt's transition; `tool_call_started` goes with a durable heartbeat; deltas go through
+ * the attempt's buffer.
+ */
 export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
   const write = (event: WrittenEvent) =>
-    Effect.andThen(
-      announce(ctx),
-      ctx.emit(config.events, {
-        type: event.type,
-        turnId,
-        attempt: ctx.attempt,
-        payload: JSON.stringify(event.payload),
-        stepExecutionId: ctx.stepExecutionId
-      })
-    )
+    writeEnvelope(ctx, config, {
+      type: event.type,
+      turnId,
+      attempt: ctx.attempt,
+      payload: JSON.stringify(event.payload),
+      stepExecutionId: ctx.stepExecutionId
+    })
   const scope = { flowId: ctx.flowId, turnId, stepExecutionId: ctx.stepExecutionId, attempt: ctx.attempt }
   // Every event, the session's own and the runner's, goes through the decorators provided to the worker.
   const raw = (type: string, payload: unknown) =>
@@ -166,7 +282,9 @@ export const provideStepServices =
       Effect.provideService(Heartbeat, {
         beat: (checkpoint) => ctx.heartbeat(checkpoint),
         checkpoint: ctx.heartbeatCheckpoint
-      })
+      }),
+      // the deltas the runner or tool left in the buffer are written before the Step goes on to its commit
+      Effect.ensuring(flushEvents(ctx, config))
     )
   }
 
