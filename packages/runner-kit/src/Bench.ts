@@ -9,7 +9,8 @@
  *   measures each tool round outside the timed part;
  * - {@link approvedRecord}: a call's record as the session stores it once approved;
  * - {@link printTable}, {@link ratioRow}: the result table;
- * - {@link recordFigures}: the figures into `bench-results.json` by stable name, each with its baseline;
+ * - {@link recordFigures}, {@link turnFigures}: the figures into `bench-results.json` by stable name, each with
+ *   its baseline;
  * - {@link scratchDir}, {@link runMain}: a temporary directory and the program's exit.
  *
  * @since 0.1.0
@@ -329,6 +330,73 @@ export const recordFigures = (figures: Readonly<Record<string, BenchFigure>>): s
     )
   )
   return BenchResults.file()
+}
+
+/**
+ * What a runner's benchmark measured, for {@link turnFigures}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnMeasurements {
+  /** The figures' prefix: the runner's package name (`runner-mastra`). */
+  readonly prefix: string
+  /** (d)'s p50 and (b)'s p50, in milliseconds. */
+  readonly inMemoryP50: number
+  readonly durableP50: number
+  /** (a), the framework's own loop: its p50 and its name. */
+  readonly baselineP50: number
+  readonly baselineName: string
+  /** The run state after the first and the last turn's tool round, each beside the framework's own state. */
+  readonly firstRound: { readonly runStateBytes: number; readonly frameworkBytes: number }
+  readonly lastRound: { readonly runStateBytes: number; readonly frameworkBytes: number }
+  /** What the framework's own state of a round is (the run-state figures' baseline name). */
+  readonly frameworkStateName: string
+  readonly turns: number
+  /** Rounds the millisecond figures to this many decimals; unrounded when omitted. */
+  readonly decimals?: number | undefined
+}
+
+/**
+ * The four figures every runner's benchmark records, by their stable names: `<prefix>.turn_in_memory_p50_ms`
+ * (target: at most 1.5 x the framework's own loop), `<prefix>.turn_durable_embedded_p50_ms`, and
+ * `<prefix>.run_state_bytes_3_calls_first_turn` / `_last_turn` beside the framework's own state.
+ *
+ * @category output
+ * @since 0.1.0
+ */
+export const turnFigures = (m: TurnMeasurements): Record<string, BenchFigure> => {
+  const ms = (value: number) => (m.decimals === undefined ? value : Number(value.toFixed(m.decimals)))
+  const ratio = m.inMemoryP50 / m.baselineP50
+  return {
+    [`${m.prefix}.turn_in_memory_p50_ms`]: {
+      value: ms(m.inMemoryP50),
+      unit: "ms",
+      baseline: ms(m.baselineP50),
+      baseline_name: m.baselineName,
+      target: "value <= 1.5 x baseline",
+      pass: ratio <= 1.5
+    },
+    [`${m.prefix}.turn_durable_embedded_p50_ms`]: {
+      value: ms(m.durableP50),
+      unit: "ms",
+      baseline: ms(m.baselineP50),
+      baseline_name: m.baselineName
+    },
+    [`${m.prefix}.run_state_bytes_3_calls_first_turn`]: {
+      value: m.firstRound.runStateBytes,
+      unit: "bytes",
+      baseline: m.firstRound.frameworkBytes,
+      baseline_name: m.frameworkStateName
+    },
+    [`${m.prefix}.run_state_bytes_3_calls_last_turn`]: {
+      value: m.lastRound.runStateBytes,
+      unit: "bytes",
+      baseline: m.lastRound.frameworkBytes,
+      baseline_name: m.frameworkStateName,
+      note: `turn ${m.turns} of the session`
+    }
+  }
 }
 
 /**

@@ -131,31 +131,19 @@ const main = async () => {
       "-"
     ]
   ])
-  const baselineName = "Mastra's own loop (agent.stream, maxSteps 2), tools in-process, p50"
-  const file = Bench.recordFigures({
-    "runner-mastra.turn_in_memory_p50_ms": {
-      value: pd,
-      unit: "ms",
-      baseline: pa,
-      baseline_name: baselineName,
-      target: "value <= 1.5 x baseline",
-      pass: ratio <= 1.5
-    },
-    "runner-mastra.turn_durable_embedded_p50_ms": { value: pb, unit: "ms", baseline: pa, baseline_name: baselineName },
-    "runner-mastra.run_state_bytes_3_calls_first_turn": {
-      value: first.runStateBytes,
-      unit: "bytes",
-      baseline: first.mastraMessagesBytes,
-      baseline_name: "Mastra's whole message list after the same round"
-    },
-    "runner-mastra.run_state_bytes_3_calls_last_turn": {
-      value: last.runStateBytes,
-      unit: "bytes",
-      baseline: last.mastraMessagesBytes,
-      baseline_name: "Mastra's whole message list after the same round",
-      note: `turn ${TURNS} of the session`
-    }
-  })
+  const file = Bench.recordFigures(
+    Bench.turnFigures({
+      prefix: "runner-mastra",
+      inMemoryP50: pd,
+      durableP50: pb,
+      baselineP50: pa,
+      baselineName: "Mastra's own loop (agent.stream, maxSteps 2), tools in-process, p50",
+      firstRound: { runStateBytes: first.runStateBytes, frameworkBytes: first.mastraMessagesBytes },
+      lastRound: { runStateBytes: last.runStateBytes, frameworkBytes: last.mastraMessagesBytes },
+      frameworkStateName: "Mastra's whole message list after the same round",
+      turns: TURNS
+    })
+  )
   process.stdout.write(`\nFigures merged into ${file}\n`)
 }
 

@@ -80,9 +80,6 @@ const measureRound = ({ requested, history }: Bench.ToolRound) => ({
   )
 })
 
-/** Two decimals, for the results file. */
-const round = (ms: number) => Math.round(ms * 100) / 100
-
 const main = async () => {
   // (a) and (d) alternate turn by turn, so both see the same load of the machine
   const directTurn = makeDirect()
@@ -124,35 +121,20 @@ const main = async () => {
       "-"
     ]
   ])
-  const file = Bench.recordFigures({
-    "runner-openai-agents.turn_in_memory_p50_ms": {
-      value: round(pd),
-      unit: "ms",
-      baseline: round(pa),
-      baseline_name: "the SDK's own loop, tools in-process, p50",
-      target: "value <= 1.5 x baseline",
-      pass: ratio <= 1.5
-    },
-    "runner-openai-agents.turn_durable_embedded_p50_ms": {
-      value: round(pb),
-      unit: "ms",
-      baseline: round(pa),
-      baseline_name: "the SDK's own loop, tools in-process, p50"
-    },
-    "runner-openai-agents.run_state_bytes_3_calls_first_turn": {
-      value: firstRound.runStateBytes,
-      unit: "bytes",
-      baseline: firstRound.sdkRunStateBytes,
-      baseline_name: "the SDK's RunState.toString() of the same round"
-    },
-    "runner-openai-agents.run_state_bytes_3_calls_last_turn": {
-      value: lastRound.runStateBytes,
-      unit: "bytes",
-      baseline: lastRound.sdkRunStateBytes,
-      baseline_name: "the SDK's RunState.toString() of the same round",
-      note: `turn ${TURNS} of the session`
-    }
-  })
+  const file = Bench.recordFigures(
+    Bench.turnFigures({
+      prefix: "runner-openai-agents",
+      inMemoryP50: pd,
+      durableP50: pb,
+      baselineP50: pa,
+      baselineName: "the SDK's own loop, tools in-process, p50",
+      firstRound: { runStateBytes: firstRound.runStateBytes, frameworkBytes: firstRound.sdkRunStateBytes },
+      lastRound: { runStateBytes: lastRound.runStateBytes, frameworkBytes: lastRound.sdkRunStateBytes },
+      frameworkStateName: "the SDK's RunState.toString() of the same round",
+      turns: TURNS,
+      decimals: 2
+    })
+  )
   process.stdout.write(`\nFigures merged into ${file}\n`)
 }
 

@@ -138,32 +138,19 @@ const main = async () => {
       "-"
     ]
   ])
-  const baselineName = "Pi's own agent loop (agentLoop), tools in-process, p50"
-  const contextBaseline = "Pi's whole context after the same round"
-  const file = Bench.recordFigures({
-    "runner-pi.turn_in_memory_p50_ms": {
-      value: pd,
-      unit: "ms",
-      baseline: pa,
-      baseline_name: baselineName,
-      target: "value <= 1.5 x baseline",
-      pass: ratio <= 1.5
-    },
-    "runner-pi.turn_durable_embedded_p50_ms": { value: pb, unit: "ms", baseline: pa, baseline_name: baselineName },
-    "runner-pi.run_state_bytes_3_calls_first_turn": {
-      value: first.runStateBytes,
-      unit: "bytes",
-      baseline: first.piContextBytes,
-      baseline_name: contextBaseline
-    },
-    "runner-pi.run_state_bytes_3_calls_last_turn": {
-      value: last.runStateBytes,
-      unit: "bytes",
-      baseline: last.piContextBytes,
-      baseline_name: contextBaseline,
-      note: `turn ${TURNS} of the session`
-    }
-  })
+  const file = Bench.recordFigures(
+    Bench.turnFigures({
+      prefix: "runner-pi",
+      inMemoryP50: pd,
+      durableP50: pb,
+      baselineP50: pa,
+      baselineName: "Pi's own agent loop (agentLoop), tools in-process, p50",
+      firstRound: { runStateBytes: first.runStateBytes, frameworkBytes: first.piContextBytes },
+      lastRound: { runStateBytes: last.runStateBytes, frameworkBytes: last.piContextBytes },
+      frameworkStateName: "Pi's whole context after the same round",
+      turns: TURNS
+    })
+  )
   process.stdout.write(`\nFigures merged into ${file}\n`)
 }
 
