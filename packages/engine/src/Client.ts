@@ -39,6 +39,7 @@ import * as Inspect from "./Inspect.ts"
 import { COMMIT_CHANNEL, MIN_FALLBACK, Notices } from "./internal/feed.ts"
 import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
 import { queryRpc } from "./internal/query.ts"
+import { whileWaiting } from "./internal/runner.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
 import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
 import * as Metrics from "./Metrics.ts"
@@ -451,6 +452,8 @@ export const make = Effect.gen(function* () {
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
     flowOwner: (flowId) => provideSql(Inspect.flowOwner(flowId)),
+    // a Step body that waits on the engine holds no slot meanwhile (`whileWaiting`): a child Flow it waits
+    // for never waits behind it
     waitForFlow: (flowId, options) => {
       const waiting = provideSql(Inspect.describeFlow(flowId)).pipe(
         Effect.repeat({
@@ -458,32 +461,36 @@ export const make = Effect.gen(function* () {
           until: (d) => d.status !== "running"
         })
       )
-      if (options?.timeout === undefined) return waiting
+      if (options?.timeout === undefined) return whileWaiting(waiting)
       const timeout = Duration.fromInputUnsafe(options.timeout)
-      return Effect.timeoutOrElse(waiting, {
-        duration: timeout,
-        orElse: () => Effect.fail(new LongPollTimeout({ flowId, waitedMs: Duration.toMillis(timeout) }))
-      })
+      return whileWaiting(
+        Effect.timeoutOrElse(waiting, {
+          duration: timeout,
+          orElse: () => Effect.fail(new LongPollTimeout({ flowId, waitedMs: Duration.toMillis(timeout) }))
+        })
+      )
     },
     waitForStepExecution: (flowId, stepExecutionId, options) =>
-      Effect.gen(function* () {
-        yield* provideSql(Inspect.describeFlow(flowId))
-        const ended = provideSql(Inspect.stepExecutions(flowId)).pipe(
-          Effect.map((steps) => steps.find((s) => s.stepExecutionId === stepExecutionId)),
-          Effect.repeat({
-            schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
-            until: (s) => s !== undefined && s.status !== "waiting" && s.status !== "ready" && s.status !== "running"
-          }),
-          Effect.map((s) => s!)
-        )
-        if (options?.timeout === undefined) return yield* ended
-        const timeout = Duration.fromInputUnsafe(options.timeout)
-        return yield* Effect.timeoutOrElse(ended, {
-          duration: timeout,
-          orElse: () =>
-            Effect.fail(new LongPollTimeout({ flowId, stepExecutionId, waitedMs: Duration.toMillis(timeout) }))
+      whileWaiting(
+        Effect.gen(function* () {
+          yield* provideSql(Inspect.describeFlow(flowId))
+          const ended = provideSql(Inspect.stepExecutions(flowId)).pipe(
+            Effect.map((steps) => steps.find((s) => s.stepExecutionId === stepExecutionId)),
+            Effect.repeat({
+              schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
+              until: (s) => s !== undefined && s.status !== "waiting" && s.status !== "ready" && s.status !== "running"
+            }),
+            Effect.map((s) => s!)
+          )
+          if (options?.timeout === undefined) return yield* ended
+          const timeout = Duration.fromInputUnsafe(options.timeout)
+          return yield* Effect.timeoutOrElse(ended, {
+            duration: timeout,
+            orElse: () =>
+              Effect.fail(new LongPollTimeout({ flowId, stepExecutionId, waitedMs: Duration.toMillis(timeout) }))
+          })
         })
-      }),
+      ),
     watchCommits: (flowId) => notices.watch(flowId),
     readStream: (flowId, stream, options) =>
       Stream.unwrap(

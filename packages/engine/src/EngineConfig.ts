@@ -18,9 +18,24 @@ export interface EngineConfigShape {
   readonly maxStreamMessageBytes: number
   /**
    * Task slots of this runner: every running Step attempt and every RPC handler holds one; waiting Steps
-   * hold none. Default: the CPU count. Agents, whose Steps mostly wait on the network, usually set more.
+   * hold none, and neither does a Step body while it waits for another Flow through the client
+   * (`waitForFlow`, `waitForStepExecution`), so a child Flow never waits behind its parent's Step. Default:
+   * the CPU count, or a worker layer's own default when it declares one (the agent session worker:
+   * `AgentSessionFlow.DEFAULT_MAX_CONCURRENT_TASKS`, because agents' Steps mostly wait on the network).
    */
   readonly maxConcurrentTasks: number
+  /**
+   * Whether `maxConcurrentTasks` is the engine's default rather than a value the application set (set by
+   * `resolve`); a worker layer raises only a defaulted limit (`Worker.layerDefaultTasks`).
+   */
+  readonly maxConcurrentTasksDefaulted?: boolean | undefined
+  /**
+   * Control slots of this runner, a capacity apart from the task slots: control Steps (`execute.slot:
+   * "control"`, short Steps that only decide, such as one that cancels a sibling) run in them, and an RPC
+   * handler takes one when no task slot is free. So a cancellation or a decision never waits behind the Step
+   * bodies it would end, however busy the task slots are. Default: the CPU count, at least 2.
+   */
+  readonly maxControlTasks?: number | undefined
   /**
    * Slots kept for RPC handlers: Steps may hold at most `maxConcurrentTasks - rpcReserve` slots, so RPCs
    * still answer while Steps fill the runner. Default: one slot when `maxConcurrentTasks` is at least
@@ -31,7 +46,8 @@ export interface EngineConfigShape {
    * How long an RPC handler waits for a free slot; one that finds none in time fails with `NoTaskSlot`.
    * Default 10 s. A Step attempt waits in the queue for as long as it takes and consumes no attempt
    * meanwhile (the adapters spec, "Known limits"; the deploy guide's older rule, in which a Step failed with
-   * `NoTaskSlot` after this wait, no longer holds). A retry's attempt start is recorded once it has a slot.
+   * `NoTaskSlot` after this wait, is deliberately not followed). Every attempt's start, the first one's too,
+   * is recorded only once the attempt has a slot.
    */
   readonly dispatchWait: Duration.Input
   /**
@@ -74,12 +90,20 @@ export class EngineConfig extends Context.Service<EngineConfig, EngineConfigShap
 /** The defaults with the given fields replaced; `undefined` fields keep their default. */
 export const resolve = (config?: Partial<EngineConfigShape>): EngineConfigShape => {
   const defined = Object.fromEntries(Object.entries(config ?? {}).filter(([, v]) => v !== undefined))
-  return { ...EngineConfig.defaults, ...defined }
+  return {
+    ...EngineConfig.defaults,
+    ...defined,
+    maxConcurrentTasksDefaulted: config?.maxConcurrentTasks === undefined
+  }
 }
 
 /** The RPC reserve in effect: `rpcReserve`, or its default (one slot when there are at least two). */
 export const rpcReserveOf = (config: EngineConfigShape): number =>
   Math.max(0, Math.min(config.maxConcurrentTasks - 1, config.rpcReserve ?? (config.maxConcurrentTasks >= 2 ? 1 : 0)))
+
+/** The control slots in effect: `maxControlTasks`, or its default (the CPU count, at least 2). */
+export const controlTasksOf = (config: EngineConfigShape): number =>
+  Math.max(1, config.maxControlTasks ?? Math.max(2, availableParallelism()))
 
 /** A duration option in milliseconds. */
 export const millis = (d: Duration.Input): number => Duration.toMillis(Duration.fromInputUnsafe(d))

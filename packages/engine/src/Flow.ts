@@ -227,6 +227,14 @@ export interface MethodOptions {
    * Results commit synchronously either way.
    */
   readonly durability?: "sync" | "async" | undefined
+  /**
+   * Execute only: the capacity the body runs in. `task` (the default) takes one of the runner's task slots
+   * (`EngineConfig.maxConcurrentTasks`); `control` takes one of its control slots (`maxControlTasks`), a
+   * capacity apart, so the Step never waits behind the Step bodies that fill the task slots. For a short Step
+   * that only decides (reads and writes the Flow's state, cancels Steps, moves on), such as one that cancels a
+   * sibling; a body that waits on the network keeps `task`. Read from the Step's own options.
+   */
+  readonly slot?: "task" | "control" | undefined
   /** Locks held from the first dispatch until the Step's result commits. */
   readonly locks?: ReadonlyArray<LockRef> | undefined
 }

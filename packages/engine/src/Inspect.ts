@@ -8,7 +8,7 @@
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
 import { type EngineError, FlowNotFound } from "./Errors.ts"
-import { loadOwner, normalizeAttempt, normalizeFlow, normalizeStep, orEngineError } from "./internal/store.ts"
+import { loadOwner, NOT_RUN, normalizeAttempt, normalizeFlow, normalizeStep, orEngineError } from "./internal/store.ts"
 
 /** Status of a Flow. */
 export type FlowStatus = "running" | "completed" | "failed" | "cancelled" | "terminated"
@@ -192,7 +192,8 @@ export const stepExecutions = (
             startedAt: a.started_at,
             outputAt: a.output_at,
             finishedAt: a.finished_at,
-            outcome: a.outcome as AttemptInfo["outcome"],
+            // an attempt that never reached the Step's code is stored as `not_run`, reported as a failure
+            outcome: (a.outcome === NOT_RUN ? "failure" : a.outcome) as AttemptInfo["outcome"],
             errorType: a.error_type,
             detail: a.detail,
             runner: a.runner,

@@ -18,7 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { SqlClient } from "effect/sql"
-import { EngineConfig, millis } from "./EngineConfig.ts"
+import { EngineConfig, millis, rpcReserveOf } from "./EngineConfig.ts"
 import type { DefinitionError } from "./Errors.ts"
 import type { FlowDef } from "./Flow.ts"
 import { GroupCommit } from "./internal/groupCommit.ts"
@@ -96,6 +96,23 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
     Layer.provideMerge(
       FlowEntityLayer.pipe(Layer.provide(Layer.effectDiscard(registerFlows(flows))), Layer.provide(GroupCommit.layer))
     )
+  )
+
+/**
+ * A worker layer's own default task limit: raises the runner's task slots to `maxConcurrentTasks` when the
+ * application left `EngineConfig.maxConcurrentTasks` at the engine's default (the CPU count), and leaves a
+ * limit the application set alone. For workers whose Steps mostly wait on the network (agent workers need
+ * more than the CPU count; the agent session worker uses it). The RPC reserve follows the new limit unless
+ * `rpcReserve` was set. Build it before the worker takes work (provide it to the worker layer).
+ */
+export const layerDefaultTasks = (maxConcurrentTasks: number): Layer.Layer<never, never, RunnerState | EngineConfig> =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const runner = yield* RunnerState
+      const config = yield* EngineConfig
+      if (config.maxConcurrentTasksDefaulted !== true || maxConcurrentTasks <= runner.slots.total) return
+      runner.slots.resize(maxConcurrentTasks, rpcReserveOf({ ...config, maxConcurrentTasks }))
+    })
   )
 
 /**

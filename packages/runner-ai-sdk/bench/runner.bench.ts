@@ -7,35 +7,17 @@
 //   (d) the AI SDK runner alone in memory: the same turn driven the way the session drives it.
 // Target: (d) <= 1.5 x (a), plus the engine's Step cost, (b) - (d).
 // Also prints the size of the framework run state after each tool round.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Engine } from "@durable-agent/engine"
-import {
-  AgentSessionClient,
-  AgentSessionFlow,
-  EventWriter,
-  Heartbeat,
-  ModelClient,
-  Policy,
-  Stepwise,
-  ToolSource
-} from "@durable-agent/session"
+import * as Bench from "@durable-agent/runner-kit/Bench"
+import { ModelClient, type Runner, Stepwise, ToolSource } from "@durable-agent/session"
 import { tool as aiTool, isStepCount, streamText } from "ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import { z } from "zod"
 import { AiSdkRunner, aiSdkTool, ScriptedModel } from "../src/index.ts"
 
-const TURNS = Number(process.env.BENCH_TURNS ?? "40")
-const dir = mkdtempSync(join(tmpdir(), "das-runner-bench-"))
-
-const percentile = (xs: ReadonlyArray<number>, p: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!
-}
-const fmt = (ms: number) => `${ms.toFixed(2)} ms`
+const TURNS = Bench.benchTurns()
+const dir = Bench.scratchDir("das-runner-bench-")
 
 // The scripted model: after tool results it answers; otherwise it asks for three reads.
 const step = (call: ScriptedModel.CallOptions) => {
@@ -71,41 +53,6 @@ const direct = async () => {
   }
   return times
 }
-
-const durable = (runnerLayer: Layer.Layer<any, any, any>, flowType: string) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient.AgentSessionClient
-    const times: Array<number> = []
-    yield* client.startSession("bench")
-    for (let i = 0; i < TURNS; i++) {
-      const t0 = performance.now()
-      yield* client.sendUserMessage("bench", `turn ${i}`)
-      yield* client.getSnapshot("bench").pipe(
-        Effect.repeat({
-          schedule: Schedule.spaced("2 millis"),
-          until: (s) => s.state !== null && s.state.turnCount >= i + 1 && s.state.activeTurnId === null
-        })
-      )
-      times.push(performance.now() - t0)
-    }
-    return times
-  }).pipe(
-    Effect.provide(
-      Layer.mergeAll(
-        AgentSessionFlow.layerWorker(AgentSessionFlow.make({ flowType })).pipe(Layer.provide(runnerLayer)),
-        AgentSessionClient.layer(flowType)
-      ).pipe(
-        Layer.provideMerge(
-          Engine.layerEmbedded({
-            filename: join(dir, `${flowType}.db`),
-            pollInterval: "50 millis",
-            maxConcurrentTasks: 64
-          })
-        )
-      )
-    ),
-    Effect.scoped
-  )
 
 /** The agent every AI SDK measurement uses: the scripted model and one read tool. */
 const benchAgent = () => ({
@@ -161,134 +108,42 @@ const stepwise = Stepwise.layer({ name: "bench", instructions: "" }).pipe(
   )
 )
 
-/**
- * (d) the runner alone, in memory: per turn, runModelStep (tool calls) -> 3 x executeDeferredToolCall ->
- * runModelStep (answer), with the history growing turn by turn, as the session drives it.
- */
-const inMemoryRunner = Effect.gen(function* () {
-  const runner = AiSdkRunner.make(benchAgent())
-  const history: Array<any> = []
-  const times: Array<number> = []
-  const turnContext = (turnId: string, frameworkRunState: string | null, toolCalls: Array<any>): any => ({
-    flowId: "f",
-    turnId,
-    stepExecutionId: "RunModel",
-    attempt: 1,
-    messages: history,
-    frameworkRunState,
-    toolCalls,
-    sessionSettings: {},
-    interactionMode: "chat",
-    toolPolicies: {},
-    defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name: string, frameworkEffect: any) => Policy.resolveToolPolicy(name, { frameworkEffect })
-  })
-  const store = (messages: ReadonlyArray<any>, turnId: string) => {
-    for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
-  }
-  for (let i = 0; i < TURNS; i++) {
-    const t0 = performance.now()
-    const turnId = `t${i}`
-    store([runner.buildUserMessage(`turn ${i}`)], turnId)
-    const first = yield* runner.runModelStep(turnContext(turnId, null, []))
-    if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
-    const records: Array<any> = []
-    for (const call of first.toolCalls) {
-      const result = yield* runner.executeDeferredToolCall({
-        flowId: "f",
-        turnId,
-        toolCall: { toolCallId: call.toolCallId, toolName: call.toolName, arguments: call.arguments } as any,
-        idempotencyKey: `f/${turnId}/${call.toolCallId}`,
-        attempt: 1,
-        heartbeatCheckpoint: undefined as any
-      })
-      records.push({ ...call, status: "succeeded", output: result.output, error: null, rejectionMessage: null })
-    }
-    const second = yield* runner.runModelStep(turnContext(turnId, first.frameworkRunState, records))
-    if (second._tag !== "TurnCompleted") throw new Error("expected the answer")
-    store(second.newMessages, turnId)
-    times.push(performance.now() - t0)
-  }
-  return times
-}).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
-
-/** The run state the runner returns after one tool round (one user message, three parallel calls). */
-const runStateSize = Effect.gen(function* () {
-  const runner = AiSdkRunner.make(benchAgent())
-  const user = runner.buildUserMessage("read a, b and c")
-  const outcome = yield* runner.runModelStep({
-    flowId: "f",
-    turnId: "t",
-    stepExecutionId: "RunModel-1",
-    attempt: 1,
-    messages: [
-      {
-        ...user,
-        sequence: 1,
-        turnId: "t",
-        createdAt: new Date().toISOString()
-      } as any
-    ],
-    frameworkRunState: null,
-    toolCalls: [],
-    sessionSettings: {},
-    interactionMode: "chat",
-    toolPolicies: {},
-    defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name, frameworkEffect) => Policy.resolveToolPolicy(name, { frameworkEffect })
-  })
-  return outcome._tag === "ToolCallsRequested" ? Buffer.byteLength(outcome.frameworkRunState) : -1
-}).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
+/** (b) and (c): the same turns as a durable session on the embedded engine, with `runner`. */
+const durable = <E>(runner: Layer.Layer<Runner.AgentFrameworkRunner, E>, flowType: string) =>
+  Effect.runPromise(Bench.durableTurns({ flowType, runner, filename: join(dir.path, `${flowType}.db`), turns: TURNS }))
 
 const main = async () => {
-  const started = performance.now()
   const a = await direct()
-  const b = await Effect.runPromise(durable(aiSdkRunner, "BenchAiSdk") as Effect.Effect<Array<number>>)
-  const c = await Effect.runPromise(durable(stepwise, "BenchStepwise") as Effect.Effect<Array<number>>)
-  const stateBytes = await Effect.runPromise(runStateSize)
-  const d = await Effect.runPromise(inMemoryRunner)
-  const pd = percentile(d, 50)
-  const [pa, pb, pc] = [percentile(a, 50), percentile(b, 50), percentile(c, 50)]
+  const b = await durable(aiSdkRunner, "BenchAiSdk")
+  const c = await durable(stepwise, "BenchStepwise")
+  // (d), with the run state of each tool round (measured outside the timed part)
+  const memory = Bench.inMemoryTurns(AiSdkRunner.make(benchAgent()), ({ requested }) =>
+    Buffer.byteLength(requested.frameworkRunState)
+  )
+  const d: Array<number> = []
+  const stateBytes: Array<number> = []
+  for (let i = 0; i < TURNS; i++) {
+    const turn = await memory.turn(i)
+    d.push(turn.ms)
+    stateBytes.push(turn.round)
+  }
+  const pd = Bench.percentile(d, 50)
+  const [pa, pb, pc] = [Bench.percentile(a, 50), Bench.percentile(b, 50), Bench.percentile(c, 50)]
   const ratio = pd / pa
-  const rows = [
-    [
-      "(a) streamText directly, tools in-process (2 model calls, 3 tools)",
-      `p50 ${fmt(pa)}  p99 ${fmt(percentile(a, 99))}`,
-      "-"
-    ],
-    ["(b) durable session, AI SDK runner, embedded engine", `p50 ${fmt(pb)}  p99 ${fmt(percentile(b, 99))}`, "-"],
-    [
-      "(c) durable session, Stepwise + scripted ModelClient (engine cost)",
-      `p50 ${fmt(pc)}  p99 ${fmt(percentile(c, 99))}`,
-      "-"
-    ],
-    [
-      "(d) the AI SDK runner alone, in memory (2 x runModelStep, 3 x executeDeferredToolCall)",
-      `p50 ${fmt(pd)}  p99 ${fmt(percentile(d, 99))}`,
-      "-"
-    ],
-    [
-      "runner overhead over streamText: (d) / (a)",
-      `${ratio.toFixed(2)}x`,
-      `<= 1.5x: ${ratio <= 1.5 ? "PASS" : "MISS"}`
-    ],
-    ["the engine's Step cost per turn: (b) - (d)", fmt(pb - pd), "-"],
-    ["AI SDK runner vs Stepwise on the engine: (b) - (c)", fmt(pb - pc), "-"],
+  Bench.printTable(`AI SDK runner benchmark (${TURNS} turns each; node ${process.version})`, [
+    ["(a) streamText directly, tools in-process (2 model calls, 3 tools)", Bench.p50p99(a), "-"],
+    ["(b) durable session, AI SDK runner, embedded engine", Bench.p50p99(b), "-"],
+    ["(c) durable session, Stepwise + scripted ModelClient (engine cost)", Bench.p50p99(c), "-"],
+    ["(d) the AI SDK runner alone, in memory (2 x runModelStep, 3 x executeDeferredToolCall)", Bench.p50p99(d), "-"],
+    Bench.ratioRow("runner overhead over streamText: (d) / (a)", ratio, 1.5),
+    ["the engine's Step cost per turn: (b) - (d)", Bench.fmtMs(pb - pd), "-"],
+    ["AI SDK runner vs Stepwise on the engine: (b) - (c)", Bench.fmtMs(pb - pc), "-"],
     [
       "framework run state per tool round (3 calls)",
-      `${stateBytes} bytes (ModelMessage[] of the turn + pending calls)`,
+      `${stateBytes[0]} bytes (ModelMessage[] of the turn + pending calls)`,
       "-"
     ]
-  ]
-  process.stdout.write(`\nAI SDK runner benchmark (${TURNS} turns each; node ${process.version})\n\n`)
-  process.stdout.write("| Measurement | Result | Target |\n|---|---|---|\n")
-  for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`)
-  process.stdout.write(`\nTotal: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+  ])
 }
 
-main()
-  .catch((e) => {
-    process.stderr.write(`${String(e)}\n`)
-    process.exitCode = 1
-  })
-  .finally(() => rmSync(dir, { recursive: true, force: true }))
+Bench.runMain(main, dir.remove)

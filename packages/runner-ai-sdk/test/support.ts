@@ -4,10 +4,11 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client, Engine } from "@durable-agent/engine"
-import { AgentSessionClient, AgentSessionFlow, type Wire } from "@durable-agent/session"
+import * as Conformance from "@durable-agent/runner-kit/Conformance"
+import { AgentSessionClient, type AgentSessionFlow, type Wire } from "@durable-agent/session"
 import type { ModelMessage } from "ai"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { z } from "zod"
 import type { ModelProbe } from "../../session/test/support/controls.ts"
@@ -86,19 +87,7 @@ export const withAiSdkSession = <A, E>(
     readonly services?: Layer.Layer<any>
   }
 ) => {
-  const kit: Kit = {
-    model: ScriptedModel.make(script),
-    sideEffects: new Map(),
-    idempotencyKeys: [],
-    count: (name) => kit.sideEffects.get(name) ?? 0
-  }
-  const flow = AgentSessionFlow.make({
-    flowType: FLOW_TYPE,
-    retryInitialInterval: "100 millis",
-    ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
-    ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
-  })
+  const kit: Kit = { model: ScriptedModel.make(script), ...Conformance.sideEffects() }
   const engine =
     options?.engine?.({ maxConcurrentTasks: 64 }) ??
     Engine.layerEmbedded({
@@ -106,21 +95,21 @@ export const withAiSdkSession = <A, E>(
       pollInterval: "50 millis",
       maxConcurrentTasks: 64
     })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(
-      AiSdkRunner.layer({
+  return Conformance.withRunnerSession(
+    {
+      flowType: FLOW_TYPE,
+      runner: AiSdkRunner.layer({
         name: "ai-sdk-test",
         model: kit.model,
         instructions: "You are a test agent.",
         tools: tools(kit)
-      })
-    ),
-    Layer.provide(options?.services ?? Layer.empty)
+      }),
+      engine,
+      flow: options,
+      services: options?.services
+    },
+    body(kit)
   )
-  return body(kit).pipe(
-    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine))),
-    Effect.scoped
-  ) as Effect.Effect<A, unknown>
 }
 
 /** Polls until `predicate` holds (20 s at most). */

@@ -319,6 +319,85 @@ export interface SessionOptions {
 const FLOW_TYPE = "RunnerConformanceAgent"
 
 /**
+ * The session Flow options a runner's test session sets (tool policies, the approval deadline, built-ins).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type SessionFlowOptions = Pick<SessionOptions, "toolPolicies" | "interruptDeadline" | "builtInTools">
+
+/**
+ * A runner's test session: the Flow type, the runner under test (with its framework's scripted model), the
+ * engine, and the Flow's options.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RunnerSession {
+  readonly flowType: string
+  readonly runner: Layer.Layer<Runner.AgentFrameworkRunner, unknown>
+  readonly engine: Layer.Layer<Engine.EngineServices, unknown>
+  readonly flow?: SessionFlowOptions | undefined
+  /** Services added to the worker, such as the session's `Tracer` layer. */
+  readonly services?: Layer.Layer<any> | undefined
+}
+
+/**
+ * Runs `body` with a session worker (`session.runner` on a session Flow with the test defaults: retries after
+ * 100 ms) and an `AgentSessionClient` on `session.engine`, in a scope that closes them. The scaffolding of
+ * {@link withSession} and of each runner's own test sessions.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const withRunnerSession = <A, E>(
+  session: RunnerSession,
+  body: Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
+): Effect.Effect<A, unknown> => {
+  const options = session.flow
+  const flow = AgentSessionFlow.make({
+    flowType: session.flowType,
+    retryInitialInterval: "100 millis",
+    ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
+    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
+    ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
+  })
+  const worker = AgentSessionFlow.layerWorker(flow).pipe(
+    Layer.provide(session.runner),
+    Layer.provide(session.services ?? Layer.empty)
+  )
+  return body.pipe(
+    Effect.provide(
+      Layer.mergeAll(worker, AgentSessionClient.layer(session.flowType)).pipe(Layer.provideMerge(session.engine))
+    ),
+    Effect.scoped
+  ) as Effect.Effect<A, unknown>
+}
+
+/**
+ * The side effects a runner's test tools count: runs by tool name and the idempotency keys they saw.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SideEffects {
+  readonly sideEffects: Map<string, number>
+  readonly idempotencyKeys: Array<string>
+  readonly count: (name: string) => number
+}
+
+/**
+ * Empty {@link SideEffects}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const sideEffects = (): SideEffects => {
+  const counts = new Map<string, number>()
+  return { sideEffects: counts, idempotencyKeys: [], count: (name) => counts.get(name) ?? 0 }
+}
+
+/**
  * Runs `body` with a session worker (the harness's runner over `script` and {@link suiteTools}) and an
  * `AgentSessionClient` on a fresh engine.
  *
@@ -348,18 +427,10 @@ export const withSession = <A, E>(
       counts.set(tool, kit.count(tool) + 1)
       if (tool === "save_note") idempotencyKeys.push(key)
     })
-  const flow = AgentSessionFlow.make({
-    flowType: FLOW_TYPE,
-    retryInitialInterval: "100 millis",
-    ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
-    ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
-  })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(harness.make({ player: play, tools })))
-  return body(kit).pipe(
-    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine()))),
-    Effect.scoped
-  ) as Effect.Effect<A, unknown>
+  return withRunnerSession(
+    { flowType: FLOW_TYPE, runner: harness.make({ player: play, tools }), engine: engine(), flow: options },
+    body(kit)
+  )
 }
 
 /**

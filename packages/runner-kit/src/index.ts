@@ -10,6 +10,8 @@
  * - `BuiltIns`: the session's built-in tools as an effect/ai Toolkit, and the ones a turn enabled.
  * - `DeltaBuffer`: merged text deltas.
  * - `@durable-agent/runner-kit/Conformance`: the runner conformance suite (a `@effect/vitest` suite).
+ * - `@durable-agent/runner-kit/Bench`: the scaffolding of a runner's benchmark (timing, the durable and the
+ *   in-memory turns, the result table, figures into `bench-results.json`).
  *
  * @since 0.1.0
  */

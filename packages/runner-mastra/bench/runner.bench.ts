@@ -8,42 +8,20 @@
 // Target: (d) <= 1.5 x (a). Also the framework run state after a round of 3 tool calls, beside Mastra's whole
 // message list at the same point (what keeping Mastra's own `messages` would store), on the first turn and
 // after TURNS turns of history. The figures are merged into bench-results.json at the repository root.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Engine } from "@durable-agent/engine"
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
-import {
-  AgentSessionClient,
-  AgentSessionFlow,
-  EventWriter,
-  Heartbeat,
-  Policy,
-  type Runner,
-  Wire
-} from "@durable-agent/session"
+import * as Bench from "@durable-agent/runner-kit/Bench"
 import { Agent } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { noopLogger } from "@mastra/core/logger"
 import { createTool } from "@mastra/core/tools"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import { z } from "zod"
-import { mergeResults } from "../../runner-openai-agents/bench/results.ts"
 import { MastraRunner } from "../src/index.ts"
 import { fromStoredMessages } from "../src/internal/messages.ts"
 
-const TURNS = Number(process.env.BENCH_TURNS ?? "40")
-const dir = mkdtempSync(join(tmpdir(), "das-mastra-bench-"))
-
-const percentile = (xs: ReadonlyArray<number>, p: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!
-}
-const fmt = (ms: number) => `${ms.toFixed(2)} ms`
+const TURNS = Bench.benchTurns()
+const dir = Bench.scratchDir("das-mastra-bench-")
 
 // The scripted model: after tool results it answers; otherwise it asks for three reads.
 const step = (call: ScriptedModel.CallOptions): ScriptedModel.Response => {
@@ -106,156 +84,42 @@ const direct = async () => {
   return times
 }
 
-/** (b) The same turns as a durable session on the embedded engine. */
-const durable = Effect.gen(function* () {
-  const client = yield* AgentSessionClient.AgentSessionClient
-  const times: Array<number> = []
-  yield* client.startSession("bench")
-  for (let i = 0; i < TURNS; i++) {
-    const t0 = performance.now()
-    yield* client.sendUserMessage("bench", `turn ${i}`)
-    yield* client.getSnapshot("bench").pipe(
-      Effect.repeat({
-        schedule: Schedule.spaced("2 millis"),
-        until: (s) => s.state !== null && s.state.turnCount >= i + 1 && s.state.activeTurnId === null
-      })
-    )
-    times.push(performance.now() - t0)
+/** (d)'s tool round: the run state, beside Mastra's whole message list at that point (history + the turn so far). */
+const measureRound = ({ requested, history }: Bench.ToolRound) => {
+  const turnMessages = (JSON.parse(requested.frameworkRunState) as { messages: ReadonlyArray<unknown> }).messages
+  return {
+    runStateBytes: Buffer.byteLength(requested.frameworkRunState),
+    mastraMessagesBytes: Buffer.byteLength(JSON.stringify([...fromStoredMessages(history), ...turnMessages]))
   }
-  return times
-}).pipe(
-  Effect.provide(
-    Layer.mergeAll(
-      AgentSessionFlow.layerWorker(AgentSessionFlow.make({ flowType: "BenchMastra" })).pipe(
-        Layer.provide(MastraRunner.layer(benchAgent()))
-      ),
-      AgentSessionClient.layer("BenchMastra")
-    ).pipe(
-      Layer.provideMerge(
-        Engine.layerEmbedded({ filename: join(dir, "bench.db"), pollInterval: "50 millis", maxConcurrentTasks: 64 })
-      )
-    )
-  ),
-  Effect.scoped
-)
-
-/** The run state of a turn's tool round, beside Mastra's whole message list at that point. */
-interface Round {
-  readonly runStateBytes: number
-  readonly mastraMessagesBytes: number
 }
 
-/** A call's record as the session stores it when it is approved (the spec's defaults fill the rest). */
-const toolRecord = (
-  turnId: string,
-  call: { readonly toolCallId: string; readonly toolName: string; readonly arguments: string },
-  deferralOrder: number
-): Wire.AgentToolCall =>
-  Schema.decodeUnknownSync(Wire.AgentToolCall)({
-    tool_call_id: call.toolCallId,
-    turn_id: turnId,
-    tool_name: call.toolName,
-    arguments: call.arguments,
-    effect: "read",
-    requires_approval: false,
-    status: "approved",
-    output: null,
-    error: null,
-    rejection_message: null,
-    deferral_order: deferralOrder,
-    tool_source_reference: null,
-    trace_context: null
-  })
-
-/**
- * (d) The runner alone, in memory: per turn, runModelStep (tool calls) -> 3 x executeDeferredToolCall ->
- * runModelStep (answer), with the history growing turn by turn, as the session drives it.
- */
-const inMemory = Effect.gen(function* () {
-  const runner = MastraRunner.make(benchAgent())
-  const history: Array<Wire.AgentMessage> = []
-  const times: Array<number> = []
-  const rounds: Array<Round> = []
-  const context = (
-    turnId: string,
-    frameworkRunState: string | null,
-    toolCalls: ReadonlyArray<Wire.AgentToolCall>
-  ): Runner.AgentTurnContext => ({
-    flowId: "f",
-    turnId,
-    stepExecutionId: "RunModel",
-    attempt: 1,
-    messages: [...history],
-    frameworkRunState,
-    toolCalls,
-    sessionSettings: {},
-    interactionMode: "chat",
-    toolPolicies: {},
-    defaultToolEffect: "unclassified",
-    resolveToolPolicy: (name, frameworkEffect) => Policy.resolveToolPolicy(name, { frameworkEffect })
-  })
-  const store = (
-    messages: ReadonlyArray<Omit<Wire.AgentMessage, "sequence" | "turnId" | "createdAt">>,
-    turnId: string
-  ) => {
-    for (const m of messages) history.push({ ...m, sequence: history.length + 1, turnId, createdAt: "" })
-  }
-  for (let i = 0; i < TURNS; i++) {
-    const t0 = performance.now()
-    const turnId = `t${i}`
-    store([runner.buildUserMessage(`turn ${i}`)], turnId)
-    const first = yield* runner.runModelStep(context(turnId, null, []))
-    if (first._tag !== "ToolCallsRequested") throw new Error("expected tool calls")
-    const records: Array<Wire.AgentToolCall> = []
-    for (const [n, call] of first.toolCalls.entries()) {
-      const record = toolRecord(turnId, call, n)
-      const result = yield* runner.executeDeferredToolCall({
-        flowId: "f",
-        turnId,
-        toolCall: record,
-        idempotencyKey: `f/${turnId}/${call.toolCallId}`,
-        attempt: 1,
-        heartbeatCheckpoint: Option.none()
-      })
-      records.push({ ...record, status: "succeeded", output: result.output })
-    }
-    const second = yield* runner.runModelStep(context(turnId, first.frameworkRunState, records))
-    if (second._tag !== "TurnCompleted") throw new Error("expected the answer")
-    times.push(performance.now() - t0)
-    // outside the timed part: Mastra's whole message list at the same point (history + the turn so far)
-    const turnMessages = (JSON.parse(first.frameworkRunState) as { messages: ReadonlyArray<unknown> }).messages
-    rounds.push({
-      runStateBytes: Buffer.byteLength(first.frameworkRunState),
-      mastraMessagesBytes: Buffer.byteLength(JSON.stringify([...fromStoredMessages(history), ...turnMessages]))
-    })
-    store(second.newMessages, turnId)
-  }
-  return { times, rounds }
-}).pipe(Effect.provide(Layer.mergeAll(EventWriter.layerNoop, Heartbeat.layerNoop)))
-
 const main = async () => {
-  const started = performance.now()
   const a = await direct()
-  const b = await Effect.runPromise(durable as Effect.Effect<Array<number>>)
-  const d = await Effect.runPromise(inMemory)
-  const [pa, pb, pd] = [percentile(a, 50), percentile(b, 50), percentile(d.times, 50)]
+  const b = await Effect.runPromise(
+    Bench.durableTurns({
+      flowType: "BenchMastra",
+      runner: MastraRunner.layer(benchAgent()),
+      filename: join(dir.path, "bench.db"),
+      turns: TURNS
+    })
+  )
+  const memory = Bench.inMemoryTurns(MastraRunner.make(benchAgent()), measureRound)
+  const d = { times: [] as Array<number>, rounds: [] as Array<ReturnType<typeof measureRound>> }
+  for (let i = 0; i < TURNS; i++) {
+    const turn = await memory.turn(i)
+    d.times.push(turn.ms)
+    d.rounds.push(turn.round)
+  }
+  const [pa, pb, pd] = [Bench.percentile(a, 50), Bench.percentile(b, 50), Bench.percentile(d.times, 50)]
   const ratio = pd / pa
   const first = d.rounds[0]!
   const last = d.rounds[d.rounds.length - 1]!
-  const rows = [
-    [
-      "(a) Mastra's own loop, tools in-process (2 model calls, 3 tools)",
-      `p50 ${fmt(pa)}  p99 ${fmt(percentile(a, 99))}`,
-      "-"
-    ],
-    ["(b) durable session, Mastra runner, embedded engine", `p50 ${fmt(pb)}  p99 ${fmt(percentile(b, 99))}`, "-"],
-    [
-      "(d) the runner alone, in memory (2 x runModelStep, 3 x executeDeferredToolCall)",
-      `p50 ${fmt(pd)}  p99 ${fmt(percentile(d.times, 99))}`,
-      "-"
-    ],
-    ["runner overhead over Mastra: (d) / (a)", `${ratio.toFixed(2)}x`, `<= 1.5x: ${ratio <= 1.5 ? "PASS" : "MISS"}`],
-    ["the engine's Step cost per turn: (b) - (d)", fmt(pb - pd), "-"],
+  Bench.printTable(`Mastra runner benchmark (${TURNS} turns each; node ${process.version})`, [
+    ["(a) Mastra's own loop, tools in-process (2 model calls, 3 tools)", Bench.p50p99(a), "-"],
+    ["(b) durable session, Mastra runner, embedded engine", Bench.p50p99(b), "-"],
+    ["(d) the runner alone, in memory (2 x runModelStep, 3 x executeDeferredToolCall)", Bench.p50p99(d.times), "-"],
+    Bench.ratioRow("runner overhead over Mastra: (d) / (a)", ratio, 1.5),
+    ["the engine's Step cost per turn: (b) - (d)", Bench.fmtMs(pb - pd), "-"],
     [
       "framework run state after 3 tool calls, first turn",
       `${first.runStateBytes} bytes (Mastra's whole message list: ${first.mastraMessagesBytes})`,
@@ -266,41 +130,21 @@ const main = async () => {
       `${last.runStateBytes} bytes (Mastra's whole message list: ${last.mastraMessagesBytes})`,
       "-"
     ]
-  ]
-  process.stdout.write(`\nMastra runner benchmark (${TURNS} turns each; node ${process.version})\n\n`)
-  process.stdout.write("| Measurement | Result | Target |\n|---|---|---|\n")
-  for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`)
-  const baselineName = "Mastra's own loop (agent.stream, maxSteps 2), tools in-process, p50"
-  const file = mergeResults({
-    "runner-mastra.turn_in_memory_p50_ms": {
-      value: pd,
-      unit: "ms",
-      baseline: pa,
-      baseline_name: baselineName,
-      target: "value <= 1.5 x baseline",
-      pass: ratio <= 1.5
-    },
-    "runner-mastra.turn_durable_embedded_p50_ms": { value: pb, unit: "ms", baseline: pa, baseline_name: baselineName },
-    "runner-mastra.run_state_bytes_3_calls_first_turn": {
-      value: first.runStateBytes,
-      unit: "bytes",
-      baseline: first.mastraMessagesBytes,
-      baseline_name: "Mastra's whole message list after the same round"
-    },
-    "runner-mastra.run_state_bytes_3_calls_last_turn": {
-      value: last.runStateBytes,
-      unit: "bytes",
-      baseline: last.mastraMessagesBytes,
-      baseline_name: "Mastra's whole message list after the same round",
-      note: `turn ${TURNS} of the session`
-    }
-  })
-  process.stdout.write(`\nFigures merged into ${file}\nTotal: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+  ])
+  const file = Bench.recordFigures(
+    Bench.turnFigures({
+      prefix: "runner-mastra",
+      inMemoryP50: pd,
+      durableP50: pb,
+      baselineP50: pa,
+      baselineName: "Mastra's own loop (agent.stream, maxSteps 2), tools in-process, p50",
+      firstRound: { runStateBytes: first.runStateBytes, frameworkBytes: first.mastraMessagesBytes },
+      lastRound: { runStateBytes: last.runStateBytes, frameworkBytes: last.mastraMessagesBytes },
+      frameworkStateName: "Mastra's whole message list after the same round",
+      turns: TURNS
+    })
+  )
+  process.stdout.write(`\nFigures merged into ${file}\n`)
 }
 
-main()
-  .catch((e) => {
-    process.stderr.write(`${String(e)}\n`)
-    process.exitCode = 1
-  })
-  .finally(() => rmSync(dir, { recursive: true, force: true }))
+Bench.runMain(main, dir.remove)

@@ -3,11 +3,12 @@
 // effects.
 import type { Client } from "@durable-agent/engine"
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
-import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import * as Conformance from "@durable-agent/runner-kit/Conformance"
+import type { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import { createTool } from "@mastra/core/tools"
 import type { ModelMessage } from "ai"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import { z } from "zod"
 import type { EngineFactory } from "../../session/test/support.ts"
 import { durableToolCall, MastraRunner, type MastraTool } from "../src/index.ts"
@@ -93,37 +94,23 @@ export const withMastraSession = <A, E>(
   options: SessionOptions,
   body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
 ) => {
-  const kit: Kit = {
-    model: ScriptedModel.make(script),
-    sideEffects: new Map(),
-    idempotencyKeys: [],
-    count: (name) => kit.sideEffects.get(name) ?? 0
-  }
-  const flow = AgentSessionFlow.make({
-    flowType: FLOW_TYPE,
-    retryInitialInterval: "100 millis",
-    ...(options.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
-    ...(options.builtInTools ? { builtInTools: options.builtInTools } : {})
-  })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(
-      MastraRunner.layer({
+  const kit: Kit = { model: ScriptedModel.make(script), ...Conformance.sideEffects() }
+  return Conformance.withRunnerSession(
+    {
+      flowType: FLOW_TYPE,
+      runner: MastraRunner.layer({
         name: "mastra-test",
         model: kit.model,
         instructions: "You are a test agent.",
         tools: tools(kit),
         ...options.agent
-      })
-    ),
-    Layer.provide(options.services ?? Layer.empty)
+      }),
+      engine: options.engine({}),
+      flow: options,
+      services: options.services
+    },
+    body(kit)
   )
-  return body(kit).pipe(
-    Effect.provide(
-      Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(options.engine({})))
-    ),
-    Effect.scoped
-  ) as Effect.Effect<A, unknown>
 }
 
 /** The prompt of the model call at `index` (what Mastra sent to the provider). */

@@ -50,7 +50,15 @@
  */
 
 import { DeltaBuffer, EffectClass, Replay, SourceTools, ToolCall, ToolRetryableError } from "@durable-agent/runner-kit"
-import { BuiltInTools, Errors, EventWriter, Runner as SessionRunner, SessionTracer, Stepwise, Wire } from "@durable-agent/session"
+import {
+  BuiltInTools,
+  Errors,
+  EventWriter,
+  Runner as SessionRunner,
+  SessionTracer,
+  Stepwise,
+  Wire
+} from "@durable-agent/session"
 import {
   Agent,
   type AgentInputItem,
@@ -539,9 +547,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     return estimateTokens([...storedItems(turn), ...own]) + 50 * graph.tools.size
   }
 
-  const summarizeContext = Effect.fn(function* (
-    request: SessionRunner.ContextSummaryRequest
-  ) {
+  const summarizeContext = Effect.fn(function* (request: SessionRunner.ContextSummaryRequest) {
     const cuts = SessionRunner.compactionCuts(request.messages)
     const maxOutput = Stepwise.DEFAULT_MAX_OUTPUT_TOKENS
     const build = (from: number): Array<AgentInputItem> => [
@@ -583,7 +589,7 @@ export const make = (definition: OpenAiAgentsDefinition): SessionRunner.AgentFra
     } satisfies SessionRunner.ContextSummaryResult
   })
 
-    const executeDeferredToolCall = Effect.fn(function* (call: SessionRunner.DeferredToolExecution) {
+  const executeDeferredToolCall = Effect.fn(function* (call: SessionRunner.DeferredToolExecution) {
     const t = graph.tools.get(call.toolCall.toolName)
     if (t === undefined) return yield* ToolCall.unknownTool(call)
     return yield* ToolCall.run(call, { validate: (raw) => validate(t, raw), execute: t.execute })

@@ -2,11 +2,12 @@
 // fresh engine (embedded SQLite or cluster Postgres, the session tests' engine factories); tools count
 // their side effects.
 import type { Client } from "@durable-agent/engine"
-import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import * as Conformance from "@durable-agent/runner-kit/Conformance"
+import type { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import { Agent, type AgentInputItem } from "@openai/agents"
 import { ScriptedModel, type ScriptedModelInput } from "@openai/agents/testing"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import { z } from "zod"
 import type { EngineFactory } from "../../session/test/support.ts"
 import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
@@ -105,27 +106,17 @@ export const withOpenAiSession = <A, E>(
   body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
   options?: Options
 ) => {
-  const kit: Kit = {
-    model: new ScriptedModel(script),
-    sideEffects: new Map(),
-    idempotencyKeys: [],
-    count: (name) => kit.sideEffects.get(name) ?? 0
-  }
-  const flow = AgentSessionFlow.make({
-    flowType: FLOW_TYPE,
-    retryInitialInterval: "100 millis",
-    ...(options?.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options?.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
-    ...(options?.builtInTools ? { builtInTools: options.builtInTools } : {})
-  })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(OpenAiAgentsRunner.layer({ agent: (options?.agent ?? testAgent)(kit) })),
-    Layer.provide(options?.services ?? Layer.empty)
+  const kit: Kit = { model: new ScriptedModel(script), ...Conformance.sideEffects() }
+  return Conformance.withRunnerSession(
+    {
+      flowType: FLOW_TYPE,
+      runner: OpenAiAgentsRunner.layer({ agent: (options?.agent ?? testAgent)(kit) }),
+      engine: engine({}),
+      flow: options,
+      services: options?.services
+    },
+    body(kit)
   )
-  return body(kit).pipe(
-    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),
-    Effect.scoped
-  ) as Effect.Effect<A, unknown>
 }
 
 /** Polling helpers and the Step types of a session's executions, from the session's own tests. */

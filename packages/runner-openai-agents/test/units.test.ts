@@ -1,5 +1,7 @@
 // The runner without an engine: the agent graph it accepts, the stored-message conversions, and one
 // RunModel driven by hand (run state contents, usage, errors).
+
+import { approvedRecord } from "@durable-agent/runner-kit/Bench"
 import { EventWriter, Heartbeat, Policy, type Runner, type Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, tool, Usage } from "@openai/agents"
@@ -11,7 +13,6 @@ import * as Option from "effect/Option"
 import { z } from "zod"
 import { OpenAiAgentsRunner, openAiAgentsTool } from "../src/index.ts"
 import { fromStoredMessage, toFrameworkMessage } from "../src/internal/items.ts"
-import { approvedRecord } from "./records.ts"
 
 const lookup = openAiAgentsTool({
   name: "lookup",

@@ -2,10 +2,10 @@
 // provider), on a fresh engine (embedded SQLite or cluster Postgres, the session tests' factories); the Pi
 // tools count their side effects.
 import type { Client } from "@durable-agent/engine"
-import { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
+import * as Conformance from "@durable-agent/runner-kit/Conformance"
+import type { AgentSessionClient, AgentSessionFlow } from "@durable-agent/session"
 import { type Context, Type } from "@mariozechner/pi-ai"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type { ModelProbe } from "../../session/test/support/controls.ts"
 import type { EngineFactory } from "../../session/test/support.ts"
 import { currentToolCall, PiRunner, type PiTool, ScriptedProvider, ToolRetryableError } from "../src/index.ts"
@@ -132,37 +132,22 @@ export const withPiSession = <A, E>(
   options: SessionOptions,
   body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
 ) => {
-  const kit: Kit = {
-    provider: ScriptedProvider.make(script, options.provider),
-    sideEffects: new Map(),
-    idempotencyKeys: [],
-    count: (name) => kit.sideEffects.get(name) ?? 0
-  }
-  const flow = AgentSessionFlow.make({
-    flowType: FLOW_TYPE,
-    retryInitialInterval: "100 millis",
-    ...(options.toolPolicies ? { toolPolicies: options.toolPolicies } : {}),
-    ...(options.interruptDeadline ? { interruptDeadline: options.interruptDeadline } : {}),
-    ...(options.builtInTools ? { builtInTools: options.builtInTools } : {})
-  })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(
-      PiRunner.layer({
+  const kit: Kit = { provider: ScriptedProvider.make(script, options.provider), ...Conformance.sideEffects() }
+  return Conformance.withRunnerSession(
+    {
+      flowType: FLOW_TYPE,
+      runner: PiRunner.layer({
         name: "pi-test",
         model: kit.provider.model,
         systemPrompt: "You are a test agent.",
         tools: tools(kit),
         ...options.agent
-      })
-    )
-  )
-  return body(kit).pipe(
-    Effect.provide(
-      Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(options.engine({})))
-    ),
-    Effect.scoped,
-    Effect.ensuring(Effect.sync(() => kit.provider.unregister()))
-  ) as Effect.Effect<A, unknown>
+      }),
+      engine: options.engine({}),
+      flow: options
+    },
+    body(kit)
+  ).pipe(Effect.ensuring(Effect.sync(() => kit.provider.unregister())))
 }
 
 /** The Pi context of the model call at `index` (what the runner gave pi-ai). */

@@ -20,6 +20,7 @@
  *
  * @since 0.1.0
  */
+import { availableParallelism } from "node:os"
 import { Flow, type FlowDef, type StreamDef, Worker } from "@durable-agent/engine"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -315,9 +316,23 @@ export const checkRunners = (
   )
 
 /**
+ * The agent worker's default task limit: 8 slots per CPU, at least 16. A session's model calls and most tool
+ * calls wait on the network, so an agent worker needs more task slots than the engine's default (the CPU
+ * count; the deploy guide: "agent Workers usually need a higher maxConcurrentTasks"). {@link layerWorker}
+ * applies it when the engine layer was given no `maxConcurrentTasks`; a limit the application sets wins.
+ * The session's bookkeeping Steps run in the runner's control slots (`EngineConfig.maxControlTasks`), so
+ * they never wait behind these.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const DEFAULT_MAX_CONCURRENT_TASKS: number = Math.max(16, 8 * availableParallelism())
+
+/**
  * Registers session Flows (and any other Flows) on a worker. Provide their runners and services to it. Fails
  * with {@link AgentSessionDefinitionError} when a session Flow enables plan mode or compaction and its runner
- * does not support it (see {@link checkRunners}).
+ * does not support it (see {@link checkRunners}). Unless the engine layer was given `maxConcurrentTasks`, the
+ * runner gets {@link DEFAULT_MAX_CONCURRENT_TASKS} task slots.
  *
  * @category layers
  * @since 0.1.0
@@ -328,7 +343,11 @@ export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>
   never,
   Layer.Error<WorkerLayer<Flows>> | AgentSessionDefinitionError,
   Layer.Services<WorkerLayer<Flows>>
-> => Worker.layer(...flows).pipe(Layer.provide(Layer.effectDiscard(checkRunners(flows))))
+> =>
+  Worker.layer(...flows).pipe(
+    Layer.provide(Layer.effectDiscard(checkRunners(flows))),
+    Layer.provide(Worker.layerDefaultTasks(DEFAULT_MAX_CONCURRENT_TASKS))
+  )
 
 /** The engine's worker layer for these Flows (named so that the declaration of `layerWorker` is portable). */
 type WorkerLayer<Flows extends ReadonlyArray<FlowDef<any, any>>> = ReturnType<typeof Worker.layer<Flows>>

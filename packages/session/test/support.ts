@@ -157,8 +157,10 @@ export const withSession = <A, E>(setup: Setup, body: SessionBody<A, E>) => {
   ) as Effect.Effect<A, unknown>
 }
 
-/** A test body: it runs with an AgentSessionClient and the engine's Client. */
-export type SessionBody<A, E> = (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
+/** A test body: it runs with an AgentSessionClient, the engine's Client and the runner's state (its slots). */
+export type SessionBody<A, E> = (
+  kit: Kit
+) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client | Engine.RunnerState>
 
 /**
  * {@link withSession} bound to one engine: what a suite registers its tests with. `defaults` stand under each

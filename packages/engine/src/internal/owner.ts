@@ -61,7 +61,7 @@ import { Notices } from "./feed.ts"
 import { GroupCommit } from "./groupCommit.ts"
 import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
-import { type ActiveAttempt, RunnerState } from "./runner.ts"
+import { type ActiveAttempt, CurrentTaskSlot, type Lease, RunnerState, type SlotKind } from "./runner.ts"
 import {
   type AttrWrite,
   byteLength,
@@ -86,6 +86,7 @@ import {
   loadKeyedRequestIds,
   loadMessages,
   loadReply,
+  NOT_RUN,
   normalizeAttempt,
   requireLease,
   type StepRow,
@@ -166,6 +167,7 @@ const build = Effect.gen(function* () {
         steps: new Map(),
         views: new Map(),
         attempts: new Map(),
+        reached: new Set(),
         attrVersions: new Map(),
         stateBytes: 0
       }
@@ -197,12 +199,22 @@ const build = Effect.gen(function* () {
       attrVersions.set(k, list)
     }
     const state: FlowState = { attrs: attrsAt(versions, flow.version), channels }
+    // running Steps an earlier attempt of which reached the Step's code (their attempt progress)
+    const reached = new Set<string>()
+    if (steps.some((s) => s.status === "running" && s.attempt > 1)) {
+      const rows = yield* sql<{ readonly step_execution_id: string }>`SELECT DISTINCT a.step_execution_id
+        FROM dex_attempts a JOIN dex_steps s ON s.flow_id = a.flow_id AND s.step_execution_id = a.step_execution_id
+        WHERE a.flow_id = ${flowId} AND s.status = 'running' AND a.attempt < s.attempt
+          AND (a.outcome IS NULL OR a.outcome <> ${NOT_RUN})`
+      for (const r of rows) reached.add(r.step_execution_id)
+    }
     const cache: FlowCache = {
       flow,
       state,
       steps: new Map(steps.map((s) => [s.step_execution_id, s])),
       views,
       attempts,
+      reached,
       attrVersions,
       stateBytes: stateBytesOf(state)
     }
@@ -344,6 +356,7 @@ const build = Effect.gen(function* () {
   ): Effect.Effect<void, EngineError> =>
     Effect.uninterruptible(
       Effect.gen(function* () {
+        let claimed: ReadonlyMap<string, Lease> = noClaims
         if (tx.dirty) {
           const startedAt = performance.now()
           const owner = fence
@@ -352,6 +365,7 @@ const build = Effect.gen(function* () {
             return yield* new EngineError({ reason: `Flow ${flowId}: this runner does not own it` })
           }
           tx.historyWindow = config.historyWindowEvents
+          claimed = claimSlots(tx)
           const { batch, versions } = tx.batch(visibleVersions, cache, owner)
           const written = yield* groupCommit
             .run(
@@ -377,6 +391,7 @@ const build = Effect.gen(function* () {
               Effect.catchTag("LeaseLost", () => Effect.succeed(false)),
               Effect.catchCause((cause) => {
                 // a failed or rolled-back commit: reload (and recover what runs without a fiber) at once
+                freeClaimed(claimed)
                 loaded = undefined
                 const { errorType, detail } = errorInfo(cause)
                 return Effect.logWarning(`Flow ${flowId}: commit failed (${errorType}: ${detail}); reloading`).pipe(
@@ -386,6 +401,7 @@ const build = Effect.gen(function* () {
               })
             )
           if (!written) {
+            freeClaimed(claimed)
             yield* Effect.logWarning(
               `Flow ${flowId}: commit refused (another owner changed it, or this runner lost its shard lock); dropping this owner`
             )
@@ -399,7 +415,7 @@ const build = Effect.gen(function* () {
           notices.notify(flowId)
           runner.counters.observeTransition((performance.now() - startedAt) / 1000)
         }
-        yield* afterCommit(tx)
+        yield* afterCommit(tx, claimed)
       })
     )
 
@@ -427,14 +443,45 @@ const build = Effect.gen(function* () {
   /** After a failed commit: reload the Flow (and recover its running Steps) without waiting for a request. */
   const reloadSoon = Effect.asVoid(Effect.forkIn(Effect.ignore(lock.withPermits(1)(current)), attemptScope))
 
-  const afterCommit = Effect.fnUntraced(function* (tx: Transition) {
+  /** The slot kind of a Step's body: its `execute.slot` option (control Steps take control slots). */
+  const slotKindOf = (reg: RegisteredFlow, stepExecutionId: string): SlotKind =>
+    reg.steps.get(stepTypeOf(stepExecutionId))?.options?.execute?.slot === "control" ? "control" : "step"
+
+  /**
+   * Attempts this commit starts that can have a slot at once get it now, and their start record in this
+   * commit (one transaction for a dispatch and its start); the others record their start once they have one.
+   */
+  const claimSlots = (tx: Transition): ReadonlyMap<string, Lease> => {
+    if (runner.draining() || !tx.starts.some((s) => !s.recorded && s.delayMs === 0)) return noClaims
+    const claimed = new Map<string, Lease>()
+    for (const s of tx.starts) {
+      if (s.recorded || s.delayMs > 0 || fibers.has(s.stepExecutionId)) continue
+      const lease = runner.slots.lease()
+      if (!runner.slots.tryAcquire(slotKindOf(tx.registered, s.stepExecutionId), lease)) continue
+      tx.startRetry(s.stepExecutionId, s.attempt)
+      claimed.set(s.stepExecutionId, lease)
+    }
+    return claimed
+  }
+
+  const afterCommit = Effect.fnUntraced(function* (tx: Transition, claimed: ReadonlyMap<string, Lease> = noClaims) {
     for (const stepExecutionId of tx.interrupts) {
       const f = fibers.get(stepExecutionId)
       if (f === undefined) continue
       fibers.delete(stepExecutionId)
       yield* Effect.forkDetach(Fiber.interrupt(f))
     }
-    for (const s of tx.starts) yield* launch(tx.registered, s.stepExecutionId, s.attempt, s.delayMs, s.recorded)
+    for (const s of tx.starts) {
+      yield* launch(
+        tx.registered,
+        s.stepExecutionId,
+        s.attempt,
+        s.delayMs,
+        s.recorded,
+        s.fresh === true,
+        claimed.get(s.stepExecutionId)
+      )
+    }
     const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
     const running =
       cache !== undefined &&
@@ -483,28 +530,37 @@ const build = Effect.gen(function* () {
 
   // --- Steps ----------------------------------------------------------------------------------------
 
-  /** Starts an attempt's fiber (after a retry's backoff, with its start record when not yet written). */
+  /**
+   * Starts an attempt's fiber: after a retry's backoff, it waits for its slot (unless the commit that started
+   * it already gave it one, `held`) and writes its start record once it has one, when not yet written.
+   */
   const launch = (
     reg: RegisteredFlow,
     stepExecutionId: string,
     attempt: number,
     delayMs: number,
-    recorded: boolean
+    recorded: boolean,
+    fresh: boolean,
+    held?: Lease
   ): Effect.Effect<void> =>
     Effect.gen(function* () {
-      if (fibers.has(stepExecutionId)) return
+      if (fibers.has(stepExecutionId)) {
+        held?.free()
+        return
+      }
+      const kind = slotKindOf(reg, stepExecutionId)
       const run = Effect.gen(function* () {
         if (delayMs > 0) yield* Effect.sleep(Duration.millis(delayMs))
-        // a draining runner starts nothing: the attempt's start record stays, and the Flow's next owner
-        // runs it (an attempt without output is handed out again with the same number)
+        // a draining runner starts nothing: the attempt's start record, if written, stays, and the Flow's next
+        // owner runs it (an attempt without output is handed out again with the same number)
         if (runner.draining()) return
-        // A Step waits in the queue for a task slot for as long as it takes, without consuming an attempt
-        // (the adapters spec, "Known limits"; the deploy guide's older rule failed it with NoTaskSlot after
-        // the dispatch wait). The slot is released whatever ends this fiber (`lease.free` below).
-        yield* runner.slots.acquire("step", lease)
+        // A Step waits in the queue for a slot for as long as it takes, without consuming an attempt (the
+        // adapters spec, "Known limits"; the deploy guide's older rule, failing it with NoTaskSlot after the
+        // dispatch wait, is not followed). The slot is released whatever ends this fiber (`lease.free` below).
+        if (held === undefined) yield* runner.slots.acquire(kind, lease)
         if (runner.draining()) return
-        if (!recorded) {
-          // a retry's attempt start is recorded only now that it has a slot
+        if (!recorded && held === undefined) {
+          // the attempt's start (attempt 1's too) is recorded only now that it has a slot
           const started = yield* withCache((cache) =>
             Effect.gen(function* () {
               const step = cache.steps.get(stepExecutionId)
@@ -543,13 +599,19 @@ const build = Effect.gen(function* () {
             attempt,
             view,
             // only attempt 1's first run (started when the Step was dispatched) cannot find a checkpoint
-            mayHaveCheckpoint:
-              attempt > 1 || !recorded || step.first_attempt_at !== cache.attempts.get(stepExecutionId)?.startedAt,
+            mayHaveCheckpoint: !(fresh && attempt === 1),
             counters: runner.counters,
             budget: runner.streams,
             transact: groupCommit.run,
             notices
-          }).pipe(Metrics.measureAttempt(runner.metrics, step.step_type))
+          }).pipe(
+            Metrics.measureAttempt(runner.metrics, step.step_type),
+            // a body that waits on the engine (another Flow's end) gives its slot back meanwhile
+            Effect.provideService(CurrentTaskSlot, {
+              release: Effect.sync(lease.free),
+              reacquire: runner.slots.acquire(kind, lease)
+            })
+          )
         }).pipe(Effect.ensuring(Effect.sync(lease.free)))
         if (outcome === undefined) return
         if (outcome._tag === "Failure") {
@@ -572,7 +634,7 @@ const build = Effect.gen(function* () {
         )
       )
       let self: Fiber.Fiber<void> | undefined
-      const lease = runner.slots.lease()
+      const lease = held ?? runner.slots.lease()
       const active: ActiveAttempt = {
         phase: "waiting",
         cancel: Effect.suspend(() => (self === undefined ? Effect.void : drainCancel(stepExecutionId, attempt, self)))
@@ -1077,6 +1139,14 @@ const stateBytesOf = (state: FlowState): number => {
     if (Array.isArray(list)) for (const msg of list as ReadonlyArray<{ value: string }>) bytes += byteLength(msg.value)
   }
   return bytes
+}
+
+/** No slots claimed by a commit. */
+const noClaims: ReadonlyMap<string, Lease> = new Map()
+
+/** Gives back the slots a failed commit claimed for the attempts it would have started. */
+const freeClaimed = (claimed: ReadonlyMap<string, Lease>) => {
+  for (const lease of claimed.values()) lease.free()
 }
 
 /** The Step type of a Step execution ID (`<type>-<n>`). */

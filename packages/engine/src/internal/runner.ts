@@ -1,44 +1,83 @@
 // What one runner process shares between its Flow owners: the task slots (with the RPC reserve), the
-// drain state, and the metrics registry the metrics endpoint reads. One per engine layer.
+// control slots, the drain state, and the metrics registry the metrics endpoint reads. One per engine layer.
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import { EngineConfig, rpcReserveOf } from "../EngineConfig.ts"
+import { controlTasksOf, EngineConfig, rpcReserveOf } from "../EngineConfig.ts"
 import * as Metrics from "../Metrics.ts"
 import type { ShardLease } from "./store.ts"
 import { StreamBudget } from "./streams.ts"
 
+/** The pool a slot comes from: the task slots (Step bodies and RPC handlers) or the control slots. */
+export type SlotPool = "task" | "control"
+
 /** One holder's claim on a slot. */
 export interface Lease {
   held: boolean
+  /** The pool of the slot it holds (meaningful while `held`). */
+  pool: SlotPool
   readonly free: () => void
 }
 
-/** Who asks for a slot: Steps may not take the reserve, RPC handlers may. */
-export type SlotKind = "step" | "rpc"
+/**
+ * Who asks for a slot. Steps take task slots and may not take the reserve; RPC handlers may, and take a
+ * control slot when no task slot is free; control Steps (`execute.slot: "control"`) take control slots only.
+ */
+export type SlotKind = "step" | "rpc" | "control"
 
 interface Waiter {
   readonly kind: SlotKind
-  readonly grant: () => void
+  readonly grant: (pool: SlotPool) => void
 }
 
-/** A counting pool of task slots in which Steps leave `reserve` slots to RPC handlers. */
+/**
+ * The task slots of a runner, in which Steps leave `reserve` slots to RPC handlers, and its control slots:
+ * a separate capacity for short control work (control Steps, and RPC handlers when the task slots are full),
+ * so a cancellation or a decision never waits behind the Step bodies it would end.
+ */
 export class TaskSlots {
-  readonly total: number
-  readonly reserve: number
+  total: number
+  reserve: number
   inUse = 0
+  readonly controlTotal: number
+  controlInUse = 0
   /** Step slot requests that found only reserved slots free. */
   reserveDeclines = 0
   private readonly waiters: Array<Waiter> = []
 
-  constructor(total: number, reserve: number) {
+  constructor(total: number, reserve: number, controlTotal = 2) {
     this.total = Math.max(1, total)
     this.reserve = Math.max(0, Math.min(this.total - 1, reserve))
+    this.controlTotal = Math.max(1, controlTotal)
   }
 
-  private fits(kind: SlotKind) {
-    return this.inUse < (kind === "rpc" ? this.total : this.total - this.reserve)
+  /** The pool a request of `kind` can take a slot from now, if any. */
+  private poolFor(kind: SlotKind): SlotPool | undefined {
+    if (kind === "control") return this.controlInUse < this.controlTotal ? "control" : undefined
+    if (kind === "step") return this.inUse < this.total - this.reserve ? "task" : undefined
+    if (this.inUse < this.total) return "task"
+    return this.controlInUse < this.controlTotal ? "control" : undefined
+  }
+
+  private take(pool: SlotPool, lease: Lease) {
+    if (pool === "task") this.inUse++
+    else this.controlInUse++
+    lease.pool = pool
+    lease.held = true
+  }
+
+  /** Whether a request of `kind` must queue behind a waiting one (first come, first served per pool). */
+  private queuedBehind(kind: SlotKind) {
+    return this.waiters.some((w) => w.kind === kind || (kind === "step" && w.kind === "rpc"))
+  }
+
+  /** Takes a slot for `lease` now if one is free for `kind` and nobody is queued ahead; false otherwise. */
+  tryAcquire(kind: SlotKind, lease: Lease): boolean {
+    const pool = this.poolFor(kind)
+    if (pool === undefined || this.queuedBehind(kind)) return false
+    this.take(pool, lease)
+    return true
   }
 
   /**
@@ -47,18 +86,15 @@ export class TaskSlots {
    */
   acquire(kind: SlotKind, lease: Lease): Effect.Effect<void> {
     return Effect.callback<void>((resume) => {
-      if (this.fits(kind) && !this.waiters.some((w) => w.kind === kind || kind === "step")) {
-        this.inUse++
-        lease.held = true
+      if (this.tryAcquire(kind, lease)) {
         resume(Effect.void)
         return
       }
       if (kind === "step" && this.inUse < this.total) this.reserveDeclines++
       const waiter: Waiter = {
         kind,
-        grant: () => {
-          this.inUse++
-          lease.held = true
+        grant: (pool) => {
+          this.take(pool, lease)
           resume(Effect.void)
         }
       }
@@ -74,25 +110,42 @@ export class TaskSlots {
   lease(): Lease {
     const lease: Lease = {
       held: false,
+      pool: "task",
       free: () => {
         if (!lease.held) return
         lease.held = false
-        this.release()
+        this.release(lease.pool)
       }
     }
     return lease
   }
 
-  private release() {
-    this.inUse--
+  /**
+   * Sets the number of task slots and the reserve (a worker layer's own default, applied before it runs
+   * anything); waiting requests that now fit get their slots.
+   */
+  resize(total: number, reserve: number) {
+    this.total = Math.max(1, total)
+    this.reserve = Math.max(0, Math.min(this.total - 1, reserve))
+    this.grantWaiters()
+  }
+
+  private release(pool: SlotPool) {
+    if (pool === "task") this.inUse--
+    else this.controlInUse--
+    this.grantWaiters()
+  }
+
+  private grantWaiters() {
     for (let i = 0; i < this.waiters.length; ) {
       const w = this.waiters[i]!
-      if (!this.fits(w.kind)) {
+      const pool = this.poolFor(w.kind)
+      if (pool === undefined) {
         i++
         continue
       }
       this.waiters.splice(i, 1)
-      w.grant()
+      w.grant(pool)
     }
   }
 
@@ -101,6 +154,33 @@ export class TaskSlots {
     return this.waiters.length
   }
 }
+
+/**
+ * The slot of the Step attempt running in this fiber: `release` gives it back and `reacquire` waits for one
+ * again. A Step body that waits on the engine (another Flow's end, a Step execution's end) holds no slot
+ * meanwhile (see `whileWaiting`), so a child Flow never waits behind the Step that waits for it.
+ */
+export class CurrentTaskSlot extends Context.Service<
+  CurrentTaskSlot,
+  { readonly release: Effect.Effect<void>; readonly reacquire: Effect.Effect<void> }
+>()("@durable-agent/engine/internal/CurrentTaskSlot") {}
+
+/**
+ * Runs `effect` (a wait on the engine) without the current Step attempt's slot, if it runs in one: the slot
+ * is released for the wait and taken again before the Step body goes on.
+ */
+export const whileWaiting = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.serviceOption(CurrentTaskSlot), (slot) =>
+    slot._tag === "None"
+      ? effect
+      : Effect.gen(function* () {
+          yield* slot.value.release
+          const exit = yield* Effect.exit(effect)
+          // taken again interruptibly: a cancelled attempt stops here instead of waiting for a slot
+          yield* slot.value.reacquire
+          return yield* exit
+        })
+  )
 
 /** A counter series per key, as a Map-like view over one Metric (keys joined with NUL for two attributes). */
 export class CounterSeries {
@@ -289,7 +369,7 @@ export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>(
           activeFlows: new Set(),
           shardLease,
           transactionIdleTimeoutMs,
-          slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config)),
+          slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config), controlTasksOf(config)),
           counters: new RunnerCounters(metrics),
           streams: new StreamBudget(),
           metrics,

@@ -170,6 +170,12 @@ const upgradeFrom2 = Effect.fnUntraced(function* (sql: Sql) {
 // Rows
 // ------------------------------------------------------------------------------------------------
 
+/**
+ * The stored outcome of a failed attempt that never reached the Step's code (its definition was missing);
+ * the inspection API reports it as `failure`.
+ */
+export const NOT_RUN = "not_run"
+
 export interface FlowRow {
   readonly flow_id: string
   readonly flow_type: string

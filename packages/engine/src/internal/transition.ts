@@ -34,15 +34,16 @@ import {
   storeWait,
   validateWait
 } from "./state.ts"
-import type {
-  AttemptWrite,
-  AttrVersionRow,
-  Fence,
-  FlowRow,
-  HistoryRow,
-  StepRow,
-  StreamRow,
-  TransitionBatch
+import {
+  type AttemptWrite,
+  type AttrVersionRow,
+  type Fence,
+  type FlowRow,
+  type HistoryRow,
+  NOT_RUN,
+  type StepRow,
+  type StreamRow,
+  type TransitionBatch
 } from "./store.ts"
 
 /** The current attempt of a running Step execution, as the owner caches it. */
@@ -62,6 +63,11 @@ export interface FlowCache {
   readonly views: ReadonlyMap<string, FlowState>
   /** The started attempt of each running Step execution (absent during a retry's backoff). */
   readonly attempts: ReadonlyMap<string, CurrentAttempt>
+  /**
+   * Running Step executions an earlier attempt of which reached the Step's code (or may have): a failed
+   * Step's `attemptProgress` is `not_started` only when none of its attempts did.
+   */
+  readonly reached: ReadonlySet<string>
   /** Stored versions of each attribute key (`name\0key`), ascending. */
   readonly attrVersions: ReadonlyMap<string, ReadonlyArray<number>>
   /** The Flow's run state in bytes: current attribute values and queued messages (the run budget). */
@@ -76,6 +82,8 @@ export interface AttemptStart {
   readonly delayMs: number
   /** Whether this transition already wrote the attempt's start record. */
   readonly recorded: boolean
+  /** Attempt 1 of a Step just dispatched: it never ran anywhere, so it has no heartbeat checkpoint. */
+  readonly fresh?: boolean | undefined
 }
 
 const COMPLETION_REQUESTED = "\u0000complete"
@@ -105,6 +113,7 @@ export class Transition {
   readonly steps: Map<string, StepRow>
   readonly views: Map<string, FlowState>
   readonly attempts: Map<string, CurrentAttempt>
+  readonly reached: Set<string>
   private readonly counters: Record<string, number>
   private readonly touched = new Map<string, StepRow>()
   private readonly attemptWrites = new Map<string, AttemptWrite>()
@@ -151,6 +160,7 @@ export class Transition {
       this.steps = new Map()
       this.views = new Map()
       this.attempts = new Map()
+      this.reached = new Set()
       this.counters = {}
       this.dirtyFlow = true
       this.stateBytesBefore = 0
@@ -164,6 +174,7 @@ export class Transition {
       this.steps = new Map(cache.steps)
       this.views = new Map(cache.views)
       this.attempts = new Map(cache.attempts)
+      this.reached = new Set(cache.reached)
       this.counters = JSON.parse(cache.flow.counters)
       this.stateBytesBefore = cache.stateBytes
     }
@@ -623,7 +634,15 @@ export class Transition {
         view_channels: counts.length === 0 ? null : JSON.stringify(counts)
       })
       this.views.set(step.step_execution_id, view)
-      this.startAttempt(step.step_execution_id, 1, {})
+      // attempt 1 starts once it has a slot: its start record is written then (`startRetry`), or in this
+      // transition's commit when a slot is free at once (the owner's `claimSlots`)
+      this.starts.push({
+        stepExecutionId: step.step_execution_id,
+        attempt: 1,
+        delayMs: 0,
+        recorded: false,
+        fresh: true
+      })
     }
   }
 
@@ -635,9 +654,12 @@ export class Transition {
     this.starts.push({ stepExecutionId, attempt, delayMs: 0, recorded: true })
   }
 
-  /** A retry whose backoff ended: its start record, written before it runs. */
+  /**
+   * An attempt that got its slot (attempt 1 after its dispatch, a retry after its backoff): its start
+   * record, written before it runs. Attempt 1's start is also the Step's `first_attempt_at`.
+   */
   startRetry(stepExecutionId: string, attempt: number) {
-    this.patchStep(stepExecutionId, { retry_at: null })
+    this.patchStep(stepExecutionId, attempt === 1 ? { retry_at: null, first_attempt_at: this.now } : { retry_at: null })
     this.attempts.set(stepExecutionId, { attempt, startedAt: this.now })
     this.writeAttempt(stepExecutionId, attempt, this.now)
     this.record("AttemptStarted", stepExecutionId, attempt, {})
@@ -655,6 +677,7 @@ export class Transition {
   private cancelStep(s: StepRow, reason: string) {
     const current = this.attempts.get(s.step_execution_id)
     this.setStep({ ...s, status: "cancelled" })
+    this.reached.delete(s.step_execution_id)
     if (s.status === "running") {
       if (current !== undefined) {
         this.writeAttempt(s.step_execution_id, current.attempt, current.startedAt, {
@@ -746,6 +769,7 @@ export class Transition {
         detail: null
       })
       this.setStep({ ...step, status: "completed" })
+      this.reached.delete(stepExecutionId)
       yield* this.applyWrites(outcome.writes, outcome.publishes, [])
       this.record("StepCompleted", stepExecutionId, attempt, {
         decision: outcome.decision._tag,
@@ -757,11 +781,15 @@ export class Transition {
     }
     this.writeAttempt(stepExecutionId, attempt, started, {
       finished_at: this.now,
-      outcome: "failure",
+      // an attempt that never reached the Step's code is marked, so a new owner knows the Step's progress
+      outcome: outcome.reached === false ? NOT_RUN : "failure",
       error_type: outcome.errorType,
       detail: outcome.detail
     })
     this.record("AttemptFailed", stepExecutionId, attempt, { errorType: outcome.errorType, detail: outcome.detail })
+    // the furthest progress across the Step's attempts: one that reached the Step's code counts for all
+    const reachedBefore = this.reached.has(stepExecutionId)
+    if (outcome.reached !== false) this.reached.add(stepExecutionId)
     const elapsed = this.now - (step.first_attempt_at ?? this.now)
     const delay = Math.min(
       options.initialIntervalMs * options.backoffCoefficient ** (attempt - 1),
@@ -777,10 +805,11 @@ export class Transition {
       return
     }
     this.setStep({ ...step, status: "failed" })
+    this.reached.delete(stepExecutionId)
     const recovery: StoredRecovery = {
       errorType: outcome.errorType,
       detail: outcome.detail,
-      attemptProgress: outcome.reached === false && attempt === 1 ? "not_started" : "not_completed",
+      attemptProgress: outcome.reached === false && !reachedBefore ? "not_started" : "not_completed",
       stepType: step.step_type,
       ...(outcome.error === undefined ? {} : { error: outcome.error })
     }
@@ -851,6 +880,7 @@ export class Transition {
       steps: this.steps,
       views: this.views,
       attempts: this.attempts,
+      reached: this.reached,
       attrVersions: versions,
       stateBytes: this.stateBytes
     }

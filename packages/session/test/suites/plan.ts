@@ -1,4 +1,4 @@
-import { Client } from "@durable-agent/engine"
+import { Client, Engine } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -29,6 +29,20 @@ import {
   withSession as withSessionOn
 } from "../support.ts"
 
+/**
+ * Takes every control slot of the runner until the returned effect gives them back. The session's bookkeeping
+ * Steps (AwaitUserMessage among them) run in the control slots, never behind model calls, so a test that must
+ * keep a woken AwaitUserMessage from running holds these, as a burst of other sessions' bookkeeping would.
+ */
+const holdControlSlots = Effect.gen(function* () {
+  const runner = yield* Engine.RunnerState
+  const leases = Array.from({ length: runner.slots.controlTotal }, () => runner.slots.lease())
+  for (const lease of leases) yield* runner.slots.acquire("control", lease)
+  return Effect.sync(() => {
+    for (const lease of leases) lease.free()
+  })
+})
+
 const tools = (kit: Kit) => [weatherTool(kit), sendEmailTool(kit)]
 
 const planned = { builtInTools: ["write_todos" as const], planModeEnabled: true }
@@ -58,7 +72,7 @@ const sendPlanning = (sessionId: string, text: string) =>
 export const planSuite = (engine: EngineFactory) => {
   const withSession = <A, E>(
     setup: Omit<Setup, "engine">,
-    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>
+    body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client | Engine.RunnerState>
   ) => withSessionOn({ ...setup, flow: { ...planned, ...setup.flow }, engine }, body)
 
   describe("plan mode", () => {
@@ -193,9 +207,10 @@ export const planSuite = (engine: EngineFactory) => {
     )
 
     // A second approval of one revision is refused until AwaitUserMessage consumed the first. The runner has one
-    // Step slot (and the RPC reserve), which another session's held model call takes, so AwaitUserMessage cannot
-    // consume the first approval while the test asks again. The approval's own commit wakes AwaitUserMessage,
-    // whose Execute then holds the PendingPlanExecution lock while it waits for the slot: through RPCs a second
+    // Step slot (and the RPC reserve), which another session's held model call takes, and the test holds every
+    // control slot (where AwaitUserMessage runs), so AwaitUserMessage cannot consume the first approval while the
+    // test asks again. The approval's own commit wakes AwaitUserMessage, whose Execute then holds the
+    // PendingPlanExecution lock while it waits for a slot: through RPCs a second
     // request meets that lock (RpcLockConflict, which AgentSessionClient retries for up to 5 seconds) before it
     // could read PendingPlanExecution. The request that PendingPlanExecution holds refuses a second approval on
     // its own only when AwaitUserMessage is not holding the lock, a state no sequence of RPCs keeps open, so the
@@ -231,6 +246,7 @@ export const planSuite = (engine: EngineFactory) => {
               // the other session's model call holds the only Step slot until the test opens its gate
               yield* client.startSession("s-other", { initialMessage: "hold the slot" })
               yield* awaitCount(() => kit.requests.length, 3, "the other session's model call")
+              const releaseControl = yield* holdControlSlots
 
               assert.isTrue(yield* client.executePlan("s-once", 1))
               assert.deepStrictEqual(yield* pendingApproval, Option.some({ revision: 1 }))
@@ -242,6 +258,7 @@ export const planSuite = (engine: EngineFactory) => {
               assert.strictEqual(waiting.state?.status, "waiting_for_user_message")
               assert.isNull(waiting.state?.activeTurnId ?? null, "the approval is not consumed yet")
 
+              yield* releaseControl
               yield* otherCall.open
               const done = yield* awaitTurns("s-once", 2)
               yield* awaitTurns("s-other", 1)
@@ -280,7 +297,8 @@ export const planSuite = (engine: EngineFactory) => {
     // part, so each is checked in the state where it alone decides:
     // - a queued message: its own commit wakes AwaitUserMessage, which takes it from the channel, and its Execute
     //   holds the PendingPlanExecution lock until it started the turn. The test keeps that Execute from running
-    //   (another session's held model call takes the only Step slot): execute_plan meets the lock
+    //   (another session's held model call takes the only Step slot, and the test holds every control slot, where
+    //   AwaitUserMessage runs): execute_plan meets the lock
     //   (RpcLockConflict, which AgentSessionClient retries until the turn started and then gets false for the
     //   active turn). A queued message stays in the channel with no active turn only in the window of a steered
     //   message below.
@@ -383,6 +401,7 @@ export const planSuite = (engine: EngineFactory) => {
               // A queued message while the session waits: the wait it wakes holds the lock execute_plan takes.
               yield* client.startSession("s-queue-other", { initialMessage: "hold the slot" })
               yield* awaitCount(() => kit.requests.length, 7, "the other session's model call")
+              const releaseControl = yield* holdControlSlots
               assert.isTrue(yield* client.sendUserMessage("s-queue", "one more thing"))
               const waiting = yield* client.getSnapshot("s-queue")
               idle(waiting)
@@ -391,6 +410,7 @@ export const planSuite = (engine: EngineFactory) => {
                 engine.invokeRpc(rpcFlow, rpcFlow.rpcs_.execute_plan, "s-queue", { revision: 2 })
               )
               assert.strictEqual(refused._tag, "RpcLockConflict", "the woken AwaitUserMessage holds the lock")
+              yield* releaseControl
               yield* otherCall.open
               const chat = yield* awaitTurns("s-queue", 5)
               assert.strictEqual(chat.state?.interactionMode, "chat")

@@ -25,6 +25,16 @@ import {
 
 export const sync = { execute: { durability: "sync" }, waitFor: { durability: "sync" } } as const
 
+/**
+ * The options of the session's bookkeeping Steps, which only decide (read and write the session's state, move
+ * on) and never wait on the network: SYNC, and run in the runner's control slots, so a cancellation, a
+ * steer's decision or a failure route never waits behind the model and tool calls that fill the task slots.
+ */
+export const controlStep = {
+  execute: { durability: "sync", slot: "control" },
+  waitFor: { durability: "sync" }
+} as const
+
 /** The retry of the session's bookkeeping Steps. */
 export const recoveryRetry = { maxAttempts: 5 } as const
 

@@ -18,7 +18,7 @@ import {
   turnRecords
 } from "../session.ts"
 import { noteActivation, tracedActivation } from "../tracing.ts"
-import { questionInterruptId, recoveryRetry, type SessionSteps, sync, unfinishedMessages } from "./common.ts"
+import { controlStep, questionInterruptId, recoveryRetry, type SessionSteps, unfinishedMessages } from "./common.ts"
 
 /** The control family. Other families' Steps are read from `steps` when a decision is made. */
 export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps<Id>) => {
@@ -31,7 +31,10 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
   const ApplyTurnControl: StepDef<null, never, Id> = Step({
     type: "ApplyTurnControl",
     input: NoInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] } },
+    options: {
+      ...controlStep,
+      execute: { ...controlStep.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest] }
+    },
     waitFor: () =>
       Wait.allOf(
         P.SteeredUserMessages.atMost(Wire.CHANNEL_RANGE_MAX),
@@ -87,8 +90,8 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
     type: "FinishTurnCancellation",
     input: TurnIdInput,
     options: {
-      ...sync,
-      execute: { ...sync.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest, P.PendingInterrupts] }
+      ...controlStep,
+      execute: { ...controlStep.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest, P.PendingInterrupts] }
     },
     execute: Effect.fn(function* (ctx, turnId) {
       const state = yield* requireState(ctx)

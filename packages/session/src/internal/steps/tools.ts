@@ -34,6 +34,7 @@ import {
 import { maxValueBytes, oversize, truncateText } from "../sizes.ts"
 import { tracedTool } from "../tracing.ts"
 import {
+  controlStep,
   endSession,
   exhaustedStatus,
   HEARTBEAT_TIMEOUT,
@@ -268,7 +269,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     type: "RecordToolFailure",
     input: ToolCallIdInput,
     recovers: ToolAttemptError,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
     execute: recordExhausted((r) => EFFECT_TABLE[r.effect].exhausted)
   })
 
@@ -276,7 +277,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     type: "RecordToolOutcomeUnknown",
     input: ToolCallIdInput,
     recovers: ToolAttemptError,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
     execute: recordExhausted(() => "outcome_unknown")
   })
 

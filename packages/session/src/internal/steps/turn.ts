@@ -44,6 +44,7 @@ import { maxValueBytes, oversize, storedBytes } from "../sizes.ts"
 import { noteActivation, noteChat, tracedActivation, tracedChat } from "../tracing.ts"
 import {
   abandonable,
+  controlStep,
   endSession,
   HEARTBEAT_TIMEOUT,
   isFrameworkMessage,
@@ -117,7 +118,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   const StartAgentSession: StepDef<typeof StartInput.Type, never, Id> = Step({
     type: "StartAgentSession",
     input: StartInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
     execute: tracedActivation(
       config,
       "StartAgentSession",
@@ -160,9 +161,9 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     type: "AwaitUserMessage",
     input: NoInput,
     options: {
-      ...sync,
+      ...controlStep,
       execute: {
-        ...sync.execute,
+        ...controlStep.execute,
         retry: recoveryRetry,
         // PendingPlanExecution too: execute_plan meets the lock while a woken wait has not started its turn.
         locks: [P.TurnCancellationRequest, P.PendingPlanExecution]
@@ -228,7 +229,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     type: "RecordTurnFailure",
     input: Wire.RecordTurnFailureInput,
     recovers: ModelCallError,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
     execute: Effect.fn(function* (ctx) {
       const runner = yield* config.runner
       const state = yield* requireState(ctx)
@@ -549,7 +550,10 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   const ResumeTurn: StepDef<number> = Step({
     type: "ResumeTurn",
     input: ResultCountInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
+    options: {
+      ...controlStep,
+      execute: { ...controlStep.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] }
+    },
     waitFor: (_ctx, count) =>
       Wait.anyOf(P.ToolCallResults.forN(count), P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX)),
     execute: Effect.fn(function* (ctx, count) {

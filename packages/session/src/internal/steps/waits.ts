@@ -22,6 +22,7 @@ import {
 import { noteActivation, tracedActivation } from "../tracing.ts"
 import {
   abandonable,
+  controlStep,
   exhaustedStatus,
   isAskUser,
   questionInterrupt,
@@ -29,7 +30,6 @@ import {
   raised,
   recoveryRetry,
   type SessionSteps,
-  sync,
   toolStep,
   toPollToolTask
 } from "./common.ts"
@@ -128,7 +128,10 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   const AwaitToolApproval: StepDef<string> = Step({
     type: "AwaitToolApproval",
     input: ToolCallIdInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
+    options: {
+      ...controlStep,
+      execute: { ...controlStep.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] }
+    },
     waitFor: (ctx, toolCallId) => {
       const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => []).find(
         (i) => i.interruptId === toolCallId && i.kind === "tool_approval"
@@ -217,7 +220,10 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   const AwaitQuestionAnswer: StepDef<string, never, Id> = Step({
     type: "AwaitQuestionAnswer",
     input: ToolCallIdInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] } },
+    options: {
+      ...controlStep,
+      execute: { ...controlStep.execute, retry: recoveryRetry, locks: [P.PendingInterrupts] }
+    },
     waitFor: (ctx, toolCallId) => {
       const record = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
       if (record === undefined) return Wait.anyOf(Timer.seconds(0))
@@ -370,7 +376,7 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
   const AwaitTimer: StepDef<string, never, Id> = Step({
     type: "AwaitTimer",
     input: ToolCallIdInput,
-    options: { ...sync, execute: { ...sync.execute, retry: recoveryRetry } },
+    options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
     waitFor: (ctx, toolCallId) => {
       const record = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
       const seconds = record?.waitUntil == null ? 0 : secondsUntil(record.waitUntil, Date.now())
