@@ -9,7 +9,12 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 
-/** One measured figure. */
+/**
+ * One measured figure.
+ *
+ * @category models
+ * @since 0.1.0
+ */
 export interface Figure {
   readonly value: number
   readonly unit: string
@@ -22,10 +27,20 @@ export interface Figure {
   readonly note?: string | undefined
 }
 
-/** The file the figures go to. */
+/**
+ * The file the figures go to.
+ *
+ * @category files
+ * @since 0.1.0
+ */
 export const file = (): string => join(process.env.INIT_CWD ?? process.cwd(), "bench-results.json")
 
-/** Merges figures (by name) into the results file, with the time and Node version of the run. */
+/**
+ * Merges figures (by name) into the results file, with the time and Node version of the run.
+ *
+ * @category files
+ * @since 0.1.0
+ */
 export const record = (figures: Readonly<Record<string, Figure>>): void => {
   const path = file()
   let current: { figures?: Record<string, unknown> } = {}
