@@ -98,9 +98,11 @@ const DELTA_TYPES: ReadonlySet<string> = new Set(["text_delta", "reasoning_delta
 
 /**
  * Structural events that must be visible before the attempt commits: written with the attempt's durable
- * heartbeat, in one write. Every other structural event is staged and commits with the attempt's transition.
+ * heartbeat, in one write. `tool_call_started` says a tool may take effect; `compaction_started` says a summary
+ * call runs ("a retried attempt writes it again"). Every other structural event is staged and commits with the
+ * attempt's transition.
  */
-const BEFORE_COMMIT_TYPES: ReadonlySet<string> = new Set(["tool_call_started"])
+const BEFORE_COMMIT_TYPES: ReadonlySet<string> = new Set(["tool_call_started", "compaction_started"])
 
 /** At most this many delta writes per second per Step attempt (after the first, which goes with a heartbeat). */
 const DELTA_WRITES_PER_SECOND = 20
