@@ -640,6 +640,9 @@ const build = Effect.gen(function* () {
         cancel: Effect.suspend(() => (self === undefined ? Effect.void : drainCancel(stepExecutionId, attempt, self)))
       }
       self = yield* Effect.forkIn(run, attemptScope, { startImmediately: false })
+      // the slot goes back however the fiber ends, also when it is interrupted before it starts (a supersede
+      // right after this commit), where `run`'s own finalizers never run
+      self.addObserver(() => lease.free())
       fibers.set(stepExecutionId, self)
       runner.attempts.add(active)
     })
