@@ -125,7 +125,7 @@ function timeline(detail) {
         selected.replaceChildren(
           el("strong", {}, s.stepExecutionId + " (" + s.stepType + "), " + s.status),
           el("div", {}, "scheduled by: " + (s.fromStepExecutionId ?? "the Flow's start")),
-          s.recovery ? el("div", {}, "failure route: " + JSON.stringify(s.recovery)) : "",
+          s.recovery ? el("div", { "data-testid": "step-recovery" }, "failure route: " + show(s.recovery)) : "",
           el("div", { class: "grid2" },
             el("div", {}, el("div", {}, "input"), el("pre", { "data-testid": "step-input" }, s.input)),
             el("div", {}, el("div", {}, "decision"), el("pre", {}, s.decision ?? "(none yet)"))),
@@ -147,9 +147,9 @@ function sessionPanel(detail) {
   const out = [el("h2", {}, "Agent session")]
   const msgTable = el("table", { "data-testid": "messages" }, el("tr", {}, el("th", {}, "#"), el("th", {}, "turn"), el("th", {}, "role"), el("th", {}, "text / tool")))
   for (const m of messages) {
-    const v = parsed(m.value) || {}
+    const v = m.data || parsed(m.value) || {}
     const text = v.text ?? (v.tool_name ? v.tool_name + "(" + (v.tool_arguments ?? "") + ") = " + (v.tool_output ?? "") : m.value)
-    msgTable.append(el("tr", {}, el("td", {}, v.sequence ?? m.key), el("td", {}, v.turn_id ?? ""), el("td", { class: "msg-" + v.role }, v.role ?? ""), el("td", {}, show(text))))
+    msgTable.append(el("tr", { "data-testid": "message" }, el("td", {}, v.sequence ?? m.key), el("td", {}, v.turn_id ?? ""), el("td", { class: "msg-" + v.role }, v.role ?? ""), el("td", {}, show(text))))
   }
   out.push(el("div", {}, "Messages"), msgTable)
   const payloadOf = (ev) => (ev && typeof ev.payload === "string" ? parsed(ev.payload) : ev && ev.payload) || {}
