@@ -20,7 +20,7 @@ export const PAGE = `<!doctype html>
   .status-completed { color: #1a7f37; } .status-failed { color: #cf222e; } .status-running { color: #0969da; }
   h2 { margin: 16px 0 8px; font-size: 15px; }
   .timeline { background: #fff; border: 1px solid #e3e6eb; padding: 8px; }
-  .row { display: grid; grid-template-columns: 260px 1fr; align-items: center; min-height: 24px; cursor: pointer; }
+  .row { display: grid; grid-template-columns: 380px 1fr; align-items: center; min-height: 24px; cursor: pointer; }
   .row:hover { background: #f0f4fa; }
   .row.selected { background: #e4edfb; }
   .label { font-family: ui-monospace, monospace; font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -31,7 +31,7 @@ export const PAGE = `<!doctype html>
   .attempt { border: 1px solid rgba(0,0,0,.15); }
   .outcome-success { background: #2da44e; } .outcome-failure { background: #cf222e; }
   .outcome-cancelled { background: #8c959f; } .outcome-running { background: #0969da; }
-  .axis { display: grid; grid-template-columns: 260px 1fr; color: #57606a; font-size: 11px; }
+  .axis { display: grid; grid-template-columns: 380px 1fr; color: #57606a; font-size: 11px; }
   .axis .ticks { display: flex; justify-content: space-between; }
   pre { background: #f6f8fa; border: 1px solid #e3e6eb; padding: 6px; white-space: pre-wrap; word-break: break-word; max-height: 240px; overflow: auto; margin: 4px 0; font-size: 12px; }
   .detail { background: #fff; border: 1px solid #e3e6eb; padding: 8px 12px; margin-top: 8px; }
