@@ -34,6 +34,10 @@ export const SECRET_KEY = /secret|password|passwd|token|api[_-]?key|authorizatio
 
 const SECRET_VALUE = /^(sk-[A-Za-z0-9_-]{8,}|Bearer\s+\S+|ghp_[A-Za-z0-9]{8,}|xox[abp]-\S+)/
 
+/** The same tokens inside a longer text (an error message or a message that quotes one). */
+const SECRET_IN_TEXT =
+  /\b(sk-[A-Za-z0-9_-]{8,}|Bearer\s+[A-Za-z0-9._~+/=-]+|ghp_[A-Za-z0-9]{8,}|xox[abp]-[A-Za-z0-9-]+)/g
+
 /**
  * The longest text of one value on the page; longer values are cut with a note of how much was left out.
  *
@@ -56,10 +60,10 @@ const redact = (value: unknown, depth = 0): unknown => {
         const cleaned = redact(parsed, depth + 1)
         return JSON.stringify(cleaned) === JSON.stringify(parsed) ? value : JSON.stringify(cleaned)
       } catch {
-        return value
+        return value.replace(SECRET_IN_TEXT, REDACTED)
       }
     }
-    return value
+    return value.replace(SECRET_IN_TEXT, REDACTED)
   }
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1))
   if (typeof value === "object" && value !== null) {
@@ -111,7 +115,13 @@ export interface FlowDetail {
   >
   readonly history: ReadonlyArray<Inspect.HistoryEvent>
   /** The current attribute values (deleted ones left out), for display, by attribute name and instance key. */
-  readonly attributes: ReadonlyArray<{ readonly name: string; readonly key: string; readonly value: string }>
+  readonly attributes: ReadonlyArray<{
+    readonly name: string
+    readonly key: string
+    readonly value: string
+    /** The value parsed and redacted (not cut), for the attributes the page reads field by field: `AgentMessages`. */
+    readonly data?: unknown
+  }>
   /** Stream messages, oldest first (values parsed, then shown redacted and truncated by the page). */
   readonly streams: ReadonlyArray<{
     readonly stream: string
@@ -164,15 +174,25 @@ export const flowDetail = (flowId: string) =>
         const completion = completions.get(s.stepExecutionId)
         return {
           ...s,
+          // an attempt's error text may quote a secret too
+          attempts: s.attempts.map((a) => ({ ...a, detail: a.detail === null ? null : display(a.detail) })),
           input: display(parse(row?.input)),
-          recovery: parse(row?.recovery),
+          recovery: redact(parse(row?.recovery)),
           decision: completion === undefined ? null : display(completion)
         }
       }),
       history,
       attributes: [...latest.values()]
         .filter((a) => a.value !== null)
-        .map((a) => ({ name: a.name, key: a.key, value: display(parse(a.value)) })),
+        .map((a) => {
+          const value = parse(a.value)
+          return {
+            name: a.name,
+            key: a.key,
+            value: display(value),
+            ...(FIELD_BY_FIELD.has(a.name) ? { data: redact(value) } : {})
+          }
+        }),
       streams: streamRows.map((r) => ({
         stream: r.stream,
         stepExecutionId: r.step_execution_id,
@@ -182,6 +202,9 @@ export const flowDetail = (flowId: string) =>
       }))
     } satisfies FlowDetail
   })
+
+/** The attributes whose parsed value the page also gets (it shows a message's turn, role and text apart). */
+const FIELD_BY_FIELD = new Set(["AgentMessages"])
 
 const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body, { status })
 

@@ -437,10 +437,9 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       invoke(reference, call.arguments, call.idempotencyKey, noHeartbeat, false)
     )
 
-  const call = Effect.fn("McpToolSource.call")(function* (call: ToolSource.ToolCallRequest) {
+  const call = Effect.fnUntraced(function* (call: ToolSource.ToolCallRequest) {
     const heartbeat = yield* Heartbeat.Heartbeat
     const reference = yield* target(call.toolName, call.toolSourceReference)
-    yield* Effect.annotateCurrentSpan({ "mcp.server": reference.server, "mcp.tool": reference.tool })
     const saved = decodeCheckpoint(heartbeat.checkpoint)
     if (Option.isSome(saved) && saved.value.server === reference.server && saved.value.tool === reference.tool) {
       // An earlier attempt started this call's task: return it instead of calling again.
@@ -482,7 +481,7 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
       )
     )
 
-  const pollToolTask = Effect.fn("McpToolSource.pollToolTask")(function* (task: ToolSource.ToolTaskRequest) {
+  const pollToolTask = Effect.fnUntraced(function* (task: ToolSource.ToolTaskRequest) {
     const events = yield* EventWriter.EventWriter
     return yield* onTask(task, (connection) =>
       Effect.gen(function* () {
@@ -523,7 +522,7 @@ export const make = Effect.fnUntraced(function* (options: McpToolSourceOptions) 
     )
   })
 
-  const cancelToolTask = Effect.fn("McpToolSource.cancelToolTask")(function* (task: ToolSource.ToolTaskRequest) {
+  const cancelToolTask = Effect.fnUntraced(function* (task: ToolSource.ToolTaskRequest) {
     yield* onTask(task, (connection) =>
       request(connection, (signal) =>
         connection.client.experimental.tasks.cancelTask(task.taskId, { signal, ...timeout })

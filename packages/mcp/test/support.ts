@@ -33,6 +33,8 @@ export interface McpSetup {
   readonly source: McpToolSource.McpToolSourceOptions | McpToolSource.McpToolSourceShape
   readonly script: ReadonlyArray<ModelClient.ScriptedStep>
   readonly toolPolicies?: Readonly<Record<string, Policy.ToolPolicy>>
+  /** Services the worker is built with, such as a tracing layer. */
+  readonly services?: Layer.Layer<any> | undefined
 }
 
 export interface McpKit {
@@ -64,7 +66,7 @@ export const withMcpSession = <A, E>(
             flowType: FLOW_TYPE,
             ...(setup.toolPolicies === undefined ? {} : { toolPolicies: setup.toolPolicies })
           }
-        })
+        }).pipe(Layer.provide(setup.services ?? Layer.empty))
       )
     )
   }).pipe(Effect.scoped)

@@ -23,7 +23,7 @@ export interface AiSdkModelClientOptions {
 
 /** Builds a `ModelClient` over an AI SDK language model. */
 export const make = (model: LanguageModel, options?: AiSdkModelClientOptions): ModelClient.ModelClientShape => ({
-  generate: Effect.fn("AiSdkModelClient.generate")(function* (request: ModelClient.ModelRequest) {
+  generate: Effect.fnUntraced(function* (request: ModelClient.ModelRequest) {
     const tools: ToolSet = {}
     for (const t of request.tools) {
       tools[t.name] = tool({

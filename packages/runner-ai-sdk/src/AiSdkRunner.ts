@@ -210,7 +210,7 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     return estimateTokens(instructions, [...historyOf(turn), ...turnMessagesOf(turn)], Object.keys(offered).length)
   }
 
-  const summarizeContext = Effect.fn("AiSdkRunner.summarizeContext")(function* (request: Runner.ContextSummaryRequest) {
+  const summarizeContext = Effect.fnUntraced(function* (request: Runner.ContextSummaryRequest) {
     const model = typeof agent.model === "function" ? agent.model(info(request)) : agent.model
     const maxOutput = agent.maxOutputTokens ?? Stepwise.DEFAULT_MAX_OUTPUT_TOKENS
     const cuts = Runner.compactionCuts(request.messages)
@@ -247,7 +247,7 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     } satisfies Runner.ContextSummaryResult
   })
 
-  const runModelStep = Effect.fn("AiSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+  const runModelStep = Effect.fnUntraced(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const history = historyOf(turn)
     const turnMessages = turnMessagesOf(turn)
@@ -290,9 +290,7 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     })
   })
 
-  const executeDeferredToolCall = Effect.fn("AiSdkRunner.executeDeferredToolCall")(function* (
-    call: Runner.DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fnUntraced(function* (call: Runner.DeferredToolExecution) {
     const name = call.toolCall.toolName
     const t = Object.hasOwn(tools, name) ? tools[name] : undefined
     if (t === undefined) return yield* ToolCall.unknownTool(call)

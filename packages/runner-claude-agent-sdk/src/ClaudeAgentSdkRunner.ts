@@ -43,7 +43,7 @@ import {
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
-import { BuiltInTools, Errors, EventWriter, Runner, type Wire } from "@durable-agent/session"
+import { BuiltInTools, Errors, EventWriter, Runner, SessionTracer, type Wire } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -250,7 +250,7 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
   const policyOf = (turn: Runner.AgentTurnContext, name: string) =>
     EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined)
 
-  const runModelStep = Effect.fn("ClaudeAgentSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+  const runModelStep = Effect.fnUntraced(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const services = yield* Effect.context<never>()
     const runFork = Effect.runForkWith(services)
@@ -452,7 +452,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       reasoningTokens: 0
     }
     const costUsd = (state?.costUsd ?? 0) + (result.total_cost_usd ?? 0)
-    yield* Effect.annotateCurrentSpan({
+    // on the attempt's chat span, when the session traces
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    frameworkSpans.annotate({
       "claude_agent_sdk.total_cost_usd": result.total_cost_usd ?? 0,
       "claude_agent_sdk.turn_cost_usd": costUsd,
       "gen_ai.response.model": modelName ?? ""
@@ -516,9 +518,7 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
   const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
     Effect.sync(() => turnMessagesOf(turn, runState.decode(turn.frameworkRunState)))
 
-  const executeDeferredToolCall = Effect.fn("ClaudeAgentSdkRunner.executeDeferredToolCall")(function* (
-    call: Runner.DeferredToolExecution
-  ) {
+  const executeDeferredToolCall = Effect.fnUntraced(function* (call: Runner.DeferredToolExecution) {
     const name = call.toolCall.toolName
     const t = Object.hasOwn(tools, name) ? tools[name] : undefined
     if (t === undefined) return yield* ToolCall.unknownTool(call)

@@ -263,7 +263,7 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     const before = partCounts(turnMessages)
     // with the session's tracing on, Mastra's own spans nest under the attempt's chat span
     const frameworkSpans = yield* SessionTracer.FrameworkSpans
-    const tracing = frameworkSpans.enabled ? recordSpans(frameworkSpans) : undefined
+    const tracing = frameworkSpans.enabled ? yield* recordSpans(frameworkSpans) : undefined
     const outcome = yield* run({
       agent: mastra,
       guard,

@@ -1,6 +1,7 @@
 // Mastra's own spans nest under the session's chat span, on both engine layers: the runner hands Mastra's
 // `stream` a tracing context whose span records the children Mastra makes (its agent run, the execution
-// workflow's steps, the model generation), and the session emits them under the RunModel attempt's chat span.
+// workflow's steps, the model generation with @mastra/observability's step, inference and chunk spans), and the
+// session emits them under the RunModel attempt's chat span.
 
 import { AgentSessionClient } from "@durable-agent/session"
 import * as OpenTelemetry from "@durable-agent/session/OpenTelemetry"
@@ -30,7 +31,7 @@ for (const [name, engine] of [
 ] as const) {
   describe(`${name} engine: Mastra runner tracing`, () => {
     it.live(
-      "Mastra's agent run and model generation nest under each chat span",
+      "Mastra's agent run, model generation and model_step spans nest under each chat span",
       () => {
         const exporter = new InMemorySpanExporter()
         const services = OpenTelemetry.layer({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
@@ -67,8 +68,23 @@ for (const [name, engine] of [
                 assert.strictEqual(generation.kind, 2, "the model call is a CLIENT span")
                 assert.strictEqual(generation.attributes["mastra.model"], "scripted-model")
                 assert.strictEqual(generation.spanContext().traceId, chat.spanContext().traceId)
+                // @mastra/observability's tracker: the generation's step, its inference and the inference's chunks
+                const steps = spans.filter((s) => s.parentSpanContext?.spanId === generation.spanContext().spanId)
+                const step = steps.find((s) => s.attributes["mastra.span.type"] === "model_step")
+                assert.strictEqual(step?.name, "step: 0", "one model call: one model_step")
+                assert.strictEqual(step?.attributes["mastra.stepIndex"], 0)
+                const inferences = spans.filter((s) => s.parentSpanContext?.spanId === step!.spanContext().spanId)
+                assert.deepStrictEqual(
+                  inferences.map((s) => [s.name, s.attributes["mastra.span.type"]]),
+                  [["inference: 0", "model_inference"]]
+                )
+                const chunks = spans.filter((s) => s.parentSpanContext?.spanId === inferences[0]!.spanContext().spanId)
+                assert.include(
+                  chunks.map((s) => [s.name, s.attributes["mastra.span.type"]].join(" ")),
+                  "chunk: 'text' model_chunk"
+                )
                 // every Mastra span of the attempt lies within the chat span
-                for (const s of [runs[0]!, generation]) {
+                for (const s of [runs[0]!, generation, step!, inferences[0]!, ...chunks]) {
                   assert.isTrue(nanos(s.startTime) >= nanos(chat.startTime), `${s.name} starts inside chat`)
                   assert.isTrue(nanos(s.endTime) <= nanos(chat.endTime), `${s.name} ends inside chat`)
                   assert.isTrue(s.ended)

@@ -256,7 +256,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
       : runState.decode(turn.frameworkRunState)
   }
 
-  const runModelStep = Effect.fn("PiRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
+  const runModelStep = Effect.fnUntraced(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
     const now = yield* Clock.currentTimeMillis
     const state = decodeState(turn)
@@ -343,7 +343,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
   })
 
   const executeDeferredToolCall = (call: Runner.DeferredToolExecution) =>
-    runDeferred(byName.get(call.toolCall.toolName), call).pipe(Effect.withSpan("PiRunner.executeDeferredToolCall"))
+    runDeferred(byName.get(call.toolCall.toolName), call)
 
   const buildUnfinishedTurnMessages = (turn: Runner.AgentTurnContext) =>
     Effect.map(Clock.currentTimeMillis, (now) =>

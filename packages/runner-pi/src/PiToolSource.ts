@@ -45,7 +45,7 @@ export const make = (piTools: ReadonlyArray<AnyPiTool>, options?: PiToolSourceOp
             toolCallId: request.toolCallId,
             idempotencyKey: request.idempotencyKey,
             attempt: request.attempt
-          }).pipe(Effect.withSpan("PiToolSource.call"))
+          })
     }
   }
 }

@@ -202,6 +202,11 @@ export interface FrameworkSpansShape {
   readonly enabled: boolean
   /** Records a framework span to emit under the attempt's `chat` span. */
   readonly record: (span: RecordedSpan) => void
+  /**
+   * Adds attributes of the runner's own to the attempt's `chat` span (such as a cost the framework reports);
+   * the session's attributes win over one of the same name.
+   */
+  readonly annotate: (attributes: Readonly<Record<string, unknown>>) => void
 }
 
 /**
@@ -214,5 +219,5 @@ export interface FrameworkSpansShape {
  */
 export const FrameworkSpans: Context.Reference<FrameworkSpansShape> = Context.Reference<FrameworkSpansShape>(
   "@durable-agent/session/FrameworkSpans",
-  { defaultValue: () => ({ enabled: false, record: () => undefined }) }
+  { defaultValue: () => ({ enabled: false, record: () => undefined, annotate: () => undefined }) }
 )

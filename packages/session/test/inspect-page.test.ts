@@ -1,8 +1,9 @@
 // The run inspector page (`durable-engine inspect`) in Debian's Chromium: a real session on a SQLite file (a
-// turn whose first model call fails and is retried, then two parallel reads), the worker closed, then the page
-// served read-only on 127.0.0.1 over that file. The test opens the Flow, checks the timeline bars (the retried
-// RunModel attempt, the parallel CallTool executions), the tool calls with effect class and status, the
-// messages and the events, and saves a screenshot in test-output/.
+// turn whose first model call fails and is retried, then two parallel reads; a second session whose model call
+// fails every attempt, so its turn takes the failure route), the worker closed, then the page served read-only
+// on 127.0.0.1 over that file. The test opens the Flows, checks the timeline bars (the retried RunModel attempt,
+// the parallel CallTool executions, the failure route), the tool calls with effect class and status, the
+// messages and the events, a large input cut and secrets redacted, and saves screenshots in test-output/.
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -31,8 +32,15 @@ const script = [
       { id: "r2", name: "get_weather", arguments: { city: "Oslo" } }
     ]
   },
-  { text: "Sunny in both." }
+  { text: "Sunny in both." },
+  // the second session: its RunModel fails every attempt, so the turn goes to its failure route
+  { fail: "the provider timed out" },
+  { fail: "the provider timed out" },
+  { fail: "the provider timed out" }
 ]
+
+/** The second session's message: longer than the page shows, quoting a token in its text. */
+const LONG_MESSAGE = `use the key Bearer abc.def-123 please ${"x".repeat(3000)}`
 
 describe("the run inspector page in Chromium", () => {
   it.live(
@@ -50,6 +58,12 @@ describe("the run inspector page in Chromium", () => {
               "turn"
             )
             yield* awaitTurns("s-inspect", 1)
+            yield* startAndAwait(
+              "s-failing",
+              LONG_MESSAGE,
+              (s) => (s.state?.turnCount ?? 0) >= 1 && s.state?.activeTurnId === null,
+              "the failed turn"
+            )
           })
         )
         // the worker is closed: the page reads the file read-only
@@ -160,6 +174,49 @@ describe("the run inspector page in Chromium", () => {
           assert.include(detail, "r2")
           await page.screenshot({ path: join(output, "inspect-timeline.png") })
           await page.screenshot({ path: join(output, "inspect-page.png"), fullPage: true })
+          // a failure route: RunModel's three failed attempts, then RecordTurnFailure marked as the route it is
+          await page.goto(`${url}#flow=s-failing`)
+          await page.waitForFunction(() =>
+            document.querySelector('[data-testid="flow-title"]')?.textContent?.startsWith("s-failing")
+          )
+          const failing = await page
+            .locator('[data-testid="step-row"]')
+            .evaluateAll((rows) =>
+              rows.map((r) => [
+                r.getAttribute("data-step"),
+                Number(r.getAttribute("data-attempts")),
+                r.querySelector('[data-testid="failure-route"]')?.textContent ?? null
+              ])
+            )
+          assert.deepStrictEqual(failing.slice(0, 3), [
+            ["StartAgentSession-1", 1, null],
+            ["RunModel-1", 3, null],
+            ["RecordTurnFailure-1", 1, "failure route (ModelCallError)"]
+          ])
+          assert.deepStrictEqual(
+            await page
+              .locator('[data-testid="attempt-bar"][data-step="RunModel-1"]')
+              .evaluateAll((els) => els.map((e) => e.getAttribute("data-outcome"))),
+            ["failure", "failure", "failure"]
+          )
+          await page.locator('[data-testid="step-row"][data-step="RecordTurnFailure-1"]').click()
+          assert.include((await page.getByTestId("step-recovery").textContent()) ?? "", "ModelCallError")
+          // a large input is cut with a note; a token inside a text is redacted
+          await page.locator('[data-testid="step-row"][data-step="StartAgentSession-1"]').click()
+          const input = (await page.getByTestId("step-input").textContent()) ?? ""
+          assert.match(input, /… \(\d+ more characters\)$/)
+          assert.isBelow(input.length, 2100)
+          // the long message keeps its turn and role, its text cut
+          const first = await page
+            .locator('[data-testid="message"]')
+            .first()
+            .evaluate((r) => Array.from(r.querySelectorAll("td")).map((td) => td.textContent ?? ""))
+          assert.deepStrictEqual(first.slice(0, 3), ["1", "turn-1", "user"])
+          assert.match(first[3]!, /^use the key \[redacted\] please x+… \(\d+ more characters\)$/)
+          const failingHtml = await page.content()
+          assert.notInclude(failingHtml, "abc.def-123")
+          assert.include(failingHtml, "use the key [redacted] please")
+          await page.screenshot({ path: join(output, "inspect-failure-route.png") })
           // read-only: the page offers nothing that writes, and the API answers only GET
           const post = await page.request.post(`${url}api/flows/s-inspect`)
           assert.strictEqual(post.status(), 404)

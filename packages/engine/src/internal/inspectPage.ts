@@ -20,7 +20,7 @@ export const PAGE = `<!doctype html>
   .status-completed { color: #1a7f37; } .status-failed { color: #cf222e; } .status-running { color: #0969da; }
   h2 { margin: 16px 0 8px; font-size: 15px; }
   .timeline { background: #fff; border: 1px solid #e3e6eb; padding: 8px; }
-  .row { display: grid; grid-template-columns: 260px 1fr; align-items: center; min-height: 24px; cursor: pointer; }
+  .row { display: grid; grid-template-columns: 380px 1fr; align-items: center; min-height: 24px; cursor: pointer; }
   .row:hover { background: #f0f4fa; }
   .row.selected { background: #e4edfb; }
   .label { font-family: ui-monospace, monospace; font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -31,7 +31,7 @@ export const PAGE = `<!doctype html>
   .attempt { border: 1px solid rgba(0,0,0,.15); }
   .outcome-success { background: #2da44e; } .outcome-failure { background: #cf222e; }
   .outcome-cancelled { background: #8c959f; } .outcome-running { background: #0969da; }
-  .axis { display: grid; grid-template-columns: 260px 1fr; color: #57606a; font-size: 11px; }
+  .axis { display: grid; grid-template-columns: 380px 1fr; color: #57606a; font-size: 11px; }
   .axis .ticks { display: flex; justify-content: space-between; }
   pre { background: #f6f8fa; border: 1px solid #e3e6eb; padding: 6px; white-space: pre-wrap; word-break: break-word; max-height: 240px; overflow: auto; margin: 4px 0; font-size: 12px; }
   .detail { background: #fff; border: 1px solid #e3e6eb; padding: 8px 12px; margin-top: 8px; }
@@ -125,7 +125,7 @@ function timeline(detail) {
         selected.replaceChildren(
           el("strong", {}, s.stepExecutionId + " (" + s.stepType + "), " + s.status),
           el("div", {}, "scheduled by: " + (s.fromStepExecutionId ?? "the Flow's start")),
-          s.recovery ? el("div", {}, "failure route: " + JSON.stringify(s.recovery)) : "",
+          s.recovery ? el("div", { "data-testid": "step-recovery" }, "failure route: " + show(s.recovery)) : "",
           el("div", { class: "grid2" },
             el("div", {}, el("div", {}, "input"), el("pre", { "data-testid": "step-input" }, s.input)),
             el("div", {}, el("div", {}, "decision"), el("pre", {}, s.decision ?? "(none yet)"))),
@@ -147,9 +147,9 @@ function sessionPanel(detail) {
   const out = [el("h2", {}, "Agent session")]
   const msgTable = el("table", { "data-testid": "messages" }, el("tr", {}, el("th", {}, "#"), el("th", {}, "turn"), el("th", {}, "role"), el("th", {}, "text / tool")))
   for (const m of messages) {
-    const v = parsed(m.value) || {}
+    const v = m.data || parsed(m.value) || {}
     const text = v.text ?? (v.tool_name ? v.tool_name + "(" + (v.tool_arguments ?? "") + ") = " + (v.tool_output ?? "") : m.value)
-    msgTable.append(el("tr", {}, el("td", {}, v.sequence ?? m.key), el("td", {}, v.turn_id ?? ""), el("td", { class: "msg-" + v.role }, v.role ?? ""), el("td", {}, show(text))))
+    msgTable.append(el("tr", { "data-testid": "message" }, el("td", {}, v.sequence ?? m.key), el("td", {}, v.turn_id ?? ""), el("td", { class: "msg-" + v.role }, v.role ?? ""), el("td", {}, show(text))))
   }
   out.push(el("div", {}, "Messages"), msgTable)
   const payloadOf = (ev) => (ev && typeof ev.payload === "string" ? parsed(ev.payload) : ev && ev.payload) || {}

@@ -3,8 +3,12 @@
 // agent's `stream` takes a `tracingContext` instead, whose `currentSpan` Mastra asks for child spans (the agent
 // run, its execution workflow's steps, the model generation). The parent given here is a recording span: every
 // child it hands out records its name, type, times, attributes and error, and `finish` gives the tree to the
-// session's `FrameworkSpans`, which emits it under the RunModel attempt's `chat` span.
+// session's `FrameworkSpans`, which emits it under the RunModel attempt's `chat` span. The model generation's
+// tracker is `@mastra/observability`'s `ModelSpanTracker` (loaded at the first traced run, never without
+// tracing), which makes the generation's `step: <n>` (model_step), `inference` and `chunk: <type>` (model_chunk)
+// spans under it, as a Mastra instance's observability would.
 import type { SessionTracer } from "@durable-agent/session"
+import * as Effect from "effect/Effect"
 
 /** The later of two times (`Math.max` takes no bigint). */
 const latest = (a: bigint, b: bigint): bigint => {
@@ -131,8 +135,13 @@ class RecordingSpan {
   exportSpan(): undefined {
     return undefined
   }
-  /** The model generation's tracker: Mastra ends and fails the generation through it. */
+  /**
+   * The model generation's tracker: Mastra ends and fails the generation through it, and it makes the
+   * generation's step, inference and chunk spans. `@mastra/observability`'s when it loaded, else one that only
+   * ends the generation.
+   */
   createTracker() {
+    if (ModelSpanTracker !== undefined) return new ModelSpanTracker(this as never)
     return {
       getTracingContext: () => ({ currentSpan: this }),
       reportGenerationError: (options: ErrorOptions) => this.error(options),
@@ -174,11 +183,41 @@ class RecordingSpan {
   }
 }
 
+type Tracker = typeof import("@mastra/observability").ModelSpanTracker
+
+/** `@mastra/observability`'s tracker class once loaded; undefined before, or when it could not load. */
+let ModelSpanTracker: Tracker | undefined
+let loaded = false
+
+/** Loads `ModelSpanTracker` at the first traced run; a failure is logged and leaves the plain tracker. */
+const loadTracker: Effect.Effect<void> = Effect.suspend(() =>
+  loaded
+    ? Effect.void
+    : Effect.tryPromise(() => import("@mastra/observability")).pipe(
+        Effect.match({
+          onFailure: (error) =>
+            Effect.logWarning("tracing: @mastra/observability did not load; no model_step spans", error),
+          onSuccess: (module) => {
+            ModelSpanTracker = module.ModelSpanTracker
+            return Effect.void
+          }
+        }),
+        Effect.flatten,
+        Effect.ensuring(
+          Effect.sync(() => {
+            loaded = true
+          })
+        )
+      )
+)
+
 /**
  * A `tracingContext` for one Mastra run, and `finish`, which records the spans Mastra made under it (once). The
  * context's own span is not recorded: its children (Mastra's `agent run`) become children of `chat`.
  */
-export const recordSpans = (spans: SessionTracer.FrameworkSpansShape) => {
+export const recordSpans = (spans: SessionTracer.FrameworkSpansShape) => Effect.map(loadTracker, () => recording(spans))
+
+const recording = (spans: SessionTracer.FrameworkSpansShape) => {
   const root = new RecordingSpan(hex(16), undefined, { name: "chat", type: "generic" })
   let done = false
   return {

@@ -295,6 +295,7 @@ const usageAttributes = (shape: TracerShape, usage: Wire.AgentUsage, metadata: M
  */
 export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: Effect.Effect<A, E, R>) => {
   const recorded: Array<RecordedSpan> = []
+  const annotations: Record<string, unknown> = {}
   const root = Option.getOrUndefined(ctx.get(P.AgentTraceContext))
   const turnId = activeTurn(ctx)
   return around(
@@ -302,7 +303,11 @@ export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: E
     Effect.flatMap(tracerOption, (tracer) =>
       Option.isNone(tracer)
         ? body
-        : Effect.provideService(body, FrameworkSpans, { enabled: true, record: (s) => void recorded.push(s) })
+        : Effect.provideService(body, FrameworkSpans, {
+            enabled: true,
+            record: (s) => void recorded.push(s),
+            annotate: (attributes) => void Object.assign(annotations, attributes)
+          })
     ),
     (shape, exit, startTime) =>
       Effect.gen(function* () {
@@ -318,6 +323,7 @@ export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: E
           links: [],
           startTime,
           attributes: {
+            ...annotations,
             ...stepAttributes(ctx, stepType, turnId, "chat"),
             ...(oneCall ? usageAttributes(shape, chat.usage, chat.metadata) : {}),
             "dex.agent.message.sequences": chat?.messageSequences.length ? chat.messageSequences : undefined,
