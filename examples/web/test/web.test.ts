@@ -384,7 +384,7 @@ describe("web chat in Chromium", () => {
     const address = taken.address()
     const busy = typeof address === "object" && address !== null ? address.port : 0
     try {
-      const child = spawn(process.execPath, [serverFile], {
+      const child = spawn(process.execPath, [...nodeFlags, serverFile], {
         env: { ...process.env, PORT: String(busy), WEB_DB: join(dir, "busy.db"), WEB_SKIP_BUILD: "1" },
         stdio: ["ignore", "pipe", "pipe"]
       })
