@@ -266,14 +266,16 @@ const Chat = ({
   const [notice, setNotice] = useState<string | null>(null)
 
   // The connection broke (the server went away): reload the conversation and resume once the server answers.
-  // A refused message (another tab left an approval waiting) reloads the conversation instead.
+  // A refused message (another tab left an approval or a question waiting) reloads the conversation and resumes
+  // the waiting turn, so this page shows the approval or question card and waits for it too.
   useEffect(() => {
     if (status !== "error") return
     if (error?.message.includes("awaiting_input") === true) {
       setNotice("The turn waits for your approval or answer first.")
-      void loadMessages(sessionId).then((loaded) => {
+      void loadMessages(sessionId).then(async (loaded) => {
         setMessages(loaded)
         clearError()
+        await resumeStream()
       })
       return
     }
@@ -347,9 +349,15 @@ const Chat = ({
   )
   const stop = useCallback(async () => {
     await fetch(`${API}/${encodeURIComponent(sessionId)}/stop`, { method: "POST" })
-    // a turn that waited for the user has no open stream to tell: the conversation shows the stop
-    if (!busy) setMessages(await loadMessages(sessionId))
-  }, [sessionId, busy, setMessages])
+    if (busy) return // the open stream finishes with the stop
+    // a turn that waited for the user has no open stream: resume it, so its end ("Stopped") shows; the snapshot
+    // leaves out a turn that still runs, so a reload read before the cancel committed would drop the answer
+    const loaded = await loadConversation(sessionId)
+    setMessages(loaded.messages)
+    if (loaded.active) await resumeStream()
+    const after = await loadConversation(sessionId)
+    if (!after.active) setMessages(after.messages)
+  }, [sessionId, busy, setMessages, resumeStream])
 
   // Auto-scroll: follow the newest message while the user is at the bottom; leave them where they scrolled to.
   const scroller = useRef<HTMLDivElement>(null)
@@ -405,7 +413,11 @@ const Chat = ({
       <footer className="composer">
         {error !== undefined && !offline && notice === null ? <p className="error">{error.message}</p> : null}
         {answerError !== null ? <p className="error">{answerError}</p> : null}
-        {notice !== null ? <p className="notice">{notice}</p> : null}
+        {notice !== null ? (
+          <p className="notice" data-testid="notice">
+            {notice}
+          </p>
+        ) : null}
         <form onSubmit={submit}>
           <input
             data-testid="input"
