@@ -7,11 +7,14 @@
  * chunks):
  *
  * - `ui-stream.replay_events_per_s`: AgentEvents per second of the ended turn's replay (read, translated,
- *   SSE-encoded and parsed again), median of 5 reads;
- * - `ui-stream.live_turn_ms`: POST to `finish` for a live 10,000-delta turn;
+ *   SSE-encoded and parsed again), median of 5 reads; baseline: the same events read through the engine client;
+ * - `ui-stream.live_turn_ms`: POST to `finish` for a live 10,000-delta turn; baseline: the same turn with no
+ *   stream (send, then `awaitTurn`);
  * - `ui-stream.reconnect_continue_ms`: an exact continuation from the token of the turn's `start` (tokens sit at
- *   the resumable points only): request to first part;
- * - `ui-stream.reconnect_replay_ms`: a replay after a reconnect: request until half of the turn's text is back.
+ *   the resumable points only): request to first part; baseline: the engine client's first event after the same
+ *   position;
+ * - `ui-stream.reconnect_replay_ms`: a replay after a reconnect: request until half of the turn's text is back;
+ *   baseline: the engine client's read of the whole turn.
  *
  * Readers on a statement trace of the SQLite file (`Engine.layerEmbedded`'s `onStatement`;
  * `UI_STREAM_BENCH_ONLY=streams` runs only these two):
@@ -45,6 +48,7 @@ const RUNS = 5
 const deltas = Array.from({ length: DELTAS }, (_, i) => `w${i} `)
 const TEXT = deltas.join("")
 const script = [
+  { text: TEXT, textDeltas: deltas },
   { text: TEXT, textDeltas: deltas },
   { text: TEXT, textDeltas: deltas }
 ]
@@ -158,9 +162,19 @@ const deltaTurn = Effect.gen(function* () {
     replayDeltas = result.textDeltas
   }
   const replayMs = median(replays)
+  // the baseline: the same events read through the engine client alone
+  const rawReads: Array<number> = []
+  for (let i = 0; i < RUNS; i++) {
+    const start = performance.now()
+    yield* Stream.runCount(sessions.events("bench-1"))
+    rawReads.push(performance.now() - start)
+  }
+  const rawMs = median(rawReads)
 
   // reconnects: from the token of `start`, the first resumable point
   const startToken = tokens[0]!
+  const startPosition = (yield* ResumeToken.decode(startToken)).p
+  const rawFirsts: Array<number> = []
   const continues: Array<number> = []
   const catchUps: Array<number> = []
   for (let i = 0; i < RUNS; i++) {
@@ -172,6 +186,12 @@ const deltaTurn = Effect.gen(function* () {
       )
     )
     continues.push((cont.firstAt ?? performance.now()) - start)
+    // the baseline: the engine client's first event after the same position
+    start = performance.now()
+    yield* sessions
+      .events("bench-1", { from: startPosition === null ? "oldest" : { after: startPosition } })
+      .pipe(Stream.take(1), Stream.runDrain)
+    rawFirsts.push(performance.now() - start)
     start = performance.now()
     yield* Effect.promise(async () =>
       read(
@@ -200,30 +220,56 @@ const deltaTurn = Effect.gen(function* () {
   )
   const liveMs = performance.now() - liveStart
   if (live.textChars !== TEXT.length) throw new Error(`the live turn sent ${live.textChars} of ${TEXT.length} chars`)
+  // the baseline: the same turn with no stream (send, then wait for its end)
+  const bareStart = performance.now()
+  yield* sessions.sendUserMessage("bench-1", "once more")
+  yield* SessionTesting.awaitTurn("bench-1", { turn: 3, timeout: "10 minutes" })
+  const bareMs = performance.now() - bareStart
 
   const eventsPerSecond = Math.round(events / (replayMs / 1000))
   console.log(
     `UI stream, one turn with ${DELTAS} model text deltas (${events} AgentEvents, ${replayDeltas} text-delta chunks):`
   )
-  console.log(`  replay: ${replayMs.toFixed(1)} ms median of ${RUNS} → ${eventsPerSecond} events/s`)
-  console.log(`  live turn, POST to finish: ${liveMs.toFixed(0)} ms (${live.textDeltas} text-delta chunks)`)
-  console.log(`  reconnect, exact continuation to first part: ${median(continues).toFixed(1)} ms`)
-  console.log(`  reconnect, replay until half the text is back: ${median(catchUps).toFixed(1)} ms`)
+  const rawPerSecond = Math.round(events / (rawMs / 1000))
+  console.log(
+    `  replay: ${replayMs.toFixed(1)} ms median of ${RUNS} → ${eventsPerSecond} events/s (the engine client's read alone: ${rawMs.toFixed(1)} ms, ${rawPerSecond} events/s)`
+  )
+  console.log(
+    `  live turn, POST to finish: ${liveMs.toFixed(0)} ms (${live.textDeltas} text-delta chunks); the same turn with no stream: ${bareMs.toFixed(0)} ms`
+  )
+  console.log(
+    `  reconnect, exact continuation to first part: ${median(continues).toFixed(1)} ms (the engine client's first event: ${median(rawFirsts).toFixed(1)} ms)`
+  )
+  console.log(
+    `  reconnect, replay until half the text is back: ${median(catchUps).toFixed(1)} ms (the engine client's read of the whole turn: ${rawMs.toFixed(1)} ms)`
+  )
   BenchResults.record({
     "ui-stream.replay_events_per_s": {
       value: eventsPerSecond,
       unit: "events/s",
+      baseline: { name: "the same events read through the engine client alone", value: rawPerSecond, unit: "events/s" },
       note: `replay of a ${DELTAS}-delta turn (${events} AgentEvents: the session merges deltas)`
     },
-    "ui-stream.live_turn_ms": { value: Math.round(liveMs), unit: "ms", note: `POST to finish, ${DELTAS} deltas` },
+    "ui-stream.live_turn_ms": {
+      value: Math.round(liveMs),
+      unit: "ms",
+      baseline: { name: "the same turn with no stream: send, then awaitTurn", value: Math.round(bareMs), unit: "ms" },
+      note: `POST to finish, ${DELTAS} deltas`
+    },
     "ui-stream.reconnect_continue_ms": {
       value: Number(median(continues).toFixed(1)),
       unit: "ms",
+      baseline: {
+        name: "the engine client's first event after the same position",
+        value: Number(median(rawFirsts).toFixed(1)),
+        unit: "ms"
+      },
       note: "from the token of start, to the first part"
     },
     "ui-stream.reconnect_replay_ms": {
       value: Number(median(catchUps).toFixed(1)),
       unit: "ms",
+      baseline: { name: "the engine client's read of the whole turn", value: Number(rawMs.toFixed(1)), unit: "ms" },
       note: "until half of the turn's text is back"
     }
   })
