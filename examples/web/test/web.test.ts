@@ -286,6 +286,16 @@ describe("web chat in Chromium", () => {
     expect(afterStop.snapshot.messages.some((m) => m.text === "hello from the other tab")).toBe(false)
     expect(readFileSync(join(dir, "notes.md"), "utf8")).toBe("save buy milk\n")
     await shot(page, "4b-stopped-approval")
+    // the second tab still shows the approval it was given; its Approve is refused (the turn is over), says so, and
+    // the tab then shows the stopped turn
+    await other.getByTestId("approve").click()
+    await expect
+      .poll(() => other.getByTestId("notice").textContent(), { timeout: 30_000 })
+      .toContain("already answered, or the turn stopped")
+    await other.locator('[data-testid="message-assistant"]').last().getByTestId("stopped").waitFor({ timeout: 30_000 })
+    expect(await other.getByTestId("approve").count()).toBe(0)
+    expect(await other.getByTestId("status").textContent()).toBe("ready")
+    expect(readFileSync(join(dir, "notes.md"), "utf8")).toBe("save buy milk\n")
     await other.close()
 
     // 5. stop: a durable cancel_turn ends the turn; the answer keeps its words and says "Stopped", also after a reload

@@ -266,16 +266,27 @@ const Chat = ({
   const [notice, setNotice] = useState<string | null>(null)
 
   // The connection broke (the server went away): reload the conversation and resume once the server answers.
-  // A refused message (another tab left an approval or a question waiting) reloads the conversation and resumes
-  // the waiting turn, so this page shows the approval or question card and waits for it too.
+  // A refused message (another tab left an approval or a question waiting), or an approval another tab answered
+  // or stopped first, reloads the conversation and resumes the active turn, so this page shows where it stands.
   useEffect(() => {
     if (status !== "error") return
-    if (error?.message.includes("awaiting_input") === true) {
-      setNotice("The turn waits for your approval or answer first.")
-      void loadMessages(sessionId).then(async (loaded) => {
-        setMessages(loaded)
+    const refused = ["awaiting_input", "interrupt_not_pending", "no_active_turn"].find(
+      (code) => error?.message.includes(code) === true
+    )
+    if (refused !== undefined) {
+      setNotice(
+        refused === "awaiting_input"
+          ? "The turn waits for your approval or answer first."
+          : "That approval was already answered, or the turn stopped (in another tab?)."
+      )
+      void loadConversation(sessionId).then(async (loaded) => {
+        setMessages(loaded.messages)
         clearError()
+        if (!loaded.active) return
         await resumeStream()
+        // the turn may have ended before the resume asked for it: the snapshot then holds the whole turn
+        const after = await loadConversation(sessionId)
+        if (!after.active) setMessages(after.messages)
       })
       return
     }
