@@ -2,7 +2,7 @@
 // through the real Claude Code binary against the scripted Messages server (no ANTHROPIC_API_KEY) — two
 // parallel reads inline, a write that waits for approval beside a listing, the answer — through a session on
 // the embedded engine, with a copy of the workspace.
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -34,7 +34,9 @@ describe("chat on the Claude Agent SDK runner", () => {
           (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
         )
         const workspace = join(dir, "workspace")
-        cpSync(SEED, workspace, { recursive: true })
+        // the tracked seed only: a demo run (`npm start`) leaves its approved summary.md in the folder
+        mkdirSync(workspace, { recursive: true })
+        for (const file of ["notes.md", "todo.md"]) cpSync(join(SEED, file), join(workspace, file))
         const runner = claudeAgentSdkRunner({ database: join(dir, "chat.db"), workspace, model: { _tag: "Demo" } }, {})
         assert.include(runner.label, "Claude Agent SDK runner")
         assert.include(runner.label, "scripted")

@@ -1,7 +1,7 @@
 // The chat's OpenAI Agents runner (`--runner openai-agents`) without the terminal: the demo model's turn —
 // two parallel reads, a write that waits for approval beside a listing, the answer — through a session on
 // the embedded engine, with a copy of the workspace.
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -32,7 +32,9 @@ describe("chat on the OpenAI Agents runner", () => {
         (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
       )
       const workspace = join(dir, "workspace")
-      cpSync(SEED, workspace, { recursive: true })
+      // the tracked seed only: a demo run (`npm start`) leaves its approved summary.md in the folder
+      mkdirSync(workspace, { recursive: true })
+      for (const file of ["notes.md", "todo.md"]) cpSync(join(SEED, file), join(workspace, file))
       const runner = openAiAgentsRunner({ database: join(dir, "chat.db"), workspace, model: { _tag: "Demo" } })
       assert.include(runner.label, "OpenAI Agents SDK runner")
       const app = Layer.mergeAll(

@@ -256,6 +256,48 @@ describe("web chat in Chromium", () => {
     expect(await page.locator('[data-tool="read_notes"]').getByTestId("effect").textContent()).toBe("read")
     expect(await page.locator('[data-tool="save_note"] .output').textContent()).toBe("saved: save buy milk")
 
+    // 4b. a message from a second tab while an approval waits: refused (409) with a notice and nothing sent; the
+    // tab then shows the waiting approval too. Stop while the approval waits: the turn ends "Stopped", the write
+    // never runs
+    const other = await browser!.newPage()
+    watch(other)
+    await other.goto(page.url())
+    await expect.poll(() => other.getByTestId("status").textContent(), { timeout: 30_000 }).toBe("ready")
+    await send(page, "save eggs")
+    await page.getByTestId("approve").waitFor({ timeout: 60_000 })
+    await other.getByTestId("input").fill("hello from the other tab")
+    await other.getByTestId("send").click()
+    await other.getByTestId("notice").waitFor({ timeout: 30_000 })
+    expect(await other.getByTestId("notice").textContent()).toContain("waits for your approval")
+    await other.getByTestId("approve").waitFor({ timeout: 60_000 })
+    await expect
+      .poll(() => other.getByTestId("status").textContent(), { timeout: 30_000 })
+      .toBe("waiting for your approval")
+    expect(await other.getByTestId("input").isEnabled()).toBe(false)
+    expect(await other.getByText("hello from the other tab").count()).toBe(0)
+    await shots(other, "4b-other-tab-refused")
+    await page.getByTestId("stop").click()
+    const stoppedApproval = page.locator('[data-testid="message-assistant"]').last()
+    await stoppedApproval.getByTestId("stopped").waitFor({ timeout: 30_000 })
+    expect(await page.getByTestId("approve").count()).toBe(0)
+    await expect.poll(() => page.getByTestId("status").textContent(), { timeout: 30_000 }).toBe("ready")
+    const afterStop = await snapshot(page)
+    expect(afterStop.snapshot.state.active_turn_id).toBeNull()
+    expect(afterStop.snapshot.messages.some((m) => m.text === "hello from the other tab")).toBe(false)
+    expect(readFileSync(join(dir, "notes.md"), "utf8")).toBe("save buy milk\n")
+    await shot(page, "4b-stopped-approval")
+    // the second tab still shows the approval it was given; its Approve is refused (the turn is over), says so, and
+    // the tab then shows the stopped turn
+    await other.getByTestId("approve").click()
+    await expect
+      .poll(() => other.getByTestId("notice").textContent(), { timeout: 30_000 })
+      .toContain("already answered, or the turn stopped")
+    await other.locator('[data-testid="message-assistant"]').last().getByTestId("stopped").waitFor({ timeout: 30_000 })
+    expect(await other.getByTestId("approve").count()).toBe(0)
+    expect(await other.getByTestId("status").textContent()).toBe("ready")
+    expect(readFileSync(join(dir, "notes.md"), "utf8")).toBe("save buy milk\n")
+    await other.close()
+
     // 5. stop: a durable cancel_turn ends the turn; the answer keeps its words and says "Stopped", also after a reload
     await send(page, "tell me a story")
     await expect.poll(async () => streamedOf(page, "tell me a story"), { timeout: 30_000 }).toBeGreaterThan(10)
@@ -384,7 +426,7 @@ describe("web chat in Chromium", () => {
     const address = taken.address()
     const busy = typeof address === "object" && address !== null ? address.port : 0
     try {
-      const child = spawn(process.execPath, [serverFile], {
+      const child = spawn(process.execPath, [...nodeFlags, serverFile], {
         env: { ...process.env, PORT: String(busy), WEB_DB: join(dir, "busy.db"), WEB_SKIP_BUILD: "1" },
         stdio: ["ignore", "pipe", "pipe"]
       })

@@ -98,11 +98,6 @@ export interface TurnStreamOptions {
    */
   readonly pollInterval?: Duration.Input | undefined
   /**
-   * Unused: an event now commits with its Step, so the stream no longer waits for the commit it announces.
-   * Accepted so that existing callers keep compiling.
-   */
-  readonly commitTimeout?: Duration.Input | undefined
-  /**
    * Answers this reader knows already, by interrupt ID: the answer a request of this stream submitted. A tool's
    * question keeps its answer in committed state only while its turn runs (the turn's records go when it ends), so
    * a reader that reads the snapshot after that still shows the answer it was given.

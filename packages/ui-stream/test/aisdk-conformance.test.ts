@@ -18,6 +18,7 @@ import {
   type DynamicToolUIPart,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   parseJsonEventStream,
+  safeValidateUIMessages,
   uiMessageChunkSchema
 } from "ai"
 import * as Effect from "effect/Effect"
@@ -86,6 +87,9 @@ const validatingFetch: typeof fetch = async (input, init) => {
 
 let baseUrl = ""
 
+/** Every chat of every scenario, for the schema check at the end. */
+const chats: Array<Chat> = []
+
 class Chat extends AbstractChat<Message> {
   readonly data: Array<{ type: string; id?: string | undefined }> = []
   constructor(id: string, user: string, messages: Array<Message> = []) {
@@ -106,6 +110,7 @@ class Chat extends AbstractChat<Message> {
       }
     })
     this.data = data
+    chats.push(this)
   }
 }
 
@@ -454,6 +459,51 @@ layer(server, { timeout: "180 seconds", excludeTestServices: true })(
           assert.strictEqual(textOf(answer), `You said: ${text}`)
         }
       })
+    )
+
+    it.effect(
+      "the Standard Schemas: every message the chats hold validates; a wrong data part or metadata does not",
+      () =>
+        Effect.gen(function* () {
+          const schemas = { dataSchemas: UiMessages.dataPartSchemas, metadataSchema: UiMessages.messageMetadataSchema }
+          const messages = chats.flatMap((c) => c.messages)
+          const parts = messages.flatMap((m) => m.parts)
+          assert.isTrue(parts.some((p) => p.type === "data-question"))
+          assert.isTrue(parts.some((p) => p.type === "data-plan"))
+          // the metadata schema is the assistant messages' (a user message has none, and validateUIMessages checks
+          // the metadata of every message it is given)
+          const all = yield* promise(() =>
+            safeValidateUIMessages<Message>({ messages, dataSchemas: UiMessages.dataPartSchemas })
+          )
+          assert.isTrue(all.success, all.success ? "" : all.error.message)
+          const answers = messages.filter((m) => m.role === "assistant")
+          assert.isAbove(answers.length, 10)
+          const withMetadata = yield* promise(() => safeValidateUIMessages<Message>({ messages: answers, ...schemas }))
+          assert.isTrue(withMetadata.success, withMetadata.success ? "" : withMetadata.error.message)
+          const question = messages.find((m) => m.parts.some((p) => p.type === "data-question"))!
+          const plan = messages.find((m) => m.parts.some((p) => p.type === "data-plan"))!
+          const refused = async (message: unknown) =>
+            !(await safeValidateUIMessages<Message>({ messages: [message], ...schemas })).success
+          const withData = (message: Message, type: string, change: (data: Record<string, unknown>) => unknown) => ({
+            ...message,
+            parts: message.parts.map((p) =>
+              p.type === type ? { ...p, data: change((p as { data: Record<string, unknown> }).data) } : p
+            )
+          })
+          for (const bad of [
+            withData(question, "data-question", (d) => ({ ...d, status: "maybe" })),
+            withData(question, "data-question", ({ question: _, ...d }) => d),
+            withData(plan, "data-plan", (d) => ({ ...d, revision: "one" })),
+            {
+              ...question,
+              parts: [{ type: "data-tool-status", id: "status-x", data: { toolCallId: "x", status: "done" } }]
+            },
+            { ...question, metadata: { turnId: "turn-1", turnStatus: "sleeping" } },
+            { ...question, metadata: { turnStatus: "completed" } }
+          ]) {
+            assert.isTrue(yield* promise(() => refused(bad)), JSON.stringify(bad).slice(0, 300))
+          }
+        })
     )
 
     it.effect("every chunk of every scenario validated against uiMessageChunkSchema", () =>

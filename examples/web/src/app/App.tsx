@@ -266,14 +266,27 @@ const Chat = ({
   const [notice, setNotice] = useState<string | null>(null)
 
   // The connection broke (the server went away): reload the conversation and resume once the server answers.
-  // A refused message (another tab left an approval waiting) reloads the conversation instead.
+  // A refused message (another tab left an approval or a question waiting), or an approval another tab answered
+  // or stopped first, reloads the conversation and resumes the active turn, so this page shows where it stands.
   useEffect(() => {
     if (status !== "error") return
-    if (error?.message.includes("awaiting_input") === true) {
-      setNotice("The turn waits for your approval or answer first.")
-      void loadMessages(sessionId).then((loaded) => {
-        setMessages(loaded)
+    const refused = ["awaiting_input", "interrupt_not_pending", "no_active_turn"].find(
+      (code) => error?.message.includes(code) === true
+    )
+    if (refused !== undefined) {
+      setNotice(
+        refused === "awaiting_input"
+          ? "The turn waits for your approval or answer first."
+          : "That approval was already answered, or the turn stopped (in another tab?)."
+      )
+      void loadConversation(sessionId).then(async (loaded) => {
+        setMessages(loaded.messages)
         clearError()
+        if (!loaded.active) return
+        await resumeStream()
+        // the turn may have ended before the resume asked for it: the snapshot then holds the whole turn
+        const after = await loadConversation(sessionId)
+        if (!after.active) setMessages(after.messages)
       })
       return
     }
@@ -347,9 +360,15 @@ const Chat = ({
   )
   const stop = useCallback(async () => {
     await fetch(`${API}/${encodeURIComponent(sessionId)}/stop`, { method: "POST" })
-    // a turn that waited for the user has no open stream to tell: the conversation shows the stop
-    if (!busy) setMessages(await loadMessages(sessionId))
-  }, [sessionId, busy, setMessages])
+    if (busy) return // the open stream finishes with the stop
+    // a turn that waited for the user has no open stream: resume it, so its end ("Stopped") shows; the snapshot
+    // leaves out a turn that still runs, so a reload read before the cancel committed would drop the answer
+    const loaded = await loadConversation(sessionId)
+    setMessages(loaded.messages)
+    if (loaded.active) await resumeStream()
+    const after = await loadConversation(sessionId)
+    if (!after.active) setMessages(after.messages)
+  }, [sessionId, busy, setMessages, resumeStream])
 
   // Auto-scroll: follow the newest message while the user is at the bottom; leave them where they scrolled to.
   const scroller = useRef<HTMLDivElement>(null)
@@ -405,7 +424,11 @@ const Chat = ({
       <footer className="composer">
         {error !== undefined && !offline && notice === null ? <p className="error">{error.message}</p> : null}
         {answerError !== null ? <p className="error">{answerError}</p> : null}
-        {notice !== null ? <p className="notice">{notice}</p> : null}
+        {notice !== null ? (
+          <p className="notice" data-testid="notice">
+            {notice}
+          </p>
+        ) : null}
         <form onSubmit={submit}>
           <input
             data-testid="input"
