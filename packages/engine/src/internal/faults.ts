@@ -4,12 +4,13 @@
 // `DURABLE_ENGINE_PAUSE_RELEASE` exists (the parent creates it after the SIGCONT), then goes on.
 //
 // Points: `heartbeat` (an attempt's heartbeat, before its fenced write), `emit` (a stream write, before its
-// transaction), `commit` (a Step completion's transaction, after its writes and before COMMIT).
+// transaction), `commit` (a Step completion's transaction, after its writes and before COMMIT), `reply` (a
+// request's transition committed, its answer not sent yet: the retry tests SIGKILL the owner there).
 import { existsSync } from "node:fs"
 import * as Effect from "effect/Effect"
 
 /** The points the pause tests name. */
-export type PausePoint = "heartbeat" | "emit" | "commit"
+export type PausePoint = "heartbeat" | "emit" | "commit" | "reply"
 
 const wanted = process.env.DURABLE_ENGINE_PAUSE_AT
 const release = process.env.DURABLE_ENGINE_PAUSE_RELEASE

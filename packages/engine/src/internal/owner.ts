@@ -1,8 +1,10 @@
 // The owner of a Flow: the effect/cluster entity instance that holds the Flow's state in memory, runs its
 // Steps as child fibers, and commits every transition as one fenced SQL transaction.
 //
-// - Requests from other processes (start, RPC, publish, timer skip, stop) arrive as persisted entity
-//   messages; their transition stores the reply, so a redelivered request is answered, not run again.
+// - Requests (start, RPC, publish, timer skip, attribute write, stop) arrive as volatile entity messages (no
+//   cluster message row); their transition stores the reply under the request ID, so a request the client
+//   sends again after a lost answer is answered from it, not run again. A commit that was refused or failed
+//   answers RequestNotServed, which the client retries.
 // - A Step's completion is committed directly by its fiber (no message). The next Steps start in memory
 //   after COMMIT. Timers and retry backoffs sleep in memory; one persisted `Wake` per timed wait wakes a
 //   Flow whose owner died or was evicted.
@@ -59,7 +61,14 @@ import {
 import { pausePoint } from "./faults.ts"
 import { Notices } from "./feed.ts"
 import { GroupCommit } from "./groupCommit.ts"
-import { type ControlPayload, FlowEntity, type InvokePayload, type StartPayload, WakePayload } from "./protocol.ts"
+import {
+  type ControlPayload,
+  FlowEntity,
+  type InvokePayload,
+  RequestNotServed,
+  type StartPayload,
+  WakePayload
+} from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
 import { type ActiveAttempt, CurrentTaskSlot, type Lease, RunnerState, type SlotKind } from "./runner.ts"
 import {
@@ -864,8 +873,16 @@ const build = Effect.gen(function* () {
 
   // --- requests from other processes ----------------------------------------------------------------
 
-  /** A committed request's stored reply, for a redelivered request. */
+  /** A committed request's stored reply, for a request sent again after its answer was lost. */
   const storedReply = (requestId: string) => sqlDefect(loadReply(sql, flowId, requestId))
+
+  /**
+   * A request's commit that was refused (another owner) or failed committed nothing the owner knows of: the
+   * client sends the request again, to the Flow's owner then, which answers from the stored reply if the commit
+   * did land after all.
+   */
+  const served = <A>(effect: Effect.Effect<A, EngineError>) =>
+    Effect.mapError(effect, (e) => new RequestNotServed({ flowId, reason: e.reason }))
 
   const Start = (p: StartPayload) =>
     lock.withPermits(1)(
@@ -937,7 +954,8 @@ const build = Effect.gen(function* () {
         )
         tx.settle()
         loaded = undefined
-        yield* commit(tx, undefined)
+        yield* served(commit(tx, undefined))
+        yield* pausePoint("reply", `Start of Flow ${flowId}`)
         return runId
       })
     )
@@ -1040,7 +1058,8 @@ const build = Effect.gen(function* () {
         })
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: encoded.output, at: now }
-        yield* commit(tx, cache)
+        yield* served(commit(tx, cache))
+        yield* pausePoint("reply", `Invoke ${p.rpc} of Flow ${flowId}`)
         return encoded.output
       })
     )
@@ -1117,7 +1136,8 @@ const build = Effect.gen(function* () {
         }
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: "true", at: now }
-        yield* commit(tx, cache)
+        yield* served(commit(tx, cache))
+        yield* pausePoint("reply", `Control ${c._tag} of Flow ${flowId}`)
         return true
       })
     )
