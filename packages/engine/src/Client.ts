@@ -10,7 +10,7 @@ import { PgClient } from "@effect/sql-pg"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import type { Sharding } from "effect/cluster"
+import { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -40,7 +40,15 @@ import {
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
 import { COMMIT_CHANNEL, MIN_FALLBACK, Notices } from "./internal/feed.ts"
-import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
+import {
+  ControlPayload,
+  FlowEntity,
+  HOST,
+  InvokePayload,
+  keyedRequestId,
+  REPLY_MEMORY_MS,
+  StartPayload
+} from "./internal/protocol.ts"
 import { queryRpc } from "./internal/query.ts"
 import { whileWaiting } from "./internal/runner.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
@@ -304,7 +312,8 @@ const RESEND_MAX_MS = 1000
 const deliver = <A, E>(
   send: Effect.Effect<A, E>,
   what: string,
-  timeoutMs: number
+  timeoutMs: number,
+  shuttingDown: Effect.Effect<boolean>
 ): Effect.Effect<A, Exclude<E, { readonly _tag: Resent }> | EngineError> =>
   Effect.gen(function* () {
     let pause = RESEND_FIRST_MS
@@ -322,6 +331,10 @@ const deliver = <A, E>(
       const resend = (typeof tag === "string" && RESEND_TAGS.has(tag)) || Cause.hasInterruptsOnly(cause)
       if (!resend) return yield* Effect.failCause(cause as Cause.Cause<Exclude<E, { readonly _tag: Resent }>>)
       last = typeof tag === "string" ? tag : "interrupted"
+      // this process's cluster is stopping: no answer can come through it any more
+      if (yield* shuttingDown) {
+        return yield* new EngineError({ reason: `cluster: ${last}: ${what} not answered, this process is stopping` })
+      }
       const now = yield* Clock.currentTimeMillis
       if (now >= deadline) break
       yield* Effect.sleep(Duration.millis(Math.min(pause, deadline - now)))
@@ -370,7 +383,10 @@ export const make = Effect.gen(function* () {
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
   const metrics = yield* Metrics.currentRegistry
-  const timeoutMs = millis(config.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT)
+  // an owner remembers the replies it committed for REPLY_MEMORY_MS, past which a resend reads them from the database
+  const sharding = yield* Sharding.Sharding
+  const shuttingDown = sharding.isShutdown
+  const timeoutMs = Math.min(millis(config.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT), REPLY_MEMORY_MS)
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
   const requestId = () => crypto.randomUUID()
@@ -413,10 +429,11 @@ export const make = Effect.gen(function* () {
     )
   }
 
-  const control = (flowId: string, command: ControlPayload["command"]) => {
-    const payload = new ControlPayload({ flowId, requestId: requestId(), command })
-    return deliver(flows(flowId).Control(payload), `${command._tag} on Flow ${flowId}`, timeoutMs)
-  }
+  const control = (flowId: string, command: ControlPayload["command"]) =>
+    Effect.flatMap(Clock.currentTimeMillis, (sentAt) => {
+      const payload = new ControlPayload({ flowId, requestId: requestId(), command, sentAt, sentOn: HOST })
+      return deliver(flows(flowId).Control(payload), `${command._tag} on Flow ${flowId}`, timeoutMs, shuttingDown)
+    })
 
   const shape: ClientShape = {
     startFlow: (flow, flowId, input, options) =>
@@ -440,7 +457,7 @@ export const make = Effect.gen(function* () {
             ? {}
             : { executionTimeoutMs: Duration.toMillis(Duration.fromInputUnsafe(options.executionTimeout)) })
         })
-        return yield* deliver(flows(flowId).Start(payload), `start of Flow ${flowId}`, timeoutMs)
+        return yield* deliver(flows(flowId).Start(payload), `start of Flow ${flowId}`, timeoutMs, shuttingDown)
       }),
     invokeRpc: (_flow, rpc, flowId, input, options) =>
       Effect.gen(function* () {
@@ -452,17 +469,25 @@ export const make = Effect.gen(function* () {
             detail: `a request ID has 1 to ${MAX_REQUEST_ID_LENGTH} characters; this one has ${key.length}`
           })
         }
+        const sentAt = yield* Clock.currentTimeMillis
         const payload =
           key === undefined
-            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
+            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId(), sentAt, sentOn: HOST })
             : new InvokePayload({
                 flowId,
                 rpc: rpc.name,
                 input: text,
                 requestId: keyedRequestId(key, rpc.name, text),
-                idempotencyKey: key
+                idempotencyKey: key,
+                sentAt,
+                sentOn: HOST
               })
-        const output = yield* deliver(flows(flowId).Invoke(payload), `RPC ${rpc.name} of Flow ${flowId}`, timeoutMs)
+        const output = yield* deliver(
+          flows(flowId).Invoke(payload),
+          `RPC ${rpc.name} of Flow ${flowId}`,
+          timeoutMs,
+          shuttingDown
+        )
         return decodeJson(rpc.output, output)
       }).pipe(Metrics.measureRpc(metrics, _flow.type, rpc.name)),
     requestCommitted: (flowId, key) =>

@@ -69,7 +69,8 @@ export interface EngineConfigShape {
    * between its commit and its reply, the Flow's shard moved, the connection dropped) again with the same
    * request ID, and the owner answers it from the reply its transition stored. Past this the call fails with
    * EngineError; the request may have committed, and a retry with the same idempotency key (or start request ID)
-   * is answered from its stored reply. Default 60 s.
+   * is answered from its stored reply. Default 60 s, at most 10 minutes (an owner remembers the replies it
+   * committed that long).
    */
   readonly requestTimeout?: Duration.Input | undefined
   /** History events kept per Flow run; older ones are pruned. Default 10,000. */
