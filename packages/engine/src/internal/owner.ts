@@ -898,7 +898,11 @@ const build = Effect.gen(function* () {
    * and one whose commit here failed are always read. Should the rule ever miss one, the reply's primary key
    * refuses a second commit of the request, which then reads the stored reply.
    */
-  const replyOf = (requestId: string, sent: { readonly sentAt?: number; readonly sentOn?: string }, keyed: boolean) => {
+  const replyOf = (
+    requestId: string,
+    sent: { readonly sentAt?: number | undefined; readonly sentOn?: string | undefined },
+    keyed: boolean
+  ) => {
     const known = committedReplies.get(requestId)
     if (known?.reply !== undefined) return Effect.succeed(known.reply)
     const margin = sent.sentOn === HOST ? 0 : CLOCK_MARGIN_MS
