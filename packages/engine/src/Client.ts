@@ -7,10 +7,13 @@
  */
 
 import { PgClient } from "@effect/sql-pg"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import type { Sharding } from "effect/cluster"
+import { Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -18,7 +21,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
-import { EngineConfig } from "./EngineConfig.ts"
+import { DEFAULT_REQUEST_TIMEOUT, EngineConfig, millis } from "./EngineConfig.ts"
 import {
   type ChannelMessageNotFound,
   type DefinitionError,
@@ -37,7 +40,15 @@ import {
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
 import { COMMIT_CHANNEL, MIN_FALLBACK, Notices } from "./internal/feed.ts"
-import { ControlPayload, FlowEntity, InvokePayload, keyedRequestId, StartPayload } from "./internal/protocol.ts"
+import {
+  ControlPayload,
+  FlowEntity,
+  HOST,
+  InvokePayload,
+  keyedRequestId,
+  REPLY_MEMORY_MS,
+  StartPayload
+} from "./internal/protocol.ts"
 import { queryRpc } from "./internal/query.ts"
 import { whileWaiting } from "./internal/runner.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
@@ -267,26 +278,82 @@ export interface CommitWatch {
   readonly next: (fallback?: Duration.Input) => Effect.Effect<void>
 }
 
-const clusterError = (e: { readonly _tag: string; readonly message?: string }) =>
-  new EngineError({ reason: `cluster: ${e._tag}${e.message ? `: ${e.message}` : ""}` })
-
-const CLUSTER_TAGS = new Set([
+/** The failures after which a request is sent again: the owner did not serve it, or the answer was lost. */
+const RESEND_TAGS = new Set([
   "MailboxFull",
   "AlreadyProcessingMessage",
   "PersistenceError",
-  "EntityNotAssignedToRunner"
+  "EntityNotAssignedToRunner",
+  "RunnerUnavailable",
+  "RequestNotServed"
 ])
 
-const mapClusterErrorsOnly = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(effect, (e: any) => (e && CLUSTER_TAGS.has(e._tag) ? clusterError(e) : e)) as Effect.Effect<
-    A,
-    | Exclude<
-        E,
-        { readonly _tag: "MailboxFull" | "AlreadyProcessingMessage" | "PersistenceError" | "EntityNotAssignedToRunner" }
-      >
-    | EngineError,
-    R
-  >
+type Resent =
+  | "MailboxFull"
+  | "AlreadyProcessingMessage"
+  | "PersistenceError"
+  | "EntityNotAssignedToRunner"
+  | "RunnerUnavailable"
+  | "RequestNotServed"
+
+/** The first and the longest pause between two sends of one request. */
+const RESEND_FIRST_MS = 20
+const RESEND_MAX_MS = 1000
+
+/**
+ * Sends one request to the Flow's owner until it is answered or `timeoutMs` has passed. `send` makes the same
+ * request (same request ID) each time; the owner's transition stores its answer under that ID, so a request
+ * whose answer was lost (the owner's runner died between its commit and its reply, the shard moved, the
+ * connection dropped, no runner had the entity yet) is answered from the stored reply and runs once. Sent again:
+ * the cluster's routing failures, the owner's RequestNotServed (its commit was refused or failed), and an
+ * interrupted answer (the owner stopped while serving it). Every other failure (the request's typed errors, and
+ * defects) is the answer: a refused request is never sent again into another outcome.
+ */
+const deliver = <A, E>(
+  send: Effect.Effect<A, E>,
+  what: string,
+  timeoutMs: number,
+  shuttingDown: Effect.Effect<boolean>
+): Effect.Effect<A, Exclude<E, { readonly _tag: Resent }> | EngineError> =>
+  Effect.gen(function* () {
+    let pause = RESEND_FIRST_MS
+    let last = ""
+    const deadline = (yield* Clock.currentTimeMillis) + timeoutMs
+    while (true) {
+      const exit = yield* Effect.exit(send)
+      if (Exit.isSuccess(exit)) return exit.value
+      const cause = exit.cause
+      const failure = Cause.findErrorOption(cause)
+      const tag =
+        Option.isSome(failure) && typeof failure.value === "object" && failure.value !== null
+          ? (failure.value as { readonly _tag?: unknown })._tag
+          : undefined
+      const resend = (typeof tag === "string" && RESEND_TAGS.has(tag)) || Cause.hasInterruptsOnly(cause)
+      if (!resend) return yield* Effect.failCause(cause as Cause.Cause<Exclude<E, { readonly _tag: Resent }>>)
+      last = typeof tag === "string" ? tag : "interrupted"
+      // this process's cluster is stopping: no answer can come through it any more
+      if (yield* shuttingDown) {
+        return yield* new EngineError({ reason: `cluster: ${last}: ${what} not answered, this process is stopping` })
+      }
+      const now = yield* Clock.currentTimeMillis
+      if (now >= deadline) break
+      yield* Effect.sleep(Duration.millis(Math.min(pause, deadline - now)))
+      pause = Math.min(RESEND_MAX_MS, pause * 2)
+    }
+    return yield* new EngineError({
+      reason: `${what}: not answered within ${timeoutMs} ms (last: ${last}); it may have committed, send it again with the same request ID`
+    })
+  }).pipe(
+    Effect.timeoutOrElse({
+      duration: Duration.millis(timeoutMs),
+      orElse: () =>
+        Effect.fail(
+          new EngineError({
+            reason: `${what}: not answered within ${timeoutMs} ms; it may have committed, send it again with the same request ID`
+          })
+        )
+    })
+  )
 
 /** The control errors only a SetAttribute command fails with: another command never does. */
 const setAttributeOnly = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
@@ -316,7 +383,10 @@ export const make = Effect.gen(function* () {
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
   const metrics = yield* Metrics.currentRegistry
-  const mapClusterErrors = mapClusterErrorsOnly
+  // an owner remembers the replies it committed for REPLY_MEMORY_MS, past which a resend reads them from the database
+  const sharding = yield* Sharding.Sharding
+  const shuttingDown = sharding.isShutdown
+  const timeoutMs = Math.min(millis(config.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT), REPLY_MEMORY_MS)
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
   const requestId = () => crypto.randomUUID()
@@ -360,7 +430,10 @@ export const make = Effect.gen(function* () {
   }
 
   const control = (flowId: string, command: ControlPayload["command"]) =>
-    mapClusterErrors(flows(flowId).Control(new ControlPayload({ flowId, requestId: requestId(), command })))
+    Effect.flatMap(Clock.currentTimeMillis, (sentAt) => {
+      const payload = new ControlPayload({ flowId, requestId: requestId(), command, sentAt, sentOn: HOST })
+      return deliver(flows(flowId).Control(payload), `${command._tag} on Flow ${flowId}`, timeoutMs, shuttingDown)
+    })
 
   const shape: ClientShape = {
     startFlow: (flow, flowId, input, options) =>
@@ -371,23 +444,20 @@ export const make = Effect.gen(function* () {
           const value = yield* encodeInput(a.attribute.schema, a.value, `initial value of ${a.attribute.name}`)
           attributes.push({ name: a.attribute.name, key: a.key ?? "", value })
         }
-        return yield* mapClusterErrors(
-          flows(flowId).Start(
-            new StartPayload({
-              flowId,
-              flowType: flow.type,
-              input: text,
-              requestId: options?.requestId ?? requestId(),
-              ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
-              stepDurability: options?.stepDurability ?? "sync",
-              initialAttributes: attributes,
-              ...(options?.idReusePolicy === undefined ? {} : { idReusePolicy: options.idReusePolicy }),
-              ...(options?.executionTimeout === undefined
-                ? {}
-                : { executionTimeoutMs: Duration.toMillis(Duration.fromInputUnsafe(options.executionTimeout)) })
-            })
-          )
-        )
+        const payload = new StartPayload({
+          flowId,
+          flowType: flow.type,
+          input: text,
+          requestId: options?.requestId ?? requestId(),
+          ignoreAlreadyStarted: options?.ignoreAlreadyStarted ?? false,
+          stepDurability: options?.stepDurability ?? "sync",
+          initialAttributes: attributes,
+          ...(options?.idReusePolicy === undefined ? {} : { idReusePolicy: options.idReusePolicy }),
+          ...(options?.executionTimeout === undefined
+            ? {}
+            : { executionTimeoutMs: Duration.toMillis(Duration.fromInputUnsafe(options.executionTimeout)) })
+        })
+        return yield* deliver(flows(flowId).Start(payload), `start of Flow ${flowId}`, timeoutMs, shuttingDown)
       }),
     invokeRpc: (_flow, rpc, flowId, input, options) =>
       Effect.gen(function* () {
@@ -399,18 +469,25 @@ export const make = Effect.gen(function* () {
             detail: `a request ID has 1 to ${MAX_REQUEST_ID_LENGTH} characters; this one has ${key.length}`
           })
         }
+        const sentAt = yield* Clock.currentTimeMillis
         const payload =
           key === undefined
-            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
+            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId(), sentAt, sentOn: HOST })
             : new InvokePayload({
                 flowId,
                 rpc: rpc.name,
                 input: text,
                 requestId: keyedRequestId(key, rpc.name, text),
                 idempotencyKey: key,
-                sendId: requestId()
+                sentAt,
+                sentOn: HOST
               })
-        const output = yield* mapClusterErrors(flows(flowId).Invoke(payload))
+        const output = yield* deliver(
+          flows(flowId).Invoke(payload),
+          `RPC ${rpc.name} of Flow ${flowId}`,
+          timeoutMs,
+          shuttingDown
+        )
         return decodeJson(rpc.output, output)
       }).pipe(Metrics.measureRpc(metrics, _flow.type, rpc.name)),
     requestCommitted: (flowId, key) =>

@@ -63,6 +63,16 @@ export interface EngineConfigShape {
    * not checked. Default 64 MiB.
    */
   readonly maxFlowStateBytes: number
+  /**
+   * How long a client's write request (a start, an RPC, a publish, a timer skip, an attribute write, a stop)
+   * may take, resends included: the client sends a request whose answer was lost (the owner's runner died
+   * between its commit and its reply, the Flow's shard moved, the connection dropped) again with the same
+   * request ID, and the owner answers it from the reply its transition stored. Past this the call fails with
+   * EngineError; the request may have committed, and a retry with the same idempotency key (or start request ID)
+   * is answered from its stored reply. Default 60 s, at most 10 minutes (an owner remembers the replies it
+   * committed that long).
+   */
+  readonly requestTimeout?: Duration.Input | undefined
   /** History events kept per Flow run; older ones are pruned. Default 10,000. */
   readonly historyWindowEvents: number
   /** How long a closed Flow stays readable before every row of it is purged. Default 7 days. */
@@ -96,6 +106,9 @@ export const resolve = (config?: Partial<EngineConfigShape>): EngineConfigShape 
     maxConcurrentTasksDefaulted: config?.maxConcurrentTasks === undefined
   }
 }
+
+/** The default `requestTimeout`. */
+export const DEFAULT_REQUEST_TIMEOUT = Duration.seconds(60)
 
 /** The RPC reserve in effect: `rpcReserve`, or its default (one slot when there are at least two). */
 export const rpcReserveOf = (config: EngineConfigShape): number =>

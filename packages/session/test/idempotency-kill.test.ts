@@ -4,14 +4,15 @@
 // stored reply, read from the database) in the side-effect file before it prints the marker the parent kills on.
 //
 // Embedded: one worker process on a SQLite file (owner and caller die together; the retry comes from the next
-// process on the file). Cluster: the reply's row in cluster_replies is held back by a trigger, so the caller
-// cannot have had it when the owner dies; a new runner takes the Flow over and a client in it retries.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+// process on the file). Cluster: the owner stops at the engine's `reply` fault point for send_user_message (its
+// transition committed, its answer not sent), so the caller cannot have had the reply when the owner dies; a new
+// runner takes the Flow over and a client in it retries.
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { withAdminClient, withTestDatabase } from "../../engine/test/support/postgres.ts"
+import { withTestDatabase } from "../../engine/test/support/postgres.ts"
 import { fileLines, killAt, spawnSessionWorker, type WorkerResult, workerResult } from "./support/child.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-session-ack-"))
@@ -56,28 +57,12 @@ describe("a keyed send_user_message retried after a SIGKILL of the owner between
       const db = yield* withTestDatabase
       n++
       const side = join(dir, `side-${n}.log`)
-      const go = join(dir, `go-${n}`)
-      const first = yield* spawnSessionWorker({ db, side, env: { GO_FILE: go } }, "sendkeyed", "c1", "hello", "key-c1")
-      yield* first.waitFor("READY")
-      // the engine's tables exist now; hold back the reply of every keyed request while hold_replies has a row
-      yield* withAdminClient(db, (sql) =>
-        Effect.gen(function* () {
-          yield* sql.unsafe(`CREATE TABLE hold_replies (on_hold BOOLEAN)`)
-          yield* sql.unsafe(`INSERT INTO hold_replies VALUES (true)`)
-          yield* sql.unsafe(`CREATE FUNCTION hold_reply() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-              IF EXISTS (SELECT 1 FROM cluster_messages m WHERE m.id = NEW.request_id
-                         AND m.payload LIKE '%idempotencyKey%') THEN
-                WHILE EXISTS (SELECT 1 FROM hold_replies) LOOP PERFORM pg_sleep(0.05); END LOOP;
-              END IF;
-              RETURN NEW;
-            END $$`)
-          yield* sql.unsafe(
-            `CREATE TRIGGER hold_reply BEFORE INSERT ON cluster_replies FOR EACH ROW EXECUTE FUNCTION hold_reply()`
-          )
-        })
-      )
-      writeFileSync(go, "")
+      const held = {
+        DURABLE_ENGINE_PAUSE_AT: "reply",
+        DURABLE_ENGINE_PAUSE_DETAIL: "send_user_message",
+        DURABLE_ENGINE_PAUSE_RELEASE: join(dir, `never-${n}`)
+      }
+      const first = yield* spawnSessionWorker({ db, side, env: held }, "sendkeyed", "c1", "hello", "key-c1")
       yield* killAt(first, "COMMITTED key-c1")
       const lines = fileLines(side)
       assert.include(lines, "committed key-c1")
@@ -85,7 +70,6 @@ describe("a keyed send_user_message retried after a SIGKILL of the owner between
         lines.some((l) => l.startsWith("acked")),
         "the caller never had the reply"
       )
-      yield* withAdminClient(db, (sql) => sql.unsafe(`DELETE FROM hold_replies`))
       const second = yield* spawnSessionWorker({ db, side }, "chatkeyed", "c1", "hello", "key-c1", "1")
       assert.strictEqual(yield* second.waitFor("SENT", 60_000), "true")
       const result = yield* workerResult(second)

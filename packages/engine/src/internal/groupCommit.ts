@@ -1,6 +1,14 @@
 // Group commit: transitions of different Flows that are ready in the same event-loop turn share one
-// SQLite transaction (one fsync), each inside its own savepoint, so one that fails or is fenced rolls back
-// alone. Postgres commits each transition on its own pooled connection instead.
+// transaction (one COMMIT, one WAL flush), each inside its own savepoint, so one that fails or is fenced rolls
+// back alone. On SQLite every group is one of the file's write transactions. On Postgres a group holds at most
+// `PG_GROUP_LIMIT` transitions (its statements run one after another on one pooled connection, so a group that
+// is too large waits on round trips instead of fsyncs), and groups run side by side on the pool.
+//
+// Fencing on Postgres, per transition and unchanged by grouping (the engine README, "Group commit"): a
+// transition's first statement share-locks its Flow's owner row (`fenceCheck`) and its last one checks the
+// Flow's shard lock (`requireLease`); both are inside its savepoint. The row lock is held until the group's
+// COMMIT, so a new owner's claim, which updates that row, waits for the COMMIT and then loads what it
+// committed; a lease check that fails rolls its savepoint back, and the other transitions of the group commit.
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -14,6 +22,9 @@ interface Pending {
   readonly done: Deferred.Deferred<unknown, unknown>
 }
 
+/** The most transitions one Postgres group holds. */
+export const PG_GROUP_LIMIT = 16
+
 /** Runs one transition's writes in a transaction, possibly shared with other Flows' transitions. */
 export class GroupCommit extends Context.Service<
   GroupCommit,
@@ -23,35 +34,46 @@ export class GroupCommit extends Context.Service<
     GroupCommit,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const grouped = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
-      if (!grouped) {
-        return { run: <A, E>(effect: Effect.Effect<A, E>) => sql.withTransaction(effect) }
-      }
+      const limit = sql.onDialectOrElse({ sqlite: () => Number.POSITIVE_INFINITY, orElse: () => PG_GROUP_LIMIT })
       let pending: Array<Pending> = []
-      const flush = Effect.gen(function* () {
+      const flush = (batch: ReadonlyArray<Pending>) =>
+        Effect.gen(function* () {
+          // a flush scheduled for a group that already went when it filled up
+          if (batch.length === 0) return
+          if (batch.length === 1) {
+            const only = batch[0]!
+            const exit = yield* Effect.exit(sql.withTransaction(only.effect))
+            yield* Deferred.done(only.done, exit)
+            return
+          }
+          const outer = yield* Effect.exit(
+            sql.withTransaction(Effect.forEach(batch, (p) => Effect.exit(sql.withTransaction(p.effect))))
+          )
+          if (Exit.isFailure(outer)) {
+            for (const p of batch) yield* Deferred.done(p.done, outer)
+            return
+          }
+          for (let i = 0; i < batch.length; i++) yield* Deferred.done(batch[i]!.done, outer.value[i]!)
+        })
+      const flushPending = Effect.suspend(() => {
         const batch = pending
         pending = []
-        if (batch.length === 1) {
-          const only = batch[0]!
-          const exit = yield* Effect.exit(sql.withTransaction(only.effect))
-          yield* Deferred.done(only.done, exit)
-          return
-        }
-        const outer = yield* Effect.exit(
-          sql.withTransaction(Effect.forEach(batch, (p) => Effect.exit(sql.withTransaction(p.effect))))
-        )
-        if (Exit.isFailure(outer)) {
-          for (const p of batch) yield* Deferred.done(p.done, outer)
-          return
-        }
-        for (let i = 0; i < batch.length; i++) yield* Deferred.done(batch[i]!.done, outer.value[i]!)
+        return flush(batch)
       })
       const run = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError> =>
         Effect.suspend(() => {
           const done = Deferred.makeUnsafe<unknown, unknown>()
           pending.push({ effect, done })
-          // the first transition of a group schedules the flush after the others of this turn have joined
-          const start = pending.length === 1 ? Effect.forkDetach(Effect.andThen(Effect.yieldNow, flush)) : Effect.void
+          let start: Effect.Effect<unknown> = Effect.void
+          if (pending.length >= limit) {
+            // a full Postgres group goes now; the next transition opens another
+            const batch = pending
+            pending = []
+            start = Effect.forkDetach(flush(batch))
+          } else if (pending.length === 1) {
+            // the first transition of a group schedules the flush after the others of this turn have joined
+            start = Effect.forkDetach(Effect.andThen(Effect.yieldNow, flushPending))
+          }
           // the deferred holds exactly what `effect` produced (or the transaction's SqlError)
           return Effect.andThen(start, Deferred.await(done)) as Effect.Effect<A, E | SqlError>
         })

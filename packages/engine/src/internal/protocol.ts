@@ -1,5 +1,10 @@
-// Requests from other processes to a Flow's owner, as effect/cluster entity messages.
+// Requests to a Flow's owner, as effect/cluster entity messages. Start, Invoke and Control are volatile
+// (effect/cluster's non-persisted RPC: no message row, no stored cluster reply); the owner's transition stores
+// the answer under the request ID (`dex_replies`, or the Flow row's `request_id` for a start), and the client
+// sends a request whose answer it lost again with the same request ID (`Client.ts`, `deliver`). Only Wake,
+// the timer of a waiting Flow, is persisted: it must outlive every process.
 import { createHash } from "node:crypto"
+import { hostname } from "node:os"
 import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
 import * as DateTime from "effect/DateTime"
 import * as PrimaryKey from "effect/PrimaryKey"
@@ -34,6 +39,10 @@ export class WakePayload extends Schema.Class<WakePayload>("@durable-agent/engin
   }
 }
 
+/**
+ * A start. A repeat with the same `requestId` (a client's retry after a lost answer) is answered with the run
+ * it started: the Flow row keeps the request ID of the start that made it.
+ */
 export class StartPayload extends Schema.Class<StartPayload>("@durable-agent/engine/Start")({
   flowId: Schema.String,
   flowType: Schema.String,
@@ -46,11 +55,7 @@ export class StartPayload extends Schema.Class<StartPayload>("@durable-agent/eng
   executionTimeoutMs: Schema.optional(Schema.Number),
   /** Whether a closed Flow's ID may start a new run (default `reject`). */
   idReusePolicy: Schema.optional(Schema.Literals(["reject", "allowIfClosed", "allowIfFailed"]))
-}) {
-  [PrimaryKey.symbol]() {
-    return `start/${this.requestId}`
-  }
-}
+}) {}
 
 export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/engine/Invoke")({
   flowId: Schema.String,
@@ -59,18 +64,25 @@ export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/e
   /** The reply is stored under it: a random ID, or {@link keyedRequestId} of the caller's key. */
   requestId: Schema.String,
   /**
-   * The caller's idempotency key, when it gave one. Each send of a keyed request is then its own cluster
-   * message (`sendId`): a retry is answered from the stored reply by the owner, and never from a failure the
-   * cluster stored for an earlier send (a lock conflict, an unreachable runner).
+   * The caller's idempotency key, when it gave one: the owner refuses the key with other arguments
+   * (IdempotencyKeyReused). A retry of the same call, by the caller or by the client after a lost answer, is
+   * answered from the stored reply.
    */
   idempotencyKey: Schema.optional(Schema.String),
-  sendId: Schema.optional(Schema.String)
-}) {
-  [PrimaryKey.symbol]() {
-    // a keyed request ID is up to 270 characters, over the cluster's 255 for a message ID
-    return `rpc/${this.sendId ?? this.requestId}`
-  }
-}
+  /** When the client first sent it (its clock, ms): the owner reads no stored reply for a request sent after its claim. */
+  sentAt: Schema.optional(Schema.Number),
+  /** The host whose clock `sentAt` is (one clock on one host: no skew to allow for). */
+  sentOn: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * How long an owner remembers a reply it committed, for a request sent again to it (`owner.ts`, `replyOf`):
+ * longer than any client's `requestTimeout` (the client clamps it to this).
+ */
+export const REPLY_MEMORY_MS = 10 * 60 * 1000
+
+/** This host, as requests name the clock of their `sentAt`. */
+export const HOST = hostname()
 
 /** The prefix of a keyed request ID; the key starts after it and a 64-digit fingerprint (70 characters). */
 export const KEYED_PREFIX = "idem/"
@@ -103,17 +115,34 @@ const ControlCommand = Schema.Union([
   })
 ])
 
+/** A publish, timer skip, attribute write or stop; its transition stores `true` under `requestId`. */
 export class ControlPayload extends Schema.Class<ControlPayload>("@durable-agent/engine/Control")({
   flowId: Schema.String,
   requestId: Schema.String,
-  command: ControlCommand
-}) {
-  [PrimaryKey.symbol]() {
-    return `control/${this.requestId}`
-  }
-}
+  command: ControlCommand,
+  /** When the client first sent it (its clock, ms), and on which host; see {@link InvokePayload}. */
+  sentAt: Schema.optional(Schema.Number),
+  sentOn: Schema.optional(Schema.String)
+}) {}
 
-const StartError = Schema.Union([FlowAlreadyStarted, DefinitionError, EngineError, ValueTooLarge, InvalidInput])
+/**
+ * The owner did not serve the request and committed nothing for it: its commit was refused (another runner
+ * took the Flow over, or this runner lost the Flow's shard lock) or failed. Never reaches the caller: the client
+ * sends the request again, with the same request ID, to whichever runner owns the Flow then.
+ */
+export class RequestNotServed extends Schema.TaggedError<RequestNotServed>()("RequestNotServed", {
+  flowId: Schema.String,
+  reason: Schema.String
+}) {}
+
+const StartError = Schema.Union([
+  FlowAlreadyStarted,
+  DefinitionError,
+  EngineError,
+  ValueTooLarge,
+  InvalidInput,
+  RequestNotServed
+])
 const InvokeError = Schema.Union([
   FlowNotFound,
   IdempotencyKeyReused,
@@ -124,7 +153,8 @@ const InvokeError = Schema.Union([
   ValueTooLarge,
   DefinitionError,
   EngineError,
-  InvalidInput
+  InvalidInput,
+  RequestNotServed
 ])
 const ControlError = Schema.Union([
   FlowNotFound,
@@ -133,22 +163,26 @@ const ControlError = Schema.Union([
   ValueTooLarge,
   DefinitionError,
   InvalidInput,
-  RpcLockConflict
+  RpcLockConflict,
+  RequestNotServed
 ])
 
 /**
- * Requests from other processes are persisted messages: saved with dedupe by request ID, delivered to
- * the Flow's owner (again after a failover) and answered once. The handler's transition stores its reply
- * itself (`dex_replies`), so the reply save needs no transaction of its own.
+ * A persisted message: saved by effect/cluster before delivery and delivered to the Flow's owner again after a
+ * failover. Only Wake is: it is sent in the transaction of the transition that arms the timer (the cluster's
+ * transactional outbox), and nobody waits for its answer.
  */
 const persisted = <R extends Rpc.Any>(rpc: R): R =>
   // `Rpc.Any` does not expose `annotate` in its type; every concrete Rpc has it
   (rpc as any).annotate(ClusterSchema.Persisted, true)
 
-/** The Flow entity: one owner per Flow, which runs its Steps and commits its transitions. */
+/**
+ * The Flow entity: one owner per Flow, which runs its Steps and commits its transitions. Start, Invoke and
+ * Control are volatile requests (no cluster message row; the transition stores the answer), Wake is persisted.
+ */
 export const FlowEntity = Entity.make("DexFlow", [
-  persisted(Rpc.make("Start", { payload: StartPayload, success: Schema.String, error: StartError })),
-  persisted(Rpc.make("Invoke", { payload: InvokePayload, success: Schema.String, error: InvokeError })),
+  Rpc.make("Start", { payload: StartPayload, success: Schema.String, error: StartError }),
+  Rpc.make("Invoke", { payload: InvokePayload, success: Schema.String, error: InvokeError }),
   persisted(Rpc.make("Wake", { payload: WakePayload, error: EngineError })),
-  persisted(Rpc.make("Control", { payload: ControlPayload, success: Schema.Boolean, error: ControlError }))
+  Rpc.make("Control", { payload: ControlPayload, success: Schema.Boolean, error: ControlError })
 ])
