@@ -442,10 +442,30 @@ export const withSession = <A, E>(
 export interface SuiteOptions {
   /** The engines to run on, by name; the embedded engine alone by default. */
   readonly engines?: Readonly<Record<string, EngineFactory>> | undefined
+  /**
+   * The bound of each wait of the matrix and control cases (a turn, an approval, a model call): 20 s by
+   * default. A runner whose framework is a slow process (a CLI harness on a loaded machine) sets a longer one;
+   * each of those tests then may take this bound and 90 s more.
+   */
+  readonly timeout?: Duration.Input | undefined
 }
 
 const enginesOf = (options: SuiteOptions | undefined): ReadonlyArray<readonly [string, EngineFactory]> =>
   Object.entries(options?.engines ?? { embedded: embeddedEngine })
+
+/** The suite's waits with the bound of `options`, and `it.live` with the test timeout that goes with it. */
+const waitsOf = (options: SuiteOptions | undefined) => {
+  const timeout = options?.timeout
+  const testTimeout = timeout === undefined ? undefined : Duration.toMillis(timeout) + 90_000
+  return {
+    eventually: <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>
+      eventually(effect, predicate, what, timeout),
+    awaitSnapshot: (sessionId: string, predicate: (s: Wire.AgentSnapshot) => boolean, what: string) =>
+      awaitSnapshot(sessionId, predicate, what, timeout),
+    awaitTurns: (sessionId: string, turns: number) => awaitTurns(sessionId, turns, timeout),
+    live: <A, E>(name: string, self: () => Effect.Effect<A, E, never>) => it.live(name, self, testTimeout)
+  }
+}
 
 /**
  * The spec's matrix cases that run in one process, for every engine of `options`.
@@ -455,6 +475,7 @@ const enginesOf = (options: SuiteOptions | undefined): ReadonlyArray<readonly [s
  */
 export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): void => {
   for (const [engineName, engine] of enginesOf(options)) {
+    const { awaitSnapshot, awaitTurns, live } = waitsOf(options)
     const session = <A, E>(
       script: ReadonlyArray<ScriptEntry>,
       body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
@@ -462,7 +483,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
     ) => withSession(harness, engine, script, body, sessionOptions)
 
     describe(`${harness.name} on the ${engineName} engine: the session matrix`, () => {
-      it.live(
+      live(
         "1. two model calls and a READ tool: RunModel -> CallTool -> ResumeTurn -> RunModel; the history replays",
         () =>
           session(
@@ -514,7 +535,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      it.live("2. parallel tool calls of one response run as parallel Steps, with per-call idempotency keys", () =>
+      live("2. parallel tool calls of one response run as parallel Steps, with per-call idempotency keys", () =>
         session(
           [
             {
@@ -543,7 +564,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
         )
       )
 
-      it.live(
+      live(
         "3+7. a write that needs approval waits beside a READ tool, runs once after approval; a second resolve is false",
         () =>
           session(
@@ -581,7 +602,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      it.live(
+      live(
         '7. an approval deadline rejects the call with "approval deadline passed"; resolving after it is false',
         () =>
           session(
@@ -599,7 +620,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      it.live("4. a rejected write never runs, and the model sees the rejection message", () =>
+      live("4. a rejected write never runs, and the model sees the rejection message", () =>
         session(
           [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "bob" } }] }, { text: "OK, I will not." }],
           (kit) =>
@@ -621,7 +642,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
         )
       )
 
-      it.live(
+      live(
         "a single-attempt write whose tool throws records failed with the error, runs once, and the model sees it",
         () =>
           session(
@@ -642,40 +663,38 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      it.live(
-        "8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated",
-        () =>
-          session(
-            [
-              { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
-              { fail: "provider down 1" },
-              { fail: "provider down 2" },
-              { fail: "provider down 3" },
-              { text: "Recovered." }
-            ],
-            (kit) =>
-              Effect.gen(function* () {
-                const client = yield* AgentSessionClient.AgentSessionClient
-                yield* client.startSession("m8", { initialMessage: "save hello" })
-                const failed = yield* awaitTurns("m8", 1)
-                assert.strictEqual(kit.count("save_note"), 1)
-                assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
-                const note = failed.messages[failed.messages.length - 1]!
-                assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
-                assert.include(note.text ?? "", "save_note")
-                assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
-                yield* awaitTurns("m8", 2)
-                const last = kit.player.calls().at(-1)!
-                assert.isTrue(
-                  last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
-                  "the next model call sees the turn-failure note"
-                )
-                assert.strictEqual(kit.count("save_note"), 1)
-              })
-          )
+      live("8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated", () =>
+        session(
+          [
+            { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
+            { fail: "provider down 1" },
+            { fail: "provider down 2" },
+            { fail: "provider down 3" },
+            { text: "Recovered." }
+          ],
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              yield* client.startSession("m8", { initialMessage: "save hello" })
+              const failed = yield* awaitTurns("m8", 1)
+              assert.strictEqual(kit.count("save_note"), 1)
+              assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
+              const note = failed.messages[failed.messages.length - 1]!
+              assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
+              assert.include(note.text ?? "", "save_note")
+              assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
+              yield* awaitTurns("m8", 2)
+              const last = kit.player.calls().at(-1)!
+              assert.isTrue(
+                last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
+                "the next model call sees the turn-failure note"
+              )
+              assert.strictEqual(kit.count("save_note"), 1)
+            })
+        )
       )
 
-      it.live(
+      live(
         "10+11. a message sent during a turn is queued and handled after it; the snapshot returns the conversation",
         () =>
           session([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], (kit) =>
@@ -724,8 +743,9 @@ const DURABLE_WAIT_CALL = { id: "w1", name: "durable_wait", arguments: { seconds
  */
 export const controlSuite = (harness: RunnerHarness, options?: SuiteOptions): void => {
   for (const [engineName, engine] of enginesOf(options)) {
+    const { eventually, awaitSnapshot, awaitTurns, live } = waitsOf(options)
     describe(`${harness.name} on the ${engineName} engine: turn controls and built-in tools`, () => {
-      it.live(
+      live(
         "cancel_turn aborts the running model call; the turn ends cancelled and the next message gets an answer",
         () =>
           withSession(
@@ -769,7 +789,7 @@ export const controlSuite = (harness: RunnerHarness, options?: SuiteOptions): vo
           )
       )
 
-      it.live("ask_user: offered when enabled, answered through answerQuestion, the turn resumes with the answer", () =>
+      live("ask_user: offered when enabled, answered through answerQuestion, the turn resumes with the answer", () =>
         withSession(
           harness,
           engine,
@@ -810,7 +830,7 @@ export const controlSuite = (harness: RunnerHarness, options?: SuiteOptions): vo
         )
       )
 
-      it.live(
+      live(
         "durable_wait: a durable timer that SkipTimer ends; a built-in the session did not enable is not offered",
         () =>
           withSession(
@@ -844,7 +864,7 @@ export const controlSuite = (harness: RunnerHarness, options?: SuiteOptions): vo
           )
       )
 
-      it.live("no built-in is offered when the session enables none", () =>
+      live("no built-in is offered when the session enables none", () =>
         withSession(harness, engine, [{ text: "Hi." }], (kit) =>
           Effect.gen(function* () {
             const client = yield* AgentSessionClient.AgentSessionClient

@@ -1,12 +1,12 @@
 // The runner kit's conformance suite for the Claude Agent SDK runner, on one engine: the kit's control
-// suite as it is, and the kit's matrix cases adapted where the whole-turn harness differs (the README's
-// "Conformance" section lists each adaptation): a READ tool runs inline inside the RunModel (no CallTool
-// Step, no record, the two model calls in one RunModel), so cases 1, 2 and 3+7 assert that shape; the
-// other cases are the kit's own.
+// suite as it is (with a 150 s bound on its waits), and the kit's matrix cases adapted where the whole-turn
+// harness differs (the README's "Conformance" section lists each adaptation): a READ tool runs inline inside
+// the RunModel (no CallTool Step, no record, the two model calls in one RunModel), so cases 1, 2 and 3+7
+// assert that shape; the other cases are the kit's own.
 
-import { Client as EngineClient } from "@durable-agent/engine"
+import type { Client as EngineClient } from "@durable-agent/engine"
 import {
-  allEvents,
+  controlSuite,
   type EngineFactory,
   type Kit,
   type ScriptEntry,
@@ -14,182 +14,18 @@ import {
   stepShape,
   withSession
 } from "@durable-agent/runner-kit/Conformance"
-import { AgentSessionClient, BuiltInTools, Wire } from "@durable-agent/session"
+import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Schedule from "effect/Schedule"
 import { harness } from "../harness.ts"
 // the package's own waits (150 s): the binary is a real process, slow on a loaded machine
 import { awaitSnapshot, awaitTurns } from "../support.ts"
 
 const TIMEOUT = { timeout: 240_000 }
 
-/** Polls until `predicate` holds (150 s at most, as the package's other waits). */
-const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>
-  effect.pipe(
-    Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: predicate }),
-    Effect.timeoutOrElse({
-      duration: "150 seconds",
-      orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
-    })
-  )
-
-/** The ask_user call of the control suite. */
-const ASK_USER_CALL = {
-  id: "q1",
-  name: "ask_user",
-  arguments: { question: "Which city?", choices: ["Paris", "Rome"], allows_free_text: false }
-} as const
-
-/** The durable_wait call of the control suite. */
-const DURABLE_WAIT_CALL = { id: "w1", name: "durable_wait", arguments: { seconds: 3600, reason: "cool down" } } as const
-
-/**
- * The kit's control suite (`controlSuite`) case by case, with the package's 150 s waits instead of the kit's
- * 20 s (the binary is a real process on a loaded machine); the cases and their assertions are the kit's.
- */
-const controlCases = (engineName: string, engine: EngineFactory): void => {
-  describe(`${harness.name} on the ${engineName} engine: turn controls and built-in tools`, () => {
-    it.live(
-      "cancel_turn aborts the running model call; the turn ends cancelled and the next message gets an answer",
-      () =>
-        withSession(harness, engine, [{ text: "never seen", delay: "10 minutes" }, { text: "Second answer." }], (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("c1", { initialMessage: "think hard" })
-            yield* eventually(
-              Effect.sync(() => kit.player.calls().length),
-              (n) => n === 1,
-              "the model call"
-            )
-            assert.deepStrictEqual(kit.player.aborted(), [])
-            // the scripted call waits ten minutes: a turn that ends at all shows the call was given up
-            assert.isTrue(yield* client.cancelTurn("c1"))
-            const done = yield* awaitTurns("c1", 1)
-            yield* eventually(Effect.sync(kit.player.aborted), (a) => a.length === 1, "the model to see the abort")
-            assert.strictEqual(done.state?.lastTurnError, null)
-            assert.deepStrictEqual(
-              done.messages.map((m) => [m.role, m.text]),
-              [["user", "think hard"]]
-            )
-            const cancelled = (yield* allEvents("c1")).filter((e) => e.event.type === "turn_cancelled")
-            assert.strictEqual(cancelled.length, 1)
-            assert.deepStrictEqual(yield* stepShape("c1"), [
-              "StartAgentSession",
-              "RunModel",
-              "FinishTurnCancellation",
-              "ApplyTurnControl",
-              "AwaitUserMessage"
-            ])
-            assert.isTrue(yield* client.sendUserMessage("c1", "again"))
-            const next = yield* awaitTurns("c1", 2)
-            assert.strictEqual(next.messages.at(-1)?.text, "Second answer.")
-            assert.strictEqual(kit.player.calls().length, 2)
-            assert.deepStrictEqual(kit.player.aborted(), [0], "the second call ran to its end")
-          })
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "ask_user: offered when enabled, answered through answerQuestion, the turn resumes with the answer",
-      () =>
-        withSession(
-          harness,
-          engine,
-          [{ toolCalls: [ASK_USER_CALL] }, { text: "Paris it is." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("b1", { initialMessage: "plan a trip" })
-              const waiting = yield* awaitSnapshot("b1", (s) => s.pendingInterrupts.length === 1, "the question")
-              const interrupt = waiting.pendingInterrupts[0]!
-              assert.deepStrictEqual(
-                [interrupt.interruptId, interrupt.kind, interrupt.question, interrupt.choices],
-                ["q1", "question", "Which city?", ["Paris", "Rome"]]
-              )
-              assert.isTrue(yield* client.answerQuestion("b1", { interruptId: "q1", answer: "Paris" }))
-              const done = yield* awaitTurns("b1", 1)
-              assert.deepStrictEqual(kit.toolResults(1), { q1: '{"status":"answered","answer":"Paris"}' })
-              assert.strictEqual(done.messages.at(-1)?.text, "Paris it is.")
-              assert.deepStrictEqual(yield* stepShape("b1"), [
-                "StartAgentSession",
-                "RunModel",
-                "AwaitQuestionAnswer",
-                "ResumeTurn",
-                "RunModel",
-                "AwaitUserMessage"
-              ])
-              const offered = [...kit.player.calls()[0]!.offeredTools].sort()
-              assert.deepStrictEqual(offered, [
-                "ask_user",
-                "durable_wait",
-                "flaky_write",
-                "get_weather",
-                "save_note",
-                "send_email"
-              ])
-            }),
-          { builtInTools: ["ask_user", "durable_wait"] }
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "durable_wait: a durable timer that SkipTimer ends; a built-in the session did not enable is not offered",
-      () =>
-        withSession(
-          harness,
-          engine,
-          [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: "Done waiting." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              const engineClient = yield* EngineClient.Client
-              yield* client.startSession("b2", { initialMessage: "wait an hour" })
-              yield* awaitSnapshot("b2", (s) => s.toolCalls.some((c) => c.status === "waiting_for_timer"), "the wait")
-              assert.include(kit.player.calls()[0]!.offeredTools, "durable_wait")
-              assert.notInclude(kit.player.calls()[0]!.offeredTools, "ask_user")
-              const steps = yield* engineClient.stepExecutions("b2").pipe(
-                Effect.repeat({
-                  schedule: Schedule.spaced("30 millis"),
-                  until: (steps) => steps.some((s) => s.stepType === "AwaitTimer" && s.status === "waiting")
-                })
-              )
-              const timer = steps.find((s) => s.stepType === "AwaitTimer" && s.status === "waiting")!
-              assert.isTrue(yield* engineClient.skipTimer("b2", timer.stepExecutionId, 0))
-              const done = yield* awaitTurns("b2", 1)
-              const result = JSON.parse(kit.toolResults(1).w1!) as { status: string; reason: string }
-              assert.strictEqual(result.status, "completed")
-              assert.strictEqual(result.reason, "cool down")
-              assert.strictEqual(done.messages.at(-1)?.text, "Done waiting.")
-              assert.strictEqual(kit.count("get_weather") + kit.count("save_note"), 0)
-            }),
-          { builtInTools: ["durable_wait"] }
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "no built-in is offered when the session enables none",
-      () =>
-        withSession(harness, engine, [{ text: "Hi." }], (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("b3", { initialMessage: "hello" })
-            yield* awaitTurns("b3", 1)
-            const offered = kit.player.calls()[0]!.offeredTools
-            for (const d of BuiltInTools.definitions) assert.notInclude(offered, d.name)
-            assert.strictEqual(kit.player.calls().length, 1)
-          })
-        ),
-      TIMEOUT
-    )
-  })
-}
-
 export const conformanceSuite = (engineName: string, engine: EngineFactory): void => {
-  controlCases(engineName, engine)
+  // the kit's control suite as it is, with the package's 150 s bound on its waits
+  controlSuite(harness, { engines: { [engineName]: engine }, timeout: "150 seconds" })
 
   const session = <A, E>(
     script: ReadonlyArray<ScriptEntry>,
