@@ -40,6 +40,7 @@ import {
   EffectClass,
   Replay,
   RunState,
+  SourceTools,
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
@@ -106,6 +107,15 @@ export interface ClaudeAgent {
   /** Appended to Claude Code's system prompt. */
   readonly instructions?: string | undefined
   readonly tools?: Readonly<Record<string, ClaudeTool<any>>> | undefined
+  /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)` of the runner kit):
+   * each is one more tool of the in-process MCP server, its input schema the zod form of its JSON Schema
+   * (`z.fromJSONSchema`). Its policy is its own effect and approval unless the session has a `ToolPolicy` for
+   * it (`SourceTools.resolvePolicy`); a read without approval runs inline like the agent's own reads, any
+   * other call is deferred to its own tool Step, whose record keeps the tool's `toolSourceReference`. A name
+   * of `tools` wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
   /**
    * Built-in Claude Code tools to enable (such as `["Read", "Grep"]`); none by default. They run inside
    * the harness and are at-least-once: a RunModel retry repeats them.
@@ -238,6 +248,40 @@ const builtInShapes: Readonly<Record<string, z.ZodRawShape>> = Object.fromEntrie
   })
 )
 
+/** A JSON Schema's zod object schema, or undefined when zod cannot read it. */
+const zodOfJsonSchema = (parameters: { readonly [key: string]: unknown }): z.ZodObject | undefined => {
+  try {
+    const schema = z.fromJSONSchema(parameters as Parameters<typeof z.fromJSONSchema>[0])
+    return schema instanceof z.ZodObject ? schema : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A JSON-Schema tool as a runner tool: its zod shape (each property as `z.any()` when zod cannot read the
+ * schema, so no argument is dropped) and the full schema its deferred calls are validated with.
+ */
+const fromJsonSchemaTool = (
+  t: SourceTools.JsonSchemaTool
+): { readonly tool: ClaudeTool; readonly schema: z.ZodObject | undefined } => {
+  const schema = zodOfJsonSchema(t.parameters)
+  const properties = (t.parameters.properties ?? {}) as Readonly<Record<string, unknown>>
+  const shape: z.ZodRawShape =
+    schema !== undefined
+      ? (schema.shape as z.ZodRawShape)
+      : Object.fromEntries(Object.keys(properties).map((k) => [k, z.any()]))
+  return {
+    tool: {
+      description: t.description,
+      inputSchema: shape,
+      effect: t.effect,
+      execute: (input, options) => t.execute(input as { readonly [key: string]: unknown }, options)
+    },
+    schema
+  }
+}
+
 /** The turn's messages so far, with a result message for each call the run state waited for. */
 const turnMessagesOf = (turn: Runner.AgentTurnContext, state: TurnRunState | undefined) => [
   ...((state?.messages ?? []) as ReadonlyArray<Runner.FrameworkMessage>),
@@ -246,9 +290,26 @@ const turnMessagesOf = (turn: Runner.AgentTurnContext, state: TurnRunState | und
 
 /** Builds the runner. */
 export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools: Readonly<Record<string, ClaudeTool<any>>> = agent.tools ?? {}
-  const policyOf = (turn: Runner.AgentTurnContext, name: string) =>
-    EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined)
+  const ownTools: Readonly<Record<string, ClaudeTool<any>>> = agent.tools ?? {}
+  const jsonTools = new Map(
+    (agent.jsonSchemaTools ?? []).filter((t) => !Object.hasOwn(ownTools, t.name)).map((t) => [t.name, t] as const)
+  )
+  const converted = new Map([...jsonTools].map(([name, t]) => [name, fromJsonSchemaTool(t)] as const))
+  const tools: Readonly<Record<string, ClaudeTool<any>>> = {
+    ...Object.fromEntries([...converted].map(([name, c]) => [name, c.tool])),
+    ...ownTools
+  }
+  const policyOf = (turn: Runner.AgentTurnContext, name: string) => {
+    const json = jsonTools.get(name)
+    return json !== undefined
+      ? SourceTools.resolvePolicy(turn, json)
+      : EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined)
+  }
+  /** The record's tool source reference of a JSON-Schema tool (an MCP tool's server and name). */
+  const sourceReferenceOf = (name: string) => {
+    const reference = jsonTools.get(name)?.toolSourceReference
+    return reference === undefined ? {} : { toolSourceReference: reference }
+  }
 
   const runModelStep = Effect.fn("ClaudeAgentSdkRunner.runModelStep")(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
@@ -479,7 +540,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
             toolCallId: deferred.id,
             toolName: name,
             arguments: JSON.stringify(deferred.input ?? {}),
-            policy: policyOf(turn, name)
+            policy: policyOf(turn, name),
+            ...sourceReferenceOf(name)
           }
         ],
         usage,
@@ -522,7 +584,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     const name = call.toolCall.toolName
     const t = Object.hasOwn(tools, name) ? tools[name] : undefined
     if (t === undefined) return yield* ToolCall.unknownTool(call)
-    const schema = z.object(t.inputSchema)
+    // a JSON-Schema tool is validated by the zod form of its whole schema, an own tool by its shape
+    const schema = converted.get(name)?.schema ?? z.object(t.inputSchema)
     return yield* ToolCall.run(call, {
       validate: (raw) => {
         const parsed = schema.safeParse(raw)

@@ -15,7 +15,7 @@ import { EVERYTHING_SERVER } from "../../../mcp/test/support.ts"
 const stdio = { command: process.execPath, args: [EVERYTHING_SERVER, "stdio"] }
 
 /** The everything server as a source whose `callTool` requests are recorded. */
-const recordedSource = (requests: Array<{ readonly toolName: string; readonly idempotencyKey: string }>) =>
+export const recordedSource = (requests: Array<{ readonly toolName: string; readonly idempotencyKey: string }>) =>
   Effect.map(
     McpToolSource.make({ servers: { everything: stdio } }),
     (source): SourceTools.Source => ({
@@ -30,7 +30,7 @@ const recordedSource = (requests: Array<{ readonly toolName: string; readonly id
   )
 
 /** The harness's tools from the source, each with the effect its annotations (or `policies`) give. */
-const sourceTools = (source: SourceTools.Source, policies?: Readonly<Record<string, Policy.ToolPolicy>>) =>
+export const sourceTools = (source: SourceTools.Source, policies?: Readonly<Record<string, Policy.ToolPolicy>>) =>
   SourceTools.tools(source, policies).map((t): Conformance.SuiteTool => ({ ...t, effect: t.effect ?? "unclassified" }))
 
 /** The offered name of a source tool: the tool's own name, or the framework's rewrite of it. */
