@@ -20,6 +20,11 @@
  * through `EventWriter`; usage and the model's name come from the query's result message.
  * `turn.cancellationSignal` aborts the query.
  *
+ * The harness writes its transcript while the query runs, outside the Step's transaction: each RunModel
+ * records the transcript's position in its committed state, and each attempt first cuts the transcript back to
+ * the committed position, so a retry continues from what the record knows (the prompt once; the inline reads
+ * and model calls of the query again).
+ *
  * @since 0.1.0
  */
 import * as Crypto from "node:crypto"
@@ -150,7 +155,9 @@ const RunStateSchema = Schema.Struct({
   v: Schema.Literal(1),
   messages: Schema.Array(Schema.Unknown),
   pending: Schema.Array(RunState.PendingCall),
-  costUsd: Schema.Number
+  costUsd: Schema.Number,
+  /** The harness transcript's position when the RunModel that wrote this state ended (absent before 0.1.0's transcript points). */
+  transcript: Schema.optional(Schema.Number)
 })
 type TurnRunState = typeof RunStateSchema.Type
 const runState = RunState.make(RunStateSchema)
@@ -168,11 +175,100 @@ export const sessionIdOf = (flowId: string): string => {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`
 }
 
-/** Whether the harness already keeps a transcript of this session under `configDir`. */
-const transcriptExists = (configDir: string, sessionId: string): boolean => {
+/** The harness's local transcript files of this session under `configDir` (one per project directory). */
+const localTranscripts = (configDir: string, sessionId: string): ReadonlyArray<string> => {
   const projects = Path.join(configDir, "projects")
-  if (!Fs.existsSync(projects)) return false
-  return Fs.readdirSync(projects).some((d) => Fs.existsSync(Path.join(projects, d, `${sessionId}.jsonl`)))
+  if (!Fs.existsSync(projects)) return []
+  return Fs.readdirSync(projects)
+    .map((d) => Path.join(projects, d, `${sessionId}.jsonl`))
+    .filter((f) => Fs.existsSync(f))
+}
+
+const linesOf = (file: string): ReadonlyArray<string> =>
+  Fs.readFileSync(file, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+
+/**
+ * The harness transcript of a session as the runner reads and cuts it: the `sessionStore`'s main transcript
+ * when there is one (the harness resumes from the store), else the JSONL file under `configDir`. A position
+ * is a number of entries.
+ */
+interface Transcript {
+  /** The position of the last entry, 0 when there is none. */
+  readonly point: () => Promise<number>
+  /** Drops every entry after `point` (the local files too when `point` is 0); the last position left. */
+  readonly truncate: (point: number) => Promise<number>
+}
+
+const transcriptOf = (agent: ClaudeAgent, sessionId: string): Transcript => {
+  const store = agent.sessionStore
+  const dropLocal = () => {
+    for (const f of localTranscripts(agent.configDir, sessionId)) Fs.rmSync(f, { force: true })
+  }
+  if (store !== undefined) {
+    return {
+      point: () => store.lastSeq(sessionId),
+      truncate: async (point) => {
+        // a fresh start (`sessionId`) must not find a local transcript of an attempt that never committed
+        if (point <= 0) dropLocal()
+        return store.truncate(sessionId, point)
+      }
+    }
+  }
+  return {
+    point: async () => Math.max(0, ...localTranscripts(agent.configDir, sessionId).map((f) => linesOf(f).length)),
+    truncate: async (point) => {
+      if (point <= 0) {
+        dropLocal()
+        return 0
+      }
+      let left = 0
+      for (const f of localTranscripts(agent.configDir, sessionId)) {
+        const lines = linesOf(f)
+        if (lines.length > point) Fs.writeFileSync(f, `${lines.slice(0, point).join("\n")}\n`)
+        left = Math.max(left, Math.min(point, lines.length))
+      }
+      return left
+    }
+  }
+}
+
+/** The frameworkItem field that carries the harness transcript's position after the message's RunModel. */
+const TRANSCRIPT_POINT = "transcriptPoint"
+
+const itemOf = (m: Runner.FrameworkMessage): Record<string, unknown> | undefined => {
+  try {
+    const item: unknown = JSON.parse(m.frameworkItem)
+    return typeof item === "object" && item !== null ? (item as Record<string, unknown>) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The messages with the transcript position on the last one (whose RunModel ended there). */
+const withPoint = (messages: ReadonlyArray<Runner.FrameworkMessage>, point: number): Array<Runner.FrameworkMessage> =>
+  messages.map((m, i) =>
+    i === messages.length - 1 ? { ...m, frameworkItem: JSON.stringify({ ...itemOf(m), [TRANSCRIPT_POINT]: point }) } : m
+  )
+
+/**
+ * The harness transcript's position that the committed record knows when this RunModel starts: the run state's
+ * (the turn's last committed RunModel), else the one on the history's last message from this runner (the
+ * previous turn's end), else 0 when the history has no message from this runner (nothing committed yet).
+ * `undefined` when the committed state predates transcript positions: the transcript is then used as it is.
+ */
+const committedPoint = (turn: Runner.AgentTurnContext, state: TurnRunState | undefined): number | undefined => {
+  if (state !== undefined) return state.transcript
+  let produced = false
+  for (let i = turn.messages.length - 1; i >= 0; i--) {
+    const m = turn.messages[i]!
+    if (m.role === "user") continue
+    produced = true
+    const point = itemOf(m)?.[TRANSCRIPT_POINT]
+    if (typeof point === "number") return point
+  }
+  return produced ? undefined : 0
 }
 
 const lastUserText = (turn: Runner.AgentTurnContext): string => {
@@ -407,13 +503,18 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         )
       ]
     })
+    // the harness appends to its transcript while the query runs, outside the Step's transaction: an attempt
+    // that never committed (killed, failed, interrupted) may have left entries. Cut them back to what the
+    // committed state knows, so that a retry continues the same point (one prompt, no call of a lost attempt)
+    const transcript = transcriptOf(agent, sessionId)
+    const transcriptFailed = (cause: unknown) =>
+      new Errors.ModelCallError({ message: `the harness transcript failed: ${errorMessage(cause)}` })
+    const committed = committedPoint(turn, state)
     const resume =
-      agent.sessionStore === undefined
-        ? transcriptExists(agent.configDir, sessionId)
-        : yield* Effect.tryPromise({
-            try: () => agent.sessionStore!.exists(sessionId),
-            catch: (cause) => new Errors.ModelCallError({ message: `the session store failed: ${errorMessage(cause)}` })
-          })
+      (yield* Effect.tryPromise({
+        try: () => (committed === undefined ? transcript.point() : transcript.truncate(committed)),
+        catch: transcriptFailed
+      })) > 0
     const controller = new AbortController()
     const onCancel = () => controller.abort()
     turn.cancellationSignal?.addEventListener("abort", onCancel, { once: true })
@@ -450,6 +551,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     let apiError: string | undefined
     // the model that answered (the Messages response's `model`)
     let responseModel: string | undefined
+    // the store refused a batch of the transcript (after the SDK's retries): the store misses entries
+    let mirrorError: string | undefined
     const result = yield* Effect.tryPromise({
       try: async (interrupted) => {
         // the fiber's interruption (cancel_turn, a method timeout) aborts the query too
@@ -486,6 +589,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
               if (messages.some((x) => x.role === "tool" && x.toolCallId === id)) continue
               messages.push(toolResultMessage(id, names.get(id)!, resultText(block.content)))
             }
+          } else if (m.type === "system" && m.subtype === "mirror_error") {
+            mirrorError = String(m.error)
           } else if (m.type === "result") {
             // a resumed deferred call first reports `tool_deferred_unavailable`, then runs it and goes on
             if (m.terminal_reason !== "tool_deferred_unavailable" || last === undefined) last = m
@@ -499,6 +604,11 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     yield* reasoning.flush
     if (controller.signal.aborted) return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
     if (result === undefined) return yield* new Errors.ModelCallError({ message: "the harness ended without a result" })
+    if (mirrorError !== undefined) {
+      return yield* new Errors.ModelCallError({ message: `the session store lost transcript entries: ${mirrorError}` })
+    }
+    // where the transcript ends: the committed state of this RunModel records it
+    const point = yield* Effect.tryPromise({ try: () => transcript.point(), catch: transcriptFailed })
     // `modelUsage` is keyed by the model the harness asked for
     const requestModel = agent.model ?? Object.keys(result.modelUsage ?? {})[0]
     const modelName = responseModel ?? requestModel
@@ -531,9 +641,10 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       return Runner.AgentTurnOutcome.toolCallsRequested({
         frameworkRunState: runState.encode({
           v: 1,
-          messages,
+          messages: withPoint(messages, point),
           pending: [{ toolCallId: deferred.id, toolName: name }],
-          costUsd
+          costUsd,
+          transcript: point
         }),
         toolCalls: [
           {
@@ -571,7 +682,11 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         : finalText !== ""
           ? [...messages, textMessage(finalText, { result: summary })]
           : messages
-    return Runner.AgentTurnOutcome.turnCompleted({ newMessages, usage, modelCallMetadata: metadata })
+    return Runner.AgentTurnOutcome.turnCompleted({
+      newMessages: withPoint(newMessages, point),
+      usage,
+      modelCallMetadata: metadata
+    })
   })
 
   /** A steered or cancelled turn's messages: what it produced, with the records of the calls it waited for. */

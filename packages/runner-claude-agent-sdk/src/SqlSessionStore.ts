@@ -5,15 +5,31 @@
  * subpath (the SDK's `projectKey` is ignored: session IDs come from Flow IDs and are unique); an entry whose
  * `uuid` is already stored is not stored again, so a retried batch appends nothing twice.
  *
+ * The harness appends while a RunModel runs, outside the Step's transaction, so the store may hold entries
+ * of an attempt that never committed (a killed or failed RunModel). The runner records the store's
+ * `lastSeq` in the committed state of each RunModel and calls `truncate` with it when the next attempt
+ * starts, so the harness never resumes from entries the committed record does not know.
+ *
  * @since 0.1.0
  */
 import type { SessionKey, SessionStore, SessionStoreEntry } from "@anthropic-ai/claude-agent-sdk"
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
 
-/** A `SessionStore` that also says whether it holds a session's main transcript. */
+/**
+ * A `SessionStore` that also says how far a session's main transcript goes and cuts it back to a point: what
+ * the runner needs to resume the harness from the committed state only.
+ */
 export interface ClaudeSessionStore extends SessionStore {
+  /** Whether the store holds the session's main transcript. */
   readonly exists: (sessionId: string) => Promise<boolean>
+  /** The position of the main transcript's last entry (its number of entries), 0 when there is none. */
+  readonly lastSeq: (sessionId: string) => Promise<number>
+  /**
+   * Removes the main transcript's entries after position `seq` (every entry of the session, subagents' too,
+   * when `seq` is 0) and returns the last position left.
+   */
+  readonly truncate: (sessionId: string, seq: number) => Promise<number>
 }
 
 const TABLE = "claude_agent_sdk_session_entries"
@@ -28,6 +44,13 @@ export const make: Effect.Effect<ClaudeSessionStore, unknown, SqlClient.SqlClien
   const services = yield* Effect.context<SqlClient.SqlClient>()
   const run = <A>(effect: Effect.Effect<A, unknown, SqlClient.SqlClient>) => Effect.runPromiseWith(services)(effect)
   const subpathOf = (key: SessionKey) => key.subpath ?? ""
+  const lastSeq = (sessionId: string) =>
+    Effect.map(
+      sql<{
+        readonly m: number | string | null
+      }>`SELECT MAX(seq) AS m FROM ${table} WHERE session_id = ${sessionId} AND subpath = ''`,
+      (rows) => Number(rows[0]?.m ?? 0)
+    )
   return {
     append: (key, entries) =>
       run(
@@ -68,6 +91,17 @@ export const make: Effect.Effect<ClaudeSessionStore, unknown, SqlClient.SqlClien
             readonly subpath: string
           }>`SELECT DISTINCT subpath FROM ${table} WHERE session_id = ${key.sessionId} AND subpath <> ''`,
           (rows) => rows.map((r) => r.subpath)
+        )
+      ),
+    lastSeq: (sessionId) => run(lastSeq(sessionId)),
+    truncate: (sessionId, seq) =>
+      run(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            if (seq <= 0) yield* sql`DELETE FROM ${table} WHERE session_id = ${sessionId}`
+            else yield* sql`DELETE FROM ${table} WHERE session_id = ${sessionId} AND subpath = '' AND seq > ${seq}`
+            return yield* lastSeq(sessionId)
+          })
         )
       ),
     exists: (sessionId) =>

@@ -448,7 +448,23 @@ export interface SuiteOptions {
    * each of those tests then may take this bound and 90 s more.
    */
   readonly timeout?: Duration.Input | undefined
+  /**
+   * The matrix cases {@link matrixSuite} registers (all by default): a runner whose framework differs from the
+   * suite's expectations where the spec allows (a whole-turn harness runs its reads inline) registers the
+   * others and its own versions of the rest.
+   */
+  readonly matrixCases?: ReadonlyArray<MatrixCase> | undefined
 }
+
+/**
+ * A case of {@link matrixSuite}: the spec's matrix numbers, and the single-attempt write that throws.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type MatrixCase = "1" | "2" | "3+7" | "7" | "4" | "single-attempt-failure" | "8" | "10+11"
+
+const MATRIX_CASES: ReadonlyArray<MatrixCase> = ["1", "2", "3+7", "7", "4", "single-attempt-failure", "8", "10+11"]
 
 const enginesOf = (options: SuiteOptions | undefined): ReadonlyArray<readonly [string, EngineFactory]> =>
   Object.entries(options?.engines ?? { embedded: embeddedEngine })
@@ -476,6 +492,11 @@ const waitsOf = (options: SuiteOptions | undefined) => {
 export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): void => {
   for (const [engineName, engine] of enginesOf(options)) {
     const { awaitSnapshot, awaitTurns, live } = waitsOf(options)
+    const selected = new Set<MatrixCase>(options?.matrixCases ?? MATRIX_CASES)
+    /** Registers the case when `options.matrixCases` selects it. */
+    const matrixCase = <A, E>(id: MatrixCase, name: string, self: () => Effect.Effect<A, E, never>) => {
+      if (selected.has(id)) live(name, self)
+    }
     const session = <A, E>(
       script: ReadonlyArray<ScriptEntry>,
       body: (kit: Kit) => Effect.Effect<A, E, AgentSessionClient.AgentSessionClient | Client.Client>,
@@ -483,7 +504,8 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
     ) => withSession(harness, engine, script, body, sessionOptions)
 
     describe(`${harness.name} on the ${engineName} engine: the session matrix`, () => {
-      live(
+      matrixCase(
+        "1",
         "1. two model calls and a READ tool: RunModel -> CallTool -> ResumeTurn -> RunModel; the history replays",
         () =>
           session(
@@ -535,36 +557,40 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      live("2. parallel tool calls of one response run as parallel Steps, with per-call idempotency keys", () =>
-        session(
-          [
-            {
-              toolCalls: [
-                { id: "a", name: "get_weather", arguments: { city: "Oslo" } },
-                { id: "b", name: "get_weather", arguments: { city: "Rome" } },
-                { id: "c", name: "save_note", arguments: { text: "x" } }
-              ]
-            },
-            { text: "Done." }
-          ],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m2", { initialMessage: "both" })
-              yield* awaitTurns("m2", 1)
-              const shape = yield* stepShape("m2")
-              assert.deepStrictEqual(shape.slice(0, 2), ["StartAgentSession", "RunModel"])
-              assert.deepStrictEqual(shape.slice(2, 5).sort(), ["CallTool", "CallTool", "CallTool"])
-              assert.deepStrictEqual(shape.slice(5), ["ResumeTurn", "RunModel", "AwaitUserMessage"])
-              assert.strictEqual(kit.count("get_weather"), 2)
-              assert.deepStrictEqual(Object.keys(kit.toolResults(1)).sort(), ["a", "b", "c"])
-              const turnId = (yield* client.getSnapshot("m2")).messages[0]!.turnId
-              assert.deepStrictEqual(kit.idempotencyKeys, [`m2/${turnId}/c`])
-            })
-        )
+      matrixCase(
+        "2",
+        "2. parallel tool calls of one response run as parallel Steps, with per-call idempotency keys",
+        () =>
+          session(
+            [
+              {
+                toolCalls: [
+                  { id: "a", name: "get_weather", arguments: { city: "Oslo" } },
+                  { id: "b", name: "get_weather", arguments: { city: "Rome" } },
+                  { id: "c", name: "save_note", arguments: { text: "x" } }
+                ]
+              },
+              { text: "Done." }
+            ],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                yield* client.startSession("m2", { initialMessage: "both" })
+                yield* awaitTurns("m2", 1)
+                const shape = yield* stepShape("m2")
+                assert.deepStrictEqual(shape.slice(0, 2), ["StartAgentSession", "RunModel"])
+                assert.deepStrictEqual(shape.slice(2, 5).sort(), ["CallTool", "CallTool", "CallTool"])
+                assert.deepStrictEqual(shape.slice(5), ["ResumeTurn", "RunModel", "AwaitUserMessage"])
+                assert.strictEqual(kit.count("get_weather"), 2)
+                assert.deepStrictEqual(Object.keys(kit.toolResults(1)).sort(), ["a", "b", "c"])
+                const turnId = (yield* client.getSnapshot("m2")).messages[0]!.turnId
+                assert.deepStrictEqual(kit.idempotencyKeys, [`m2/${turnId}/c`])
+              })
+          )
       )
 
-      live(
+      matrixCase(
+        "3+7",
         "3+7. a write that needs approval waits beside a READ tool, runs once after approval; a second resolve is false",
         () =>
           session(
@@ -602,7 +628,8 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      live(
+      matrixCase(
+        "7",
         '7. an approval deadline rejects the call with "approval deadline passed"; resolving after it is false',
         () =>
           session(
@@ -620,7 +647,7 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      live("4. a rejected write never runs, and the model sees the rejection message", () =>
+      matrixCase("4", "4. a rejected write never runs, and the model sees the rejection message", () =>
         session(
           [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "bob" } }] }, { text: "OK, I will not." }],
           (kit) =>
@@ -642,7 +669,8 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
         )
       )
 
-      live(
+      matrixCase(
+        "single-attempt-failure",
         "a single-attempt write whose tool throws records failed with the error, runs once, and the model sees it",
         () =>
           session(
@@ -663,38 +691,42 @@ export const matrixSuite = (harness: RunnerHarness, options?: SuiteOptions): voi
           )
       )
 
-      live("8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated", () =>
-        session(
-          [
-            { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
-            { fail: "provider down 1" },
-            { fail: "provider down 2" },
-            { fail: "provider down 3" },
-            { text: "Recovered." }
-          ],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m8", { initialMessage: "save hello" })
-              const failed = yield* awaitTurns("m8", 1)
-              assert.strictEqual(kit.count("save_note"), 1)
-              assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
-              const note = failed.messages[failed.messages.length - 1]!
-              assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
-              assert.include(note.text ?? "", "save_note")
-              assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
-              yield* awaitTurns("m8", 2)
-              const last = kit.player.calls().at(-1)!
-              assert.isTrue(
-                last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
-                "the next model call sees the turn-failure note"
-              )
-              assert.strictEqual(kit.count("save_note"), 1)
-            })
-        )
+      matrixCase(
+        "8",
+        "8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated",
+        () =>
+          session(
+            [
+              { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
+              { fail: "provider down 1" },
+              { fail: "provider down 2" },
+              { fail: "provider down 3" },
+              { text: "Recovered." }
+            ],
+            (kit) =>
+              Effect.gen(function* () {
+                const client = yield* AgentSessionClient.AgentSessionClient
+                yield* client.startSession("m8", { initialMessage: "save hello" })
+                const failed = yield* awaitTurns("m8", 1)
+                assert.strictEqual(kit.count("save_note"), 1)
+                assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
+                const note = failed.messages[failed.messages.length - 1]!
+                assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
+                assert.include(note.text ?? "", "save_note")
+                assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
+                yield* awaitTurns("m8", 2)
+                const last = kit.player.calls().at(-1)!
+                assert.isTrue(
+                  last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
+                  "the next model call sees the turn-failure note"
+                )
+                assert.strictEqual(kit.count("save_note"), 1)
+              })
+          )
       )
 
-      live(
+      matrixCase(
+        "10+11",
         "10+11. a message sent during a turn is queued and handled after it; the snapshot returns the conversation",
         () =>
           session([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], (kit) =>
