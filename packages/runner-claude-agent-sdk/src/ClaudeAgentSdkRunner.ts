@@ -197,11 +197,16 @@ const linesOf = (file: string): ReadonlyArray<string> =>
 interface Transcript {
   /** The position of the last entry, 0 when there is none. */
   readonly point: () => Promise<number>
-  /** Drops every entry after `point` (the local files too when `point` is 0); the last position left. */
+  /**
+   * Drops every entry after `point` (the local files too when `point` is 0) and makes this attempt the
+   * store's writer of the session; the last position left.
+   */
   readonly truncate: (point: number) => Promise<number>
+  /** The `sessionStore` option of this attempt's query: the store as this attempt appends to it. */
+  readonly sessionStore: Options["sessionStore"]
 }
 
-const transcriptOf = (agent: ClaudeAgent, sessionId: string): Transcript => {
+const transcriptOf = (agent: ClaudeAgent, sessionId: string, owner: string): Transcript => {
   const store = agent.sessionStore
   const dropLocal = () => {
     for (const f of localTranscripts(agent.configDir, sessionId)) Fs.rmSync(f, { force: true })
@@ -212,11 +217,13 @@ const transcriptOf = (agent: ClaudeAgent, sessionId: string): Transcript => {
       truncate: async (point) => {
         // a fresh start (`sessionId`) must not find a local transcript of an attempt that never committed
         if (point <= 0) dropLocal()
-        return store.truncate(sessionId, point)
-      }
+        return store.truncate(sessionId, point, owner)
+      },
+      sessionStore: store.forAttempt(owner)
     }
   }
   return {
+    sessionStore: undefined,
     point: async () => Math.max(0, ...localTranscripts(agent.configDir, sessionId).map((f) => linesOf(f).length)),
     truncate: async (point) => {
       if (point <= 0) {
@@ -506,13 +513,15 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     // the harness appends to its transcript while the query runs, outside the Step's transaction: an attempt
     // that never committed (killed, failed, interrupted) may have left entries. Cut them back to what the
     // committed state knows, so that a retry continues the same point (one prompt, no call of a lost attempt)
-    const transcript = transcriptOf(agent, sessionId)
+    // this attempt's writer token: an earlier attempt whose harness still runs cannot append after the cut
+    const transcript = transcriptOf(agent, sessionId, Crypto.randomUUID())
     const transcriptFailed = (cause: unknown) =>
       new Errors.ModelCallError({ message: `the harness transcript failed: ${errorMessage(cause)}` })
     const committed = committedPoint(turn, state)
     const resume =
       (yield* Effect.tryPromise({
-        try: () => (committed === undefined ? transcript.point() : transcript.truncate(committed)),
+        // a committed state older than transcript positions: nothing is cut (the whole transcript is kept)
+        try: () => transcript.truncate(committed ?? Number.MAX_SAFE_INTEGER),
         catch: transcriptFailed
       })) > 0
     const controller = new AbortController()
@@ -528,9 +537,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       settingSources: [],
       includePartialMessages: true,
       abortController: controller,
-      ...(agent.sessionStore === undefined
+      ...(transcript.sessionStore === undefined
         ? {}
-        : { sessionStore: agent.sessionStore, sessionStoreFlush: "eager" as const }),
+        : { sessionStore: transcript.sessionStore, sessionStoreFlush: "eager" as const }),
       hooks: { PreToolUse: [{ hooks: [hook] }] },
       ...(agent.model === undefined ? {} : { model: agent.model }),
       ...(agent.instructions === undefined
