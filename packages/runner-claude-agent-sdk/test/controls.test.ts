@@ -9,7 +9,7 @@ import { Client } from "@durable-agent/engine"
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { ClaudeAgentSdkRunner } from "../src/index.ts"
+import { ClaudeAgentSdkRunner, type SqlSessionStore } from "../src/index.ts"
 import { awaitSnapshot, awaitTurns, lastToolResults, stepShape, userTexts, withClaudeSession } from "./support.ts"
 
 const T = 300_000
@@ -239,4 +239,41 @@ describe("Claude Agent SDK runner: records and turn controls (real binary, scrip
       T
     )
   }
+
+  it.live(
+    "a session store that refuses the transcript (mirror_error) fails the RunModel attempt: the turn fails, nothing is kept",
+    () => {
+      const refuse = async () => {
+        throw new Error("the store is full")
+      }
+      const refusing: SqlSessionStore.ClaudeSessionStore = {
+        append: refuse,
+        load: async () => null,
+        listSubkeys: async () => [],
+        exists: async () => false,
+        lastSeq: async () => 0,
+        truncate: async () => 0,
+        forAttempt: () => ({ append: refuse, load: async () => null })
+      }
+      return withClaudeSession(
+        () => ({ text: "An answer the store never kept." }),
+        (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("me1", { initialMessage: "hello" })
+            const done = yield* awaitTurns("me1", 1)
+            assert.include(done.state?.lastTurnError ?? "", "the session store lost transcript entries")
+            assert.include(done.state?.lastTurnError ?? "", "the store is full")
+            assert.notInclude(
+              done.messages.map((m) => m.text),
+              "An answer the store never kept.",
+              "a RunModel whose transcript is not in the store does not commit"
+            )
+            assert.isAtLeast(kit.server.requests.length, 2, "the attempt was retried")
+          }),
+        { agent: { sessionStore: refusing } }
+      )
+    },
+    T
+  )
 })
