@@ -20,6 +20,11 @@
  * through `EventWriter`; usage and the model's name come from the query's result message.
  * `turn.cancellationSignal` aborts the query.
  *
+ * The harness writes its transcript while the query runs, outside the Step's transaction: each RunModel
+ * records the transcript's position in its committed state, and each attempt first cuts the transcript back to
+ * the committed position, so a retry continues from what the record knows (the prompt once; the inline reads
+ * and model calls of the query again).
+ *
  * @since 0.1.0
  */
 import * as Crypto from "node:crypto"
@@ -40,6 +45,7 @@ import {
   EffectClass,
   Replay,
   RunState,
+  SourceTools,
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
@@ -107,6 +113,15 @@ export interface ClaudeAgent {
   readonly instructions?: string | undefined
   readonly tools?: Readonly<Record<string, ClaudeTool<any>>> | undefined
   /**
+   * JSON-Schema tools, such as an MCP source's (`SourceTools.tools(source, toolPolicies)` of the runner kit):
+   * each is one more tool of the in-process MCP server, its input schema the zod form of its JSON Schema
+   * (`z.fromJSONSchema`). Its policy is its own effect and approval unless the session has a `ToolPolicy` for
+   * it (`SourceTools.resolvePolicy`); a read without approval runs inline like the agent's own reads, any
+   * other call is deferred to its own tool Step, whose record keeps the tool's `toolSourceReference`. A name
+   * of `tools` wins.
+   */
+  readonly jsonSchemaTools?: ReadonlyArray<SourceTools.JsonSchemaTool> | undefined
+  /**
    * Built-in Claude Code tools to enable (such as `["Read", "Grep"]`); none by default. They run inside
    * the harness and are at-least-once: a RunModel retry repeats them.
    */
@@ -140,7 +155,9 @@ const RunStateSchema = Schema.Struct({
   v: Schema.Literal(1),
   messages: Schema.Array(Schema.Unknown),
   pending: Schema.Array(RunState.PendingCall),
-  costUsd: Schema.Number
+  costUsd: Schema.Number,
+  /** The harness transcript's position when the RunModel that wrote this state ended (absent before 0.1.0's transcript points). */
+  transcript: Schema.optional(Schema.Number)
 })
 type TurnRunState = typeof RunStateSchema.Type
 const runState = RunState.make(RunStateSchema)
@@ -158,11 +175,107 @@ export const sessionIdOf = (flowId: string): string => {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`
 }
 
-/** Whether the harness already keeps a transcript of this session under `configDir`. */
-const transcriptExists = (configDir: string, sessionId: string): boolean => {
+/** The harness's local transcript files of this session under `configDir` (one per project directory). */
+const localTranscripts = (configDir: string, sessionId: string): ReadonlyArray<string> => {
   const projects = Path.join(configDir, "projects")
-  if (!Fs.existsSync(projects)) return false
-  return Fs.readdirSync(projects).some((d) => Fs.existsSync(Path.join(projects, d, `${sessionId}.jsonl`)))
+  if (!Fs.existsSync(projects)) return []
+  return Fs.readdirSync(projects)
+    .map((d) => Path.join(projects, d, `${sessionId}.jsonl`))
+    .filter((f) => Fs.existsSync(f))
+}
+
+const linesOf = (file: string): ReadonlyArray<string> =>
+  Fs.readFileSync(file, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+
+/**
+ * The harness transcript of a session as the runner reads and cuts it: the `sessionStore`'s main transcript
+ * when there is one (the harness resumes from the store), else the JSONL file under `configDir`. A position
+ * is a number of entries.
+ */
+interface Transcript {
+  /** The position of the last entry, 0 when there is none. */
+  readonly point: () => Promise<number>
+  /**
+   * Drops every entry after `point` (the local files too when `point` is 0) and makes this attempt the
+   * store's writer of the session; the last position left.
+   */
+  readonly truncate: (point: number) => Promise<number>
+  /** The `sessionStore` option of this attempt's query: the store as this attempt appends to it. */
+  readonly sessionStore: Options["sessionStore"]
+}
+
+const transcriptOf = (agent: ClaudeAgent, sessionId: string, owner: string): Transcript => {
+  const store = agent.sessionStore
+  const dropLocal = () => {
+    for (const f of localTranscripts(agent.configDir, sessionId)) Fs.rmSync(f, { force: true })
+  }
+  if (store !== undefined) {
+    return {
+      point: () => store.lastSeq(sessionId),
+      truncate: async (point) => {
+        // a fresh start (`sessionId`) must not find a local transcript of an attempt that never committed
+        if (point <= 0) dropLocal()
+        return store.truncate(sessionId, point, owner)
+      },
+      sessionStore: store.forAttempt(owner)
+    }
+  }
+  return {
+    sessionStore: undefined,
+    point: async () => Math.max(0, ...localTranscripts(agent.configDir, sessionId).map((f) => linesOf(f).length)),
+    truncate: async (point) => {
+      if (point <= 0) {
+        dropLocal()
+        return 0
+      }
+      let left = 0
+      for (const f of localTranscripts(agent.configDir, sessionId)) {
+        const lines = linesOf(f)
+        if (lines.length > point) Fs.writeFileSync(f, `${lines.slice(0, point).join("\n")}\n`)
+        left = Math.max(left, Math.min(point, lines.length))
+      }
+      return left
+    }
+  }
+}
+
+/** The frameworkItem field that carries the harness transcript's position after the message's RunModel. */
+const TRANSCRIPT_POINT = "transcriptPoint"
+
+const itemOf = (m: Runner.FrameworkMessage): Record<string, unknown> | undefined => {
+  try {
+    const item: unknown = JSON.parse(m.frameworkItem)
+    return typeof item === "object" && item !== null ? (item as Record<string, unknown>) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The messages with the transcript position on the last one (whose RunModel ended there). */
+const withPoint = (messages: ReadonlyArray<Runner.FrameworkMessage>, point: number): Array<Runner.FrameworkMessage> =>
+  messages.map((m, i) =>
+    i === messages.length - 1 ? { ...m, frameworkItem: JSON.stringify({ ...itemOf(m), [TRANSCRIPT_POINT]: point }) } : m
+  )
+
+/**
+ * The harness transcript's position that the committed record knows when this RunModel starts: the run state's
+ * (the turn's last committed RunModel), else the one on the history's last message from this runner (the
+ * previous turn's end), else 0 when the history has no message from this runner (nothing committed yet).
+ * `undefined` when the committed state predates transcript positions: the transcript is then used as it is.
+ */
+const committedPoint = (turn: Runner.AgentTurnContext, state: TurnRunState | undefined): number | undefined => {
+  if (state !== undefined) return state.transcript
+  let produced = false
+  for (let i = turn.messages.length - 1; i >= 0; i--) {
+    const m = turn.messages[i]!
+    if (m.role === "user") continue
+    produced = true
+    const point = itemOf(m)?.[TRANSCRIPT_POINT]
+    if (typeof point === "number") return point
+  }
+  return produced ? undefined : 0
 }
 
 const lastUserText = (turn: Runner.AgentTurnContext): string => {
@@ -238,6 +351,40 @@ const builtInShapes: Readonly<Record<string, z.ZodRawShape>> = Object.fromEntrie
   })
 )
 
+/** A JSON Schema's zod object schema, or undefined when zod cannot read it. */
+const zodOfJsonSchema = (parameters: { readonly [key: string]: unknown }): z.ZodObject | undefined => {
+  try {
+    const schema = z.fromJSONSchema(parameters as Parameters<typeof z.fromJSONSchema>[0])
+    return schema instanceof z.ZodObject ? schema : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A JSON-Schema tool as a runner tool: its zod shape (each property as `z.any()` when zod cannot read the
+ * schema, so no argument is dropped) and the full schema its deferred calls are validated with.
+ */
+const fromJsonSchemaTool = (
+  t: SourceTools.JsonSchemaTool
+): { readonly tool: ClaudeTool; readonly schema: z.ZodObject | undefined } => {
+  const schema = zodOfJsonSchema(t.parameters)
+  const properties = (t.parameters.properties ?? {}) as Readonly<Record<string, unknown>>
+  const shape: z.ZodRawShape =
+    schema !== undefined
+      ? (schema.shape as z.ZodRawShape)
+      : Object.fromEntries(Object.keys(properties).map((k) => [k, z.any()]))
+  return {
+    tool: {
+      description: t.description,
+      inputSchema: shape,
+      effect: t.effect,
+      execute: (input, options) => t.execute(input as { readonly [key: string]: unknown }, options)
+    },
+    schema
+  }
+}
+
 /** The turn's messages so far, with a result message for each call the run state waited for. */
 const turnMessagesOf = (turn: Runner.AgentTurnContext, state: TurnRunState | undefined) => [
   ...((state?.messages ?? []) as ReadonlyArray<Runner.FrameworkMessage>),
@@ -246,9 +393,26 @@ const turnMessagesOf = (turn: Runner.AgentTurnContext, state: TurnRunState | und
 
 /** Builds the runner. */
 export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
-  const tools: Readonly<Record<string, ClaudeTool<any>>> = agent.tools ?? {}
-  const policyOf = (turn: Runner.AgentTurnContext, name: string) =>
-    EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined)
+  const ownTools: Readonly<Record<string, ClaudeTool<any>>> = agent.tools ?? {}
+  const jsonTools = new Map(
+    (agent.jsonSchemaTools ?? []).filter((t) => !Object.hasOwn(ownTools, t.name)).map((t) => [t.name, t] as const)
+  )
+  const converted = new Map([...jsonTools].map(([name, t]) => [name, fromJsonSchemaTool(t)] as const))
+  const tools: Readonly<Record<string, ClaudeTool<any>>> = {
+    ...Object.fromEntries([...converted].map(([name, c]) => [name, c.tool])),
+    ...ownTools
+  }
+  const policyOf = (turn: Runner.AgentTurnContext, name: string) => {
+    const json = jsonTools.get(name)
+    return json !== undefined
+      ? SourceTools.resolvePolicy(turn, json)
+      : EffectClass.resolve(turn, name, Object.hasOwn(tools, name) ? tools[name] : undefined)
+  }
+  /** The record's tool source reference of a JSON-Schema tool (an MCP tool's server and name). */
+  const sourceReferenceOf = (name: string) => {
+    const reference = jsonTools.get(name)?.toolSourceReference
+    return reference === undefined ? {} : { toolSourceReference: reference }
+  }
 
   const runModelStep = Effect.fnUntraced(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
@@ -346,13 +510,20 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         )
       ]
     })
+    // the harness appends to its transcript while the query runs, outside the Step's transaction: an attempt
+    // that never committed (killed, failed, interrupted) may have left entries. Cut them back to what the
+    // committed state knows, so that a retry continues the same point (one prompt, no call of a lost attempt)
+    // this attempt's writer token: an earlier attempt whose harness still runs cannot append after the cut
+    const transcript = transcriptOf(agent, sessionId, Crypto.randomUUID())
+    const transcriptFailed = (cause: unknown) =>
+      new Errors.ModelCallError({ message: `the harness transcript failed: ${errorMessage(cause)}` })
+    const committed = committedPoint(turn, state)
     const resume =
-      agent.sessionStore === undefined
-        ? transcriptExists(agent.configDir, sessionId)
-        : yield* Effect.tryPromise({
-            try: () => agent.sessionStore!.exists(sessionId),
-            catch: (cause) => new Errors.ModelCallError({ message: `the session store failed: ${errorMessage(cause)}` })
-          })
+      (yield* Effect.tryPromise({
+        // a committed state older than transcript positions: nothing is cut (the whole transcript is kept)
+        try: () => transcript.truncate(committed ?? Number.MAX_SAFE_INTEGER),
+        catch: transcriptFailed
+      })) > 0
     const controller = new AbortController()
     const onCancel = () => controller.abort()
     turn.cancellationSignal?.addEventListener("abort", onCancel, { once: true })
@@ -366,9 +537,9 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       settingSources: [],
       includePartialMessages: true,
       abortController: controller,
-      ...(agent.sessionStore === undefined
+      ...(transcript.sessionStore === undefined
         ? {}
-        : { sessionStore: agent.sessionStore, sessionStoreFlush: "eager" as const }),
+        : { sessionStore: transcript.sessionStore, sessionStoreFlush: "eager" as const }),
       hooks: { PreToolUse: [{ hooks: [hook] }] },
       ...(agent.model === undefined ? {} : { model: agent.model }),
       ...(agent.instructions === undefined
@@ -389,6 +560,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     let apiError: string | undefined
     // the model that answered (the Messages response's `model`)
     let responseModel: string | undefined
+    // the store refused a batch of the transcript (after the SDK's retries): the store misses entries
+    let mirrorError: string | undefined
     const result = yield* Effect.tryPromise({
       try: async (interrupted) => {
         // the fiber's interruption (cancel_turn, a method timeout) aborts the query too
@@ -425,6 +598,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
               if (messages.some((x) => x.role === "tool" && x.toolCallId === id)) continue
               messages.push(toolResultMessage(id, names.get(id)!, resultText(block.content)))
             }
+          } else if (m.type === "system" && m.subtype === "mirror_error") {
+            mirrorError = String(m.error)
           } else if (m.type === "result") {
             // a resumed deferred call first reports `tool_deferred_unavailable`, then runs it and goes on
             if (m.terminal_reason !== "tool_deferred_unavailable" || last === undefined) last = m
@@ -438,6 +613,11 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     yield* reasoning.flush
     if (controller.signal.aborted) return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
     if (result === undefined) return yield* new Errors.ModelCallError({ message: "the harness ended without a result" })
+    if (mirrorError !== undefined) {
+      return yield* new Errors.ModelCallError({ message: `the session store lost transcript entries: ${mirrorError}` })
+    }
+    // where the transcript ends: the committed state of this RunModel records it
+    const point = yield* Effect.tryPromise({ try: () => transcript.point(), catch: transcriptFailed })
     // `modelUsage` is keyed by the model the harness asked for
     const requestModel = agent.model ?? Object.keys(result.modelUsage ?? {})[0]
     const modelName = responseModel ?? requestModel
@@ -472,16 +652,18 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
       return Runner.AgentTurnOutcome.toolCallsRequested({
         frameworkRunState: runState.encode({
           v: 1,
-          messages,
+          messages: withPoint(messages, point),
           pending: [{ toolCallId: deferred.id, toolName: name }],
-          costUsd
+          costUsd,
+          transcript: point
         }),
         toolCalls: [
           {
             toolCallId: deferred.id,
             toolName: name,
             arguments: JSON.stringify(deferred.input ?? {}),
-            policy: policyOf(turn, name)
+            policy: policyOf(turn, name),
+            ...sourceReferenceOf(name)
           }
         ],
         usage,
@@ -511,7 +693,11 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
         : finalText !== ""
           ? [...messages, textMessage(finalText, { result: summary })]
           : messages
-    return Runner.AgentTurnOutcome.turnCompleted({ newMessages, usage, modelCallMetadata: metadata })
+    return Runner.AgentTurnOutcome.turnCompleted({
+      newMessages: withPoint(newMessages, point),
+      usage,
+      modelCallMetadata: metadata
+    })
   })
 
   /** A steered or cancelled turn's messages: what it produced, with the records of the calls it waited for. */
@@ -522,7 +708,8 @@ export const make = (agent: ClaudeAgent): Runner.AgentFrameworkRunnerShape => {
     const name = call.toolCall.toolName
     const t = Object.hasOwn(tools, name) ? tools[name] : undefined
     if (t === undefined) return yield* ToolCall.unknownTool(call)
-    const schema = z.object(t.inputSchema)
+    // a JSON-Schema tool is validated by the zod form of its whole schema, an own tool by its shape
+    const schema = converted.get(name)?.schema ?? z.object(t.inputSchema)
     return yield* ToolCall.run(call, {
       validate: (raw) => {
         const parsed = schema.safeParse(raw)

@@ -1,8 +1,8 @@
 // The Claude Agent SDK runner as the runner kit's conformance suite builds it: the real Claude Code binary
 // against a ScriptedAnthropic server on 127.0.0.1 that plays the suite's script (each Messages request is
-// one model call of the player), each suite tool an in-process MCP tool with a zod shape made from its JSON
-// Schema, and the transcript mirrored to a SqlSessionStore on the engine's database (so a second worker
-// process resumes it with a config directory of its own).
+// one model call of the player), the suite's tools the runner's JSON-Schema tools (each an in-process MCP
+// tool with the zod form of its JSON Schema), and the transcript mirrored to a SqlSessionStore on the
+// engine's database (so a second worker process resumes it with a config directory of its own).
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -10,7 +10,6 @@ import type * as Conformance from "@durable-agent/runner-kit/Conformance"
 import { Runner } from "@durable-agent/session"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { z } from "zod"
 import { ClaudeAgentSdkRunner, ScriptedAnthropic, SqlSessionStore } from "../src/index.ts"
 import { offlineEnv } from "./support.ts"
 
@@ -74,17 +73,6 @@ export const viewOf = (request: ScriptedAnthropic.MessagesRequest): Conformance.
   }
 }
 
-/** A suite tool as a runner tool: its JSON Schema as a zod shape. */
-export const claudeToolOf = (t: Conformance.SuiteTool): ClaudeAgentSdkRunner.ClaudeTool => {
-  const schema = z.fromJSONSchema(t.parameters as Parameters<typeof z.fromJSONSchema>[0])
-  return {
-    description: t.description,
-    inputSchema: schema instanceof z.ZodObject ? (schema.shape as z.ZodRawShape) : {},
-    effect: t.effect,
-    execute: (input, options) => t.execute(input as { readonly [key: string]: unknown }, options)
-  }
-}
-
 /** The runner over a scripted server that plays `player`, on a config directory of its own. */
 export const runnerLayer = (
   player: Conformance.ScriptPlayer,
@@ -120,7 +108,8 @@ export const runnerLayer = (
         model: "claude-scripted-1",
         configDir,
         sessionStore: store,
-        tools: Object.fromEntries(tools.map((t) => [t.name, claudeToolOf(t)])),
+        // the suite's tools as they are: JSON-Schema tools
+        jsonSchemaTools: tools,
         env: offlineEnv(server.url, configDir)
       })
     })

@@ -93,7 +93,7 @@ for (const [engineName, target] of Object.entries(targets)) {
           yield* Effect.gen(function* () {
             while (fileLines(ledger).length < 3) yield* Effect.sleep("50 millis")
           }).pipe(Effect.timeout("120 seconds"))
-          assert.deepStrictEqual(fileLines(ledger), ["model", "read_file", "model"])
+          assert.deepStrictEqual(fileLines(ledger), ["model 1", "read_file", "model 1"])
           yield* first.kill()
           const second = yield* start([db, ledger, "await", "s", "1"])
           const result = resultOf(yield* second.waitFor("RESULT", RESULT_WAIT_MS))
@@ -105,10 +105,23 @@ for (const [engineName, target] of Object.entries(targets)) {
           const runModel = result.steps.find((s) => s.stepType === "RunModel")!
           assert.isTrue(runModel.attempts.at(-1)?.runner?.endsWith(` pid ${second.pid}`))
           assert.strictEqual(lastText(result), "done: read_file=read_file ran")
-          // what a RunModel retry repeats: the query's model calls and its inline reads (at-least-once)
+          // what a RunModel retry repeats: the query's model calls and its inline reads (at-least-once); not the
+          // prompt: the retry cut the store's transcript back to the committed point (nothing, in this first
+          // RunModel), so every model call saw the one user text and the retry's call has the same ID
           const ledgerLines = fileLines(ledger)
-          assert.isAtLeast(ledgerLines.filter((l) => l === "read_file").length, 1)
-          assert.isAtLeast(ledgerLines.filter((l) => l === "model").length, 3)
+          assert.isAtLeast(ledgerLines.filter((l) => l === "read_file").length, 2)
+          const models = ledgerLines.filter((l) => l.startsWith("model"))
+          assert.isAtLeast(models.length, 4)
+          assert.deepStrictEqual([...new Set(models)], ["model 1"], "no model call saw the prompt twice")
+          assert.deepStrictEqual(
+            result.snapshot.messages.map((m) => [m.role, m.toolCallId]),
+            [
+              ["user", null],
+              ["assistant", "read_file-1"],
+              ["tool", "read_file-1"],
+              ["assistant", null]
+            ]
+          )
           assert.deepStrictEqual(result.snapshot.toolCalls, [], "an inline read has no record")
         }),
       TIMEOUT

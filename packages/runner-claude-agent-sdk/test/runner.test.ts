@@ -53,6 +53,8 @@ describe("Claude Agent SDK runner (real binary, scripted Messages API)", () => {
             const texts = userTexts(kit.server.requests.at(-1)!)
             assert.include(texts.join("\n"), "Hi there")
             assert.include(texts.join("\n"), "And again")
+            // and the first turn's answer: the transcript position the first turn committed keeps its last entry
+            assert.include(JSON.stringify(kit.server.requests.at(-1)!.messages), "Hello from Claude.")
             // offline: nothing but Messages requests reached the server
             assert.deepStrictEqual(kit.server.otherRequests, [])
             assert.strictEqual(kit.server.requests.length, 2)

@@ -1,195 +1,35 @@
 // The runner kit's conformance suite for the Claude Agent SDK runner, on one engine: the kit's control
-// suite as it is, and the kit's matrix cases adapted where the whole-turn harness differs (the README's
-// "Conformance" section lists each adaptation): a READ tool runs inline inside the RunModel (no CallTool
-// Step, no record, the two model calls in one RunModel), so cases 1, 2 and 3+7 assert that shape; the
-// other cases are the kit's own.
+// suite as it is (with a 150 s bound on its waits), and the kit's matrix cases adapted where the whole-turn
+// harness differs (the README's "Conformance" section lists each adaptation): a READ tool runs inline inside
+// the RunModel (no CallTool Step, no record, the two model calls in one RunModel), so this file's cases 1, 2
+// and 3+7 assert that shape; the kit's own matrixSuite runs the other cases as they are.
 
-import { Client as EngineClient } from "@durable-agent/engine"
+import type { Client as EngineClient } from "@durable-agent/engine"
 import {
-  allEvents,
+  controlSuite,
   type EngineFactory,
   type Kit,
+  matrixSuite,
   type ScriptEntry,
   type SessionOptions,
   stepShape,
   withSession
 } from "@durable-agent/runner-kit/Conformance"
-import { AgentSessionClient, BuiltInTools, Wire } from "@durable-agent/session"
+import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Schedule from "effect/Schedule"
 import { harness } from "../harness.ts"
 // the package's own waits (150 s): the binary is a real process, slow on a loaded machine
 import { awaitSnapshot, awaitTurns } from "../support.ts"
 
 const TIMEOUT = { timeout: 240_000 }
 
-/** Polls until `predicate` holds (150 s at most, as the package's other waits). */
-const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, predicate: (a: A) => boolean, what: string) =>
-  effect.pipe(
-    Effect.repeat({ schedule: Schedule.spaced("50 millis"), until: predicate }),
-    Effect.timeoutOrElse({
-      duration: "150 seconds",
-      orElse: () => Effect.die(new Error(`timed out waiting for ${what}`))
-    })
-  )
-
-/** The ask_user call of the control suite. */
-const ASK_USER_CALL = {
-  id: "q1",
-  name: "ask_user",
-  arguments: { question: "Which city?", choices: ["Paris", "Rome"], allows_free_text: false }
-} as const
-
-/** The durable_wait call of the control suite. */
-const DURABLE_WAIT_CALL = { id: "w1", name: "durable_wait", arguments: { seconds: 3600, reason: "cool down" } } as const
-
-/**
- * The kit's control suite (`controlSuite`) case by case, with the package's 150 s waits instead of the kit's
- * 20 s (the binary is a real process on a loaded machine); the cases and their assertions are the kit's.
- */
-const controlCases = (engineName: string, engine: EngineFactory): void => {
-  describe(`${harness.name} on the ${engineName} engine: turn controls and built-in tools`, () => {
-    it.live(
-      "cancel_turn aborts the running model call; the turn ends cancelled and the next message gets an answer",
-      () =>
-        withSession(harness, engine, [{ text: "never seen", delay: "10 minutes" }, { text: "Second answer." }], (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("c1", { initialMessage: "think hard" })
-            yield* eventually(
-              Effect.sync(() => kit.player.calls().length),
-              (n) => n === 1,
-              "the model call"
-            )
-            assert.deepStrictEqual(kit.player.aborted(), [])
-            // the scripted call waits ten minutes: a turn that ends at all shows the call was given up
-            assert.isTrue(yield* client.cancelTurn("c1"))
-            const done = yield* awaitTurns("c1", 1)
-            yield* eventually(Effect.sync(kit.player.aborted), (a) => a.length === 1, "the model to see the abort")
-            assert.strictEqual(done.state?.lastTurnError, null)
-            assert.deepStrictEqual(
-              done.messages.map((m) => [m.role, m.text]),
-              [["user", "think hard"]]
-            )
-            const cancelled = (yield* allEvents("c1")).filter((e) => e.event.type === "turn_cancelled")
-            assert.strictEqual(cancelled.length, 1)
-            assert.deepStrictEqual(yield* stepShape("c1"), [
-              "StartAgentSession",
-              "RunModel",
-              "FinishTurnCancellation",
-              "ApplyTurnControl",
-              "AwaitUserMessage"
-            ])
-            assert.isTrue(yield* client.sendUserMessage("c1", "again"))
-            const next = yield* awaitTurns("c1", 2)
-            assert.strictEqual(next.messages.at(-1)?.text, "Second answer.")
-            assert.strictEqual(kit.player.calls().length, 2)
-            assert.deepStrictEqual(kit.player.aborted(), [0], "the second call ran to its end")
-          })
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "ask_user: offered when enabled, answered through answerQuestion, the turn resumes with the answer",
-      () =>
-        withSession(
-          harness,
-          engine,
-          [{ toolCalls: [ASK_USER_CALL] }, { text: "Paris it is." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("b1", { initialMessage: "plan a trip" })
-              const waiting = yield* awaitSnapshot("b1", (s) => s.pendingInterrupts.length === 1, "the question")
-              const interrupt = waiting.pendingInterrupts[0]!
-              assert.deepStrictEqual(
-                [interrupt.interruptId, interrupt.kind, interrupt.question, interrupt.choices],
-                ["q1", "question", "Which city?", ["Paris", "Rome"]]
-              )
-              assert.isTrue(yield* client.answerQuestion("b1", { interruptId: "q1", answer: "Paris" }))
-              const done = yield* awaitTurns("b1", 1)
-              assert.deepStrictEqual(kit.toolResults(1), { q1: '{"status":"answered","answer":"Paris"}' })
-              assert.strictEqual(done.messages.at(-1)?.text, "Paris it is.")
-              assert.deepStrictEqual(yield* stepShape("b1"), [
-                "StartAgentSession",
-                "RunModel",
-                "AwaitQuestionAnswer",
-                "ResumeTurn",
-                "RunModel",
-                "AwaitUserMessage"
-              ])
-              const offered = [...kit.player.calls()[0]!.offeredTools].sort()
-              assert.deepStrictEqual(offered, [
-                "ask_user",
-                "durable_wait",
-                "flaky_write",
-                "get_weather",
-                "save_note",
-                "send_email"
-              ])
-            }),
-          { builtInTools: ["ask_user", "durable_wait"] }
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "durable_wait: a durable timer that SkipTimer ends; a built-in the session did not enable is not offered",
-      () =>
-        withSession(
-          harness,
-          engine,
-          [{ toolCalls: [DURABLE_WAIT_CALL] }, { text: "Done waiting." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              const engineClient = yield* EngineClient.Client
-              yield* client.startSession("b2", { initialMessage: "wait an hour" })
-              yield* awaitSnapshot("b2", (s) => s.toolCalls.some((c) => c.status === "waiting_for_timer"), "the wait")
-              assert.include(kit.player.calls()[0]!.offeredTools, "durable_wait")
-              assert.notInclude(kit.player.calls()[0]!.offeredTools, "ask_user")
-              const steps = yield* engineClient.stepExecutions("b2").pipe(
-                Effect.repeat({
-                  schedule: Schedule.spaced("30 millis"),
-                  until: (steps) => steps.some((s) => s.stepType === "AwaitTimer" && s.status === "waiting")
-                })
-              )
-              const timer = steps.find((s) => s.stepType === "AwaitTimer" && s.status === "waiting")!
-              assert.isTrue(yield* engineClient.skipTimer("b2", timer.stepExecutionId, 0))
-              const done = yield* awaitTurns("b2", 1)
-              const result = JSON.parse(kit.toolResults(1).w1!) as { status: string; reason: string }
-              assert.strictEqual(result.status, "completed")
-              assert.strictEqual(result.reason, "cool down")
-              assert.strictEqual(done.messages.at(-1)?.text, "Done waiting.")
-              assert.strictEqual(kit.count("get_weather") + kit.count("save_note"), 0)
-            }),
-          { builtInTools: ["durable_wait"] }
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "no built-in is offered when the session enables none",
-      () =>
-        withSession(harness, engine, [{ text: "Hi." }], (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("b3", { initialMessage: "hello" })
-            yield* awaitTurns("b3", 1)
-            const offered = kit.player.calls()[0]!.offeredTools
-            for (const d of BuiltInTools.definitions) assert.notInclude(offered, d.name)
-            assert.strictEqual(kit.player.calls().length, 1)
-          })
-        ),
-      TIMEOUT
-    )
-  })
-}
-
 export const conformanceSuite = (engineName: string, engine: EngineFactory): void => {
-  controlCases(engineName, engine)
+  // the kit's control suite and the matrix cases a whole-turn harness passes as they are, with the package's
+  // 150 s bound on their waits
+  const options = { engines: { [engineName]: engine }, timeout: "150 seconds" } as const
+  controlSuite(harness, options)
+  matrixSuite(harness, { ...options, matrixCases: ["7", "4", "single-attempt-failure", "8", "10+11"] })
 
   const session = <A, E>(
     script: ReadonlyArray<ScriptEntry>,
@@ -197,7 +37,7 @@ export const conformanceSuite = (engineName: string, engine: EngineFactory): voi
     options?: SessionOptions
   ) => withSession(harness, engine, script, body, options)
 
-  describe(`${harness.name} on the ${engineName} engine: the session matrix (whole-turn harness)`, () => {
+  describe(`${harness.name} on the ${engineName} engine: the session matrix (whole-turn harness: the adapted cases)`, () => {
     it.live(
       "1. a READ tool runs inline: one RunModel makes both model calls; the history replays",
       () =>
@@ -315,132 +155,6 @@ export const conformanceSuite = (engineName: string, engine: EngineFactory): voi
               })
               assert.isTrue((yield* stepShape("m3")).includes("CallSingleAttemptTool"))
             })
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      '7. an approval deadline rejects the call with "approval deadline passed"; resolving after it is false',
-      () =>
-        session(
-          [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "cy" } }] }, { text: "Too late." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m7", { initialMessage: "email cy" })
-              yield* awaitTurns("m7", 1)
-              assert.isFalse(yield* client.resolveInterrupt("m7", { interruptId: "w1", approved: true }))
-              assert.strictEqual(kit.count("send_email"), 0)
-              assert.deepStrictEqual(kit.toolResults(1), { w1: "approval deadline passed" })
-            }),
-          { interruptDeadline: "1 second" }
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "4. a rejected write never runs, and the model sees the rejection message",
-      () =>
-        session(
-          [{ toolCalls: [{ id: "w1", name: "send_email", arguments: { to: "bob" } }] }, { text: "OK, I will not." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m4", { initialMessage: "email bob" })
-              yield* awaitSnapshot("m4", (s) => s.pendingInterrupts.length === 1, "the approval")
-              assert.isTrue(
-                yield* client.resolveInterrupt("m4", {
-                  interruptId: "w1",
-                  approved: false,
-                  rejectionMessage: "Not today."
-                })
-              )
-              yield* awaitTurns("m4", 1)
-              assert.strictEqual(kit.count("send_email"), 0)
-              assert.deepStrictEqual(kit.toolResults(1), { w1: "Not today." })
-            })
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "a single-attempt write whose tool throws records failed with the error, runs once, and the model sees it",
-      () =>
-        session(
-          [{ toolCalls: [{ id: "f1", name: "flaky_write", arguments: {} }] }, { text: "It may have gone through." }],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m5", { initialMessage: "do it" })
-              yield* awaitSnapshot("m5", (s) => s.pendingInterrupts.length === 1, "the approval")
-              assert.isTrue(yield* client.resolveInterrupt("m5", { interruptId: "f1", approved: true }))
-              yield* awaitTurns("m5", 1)
-              assert.strictEqual(kit.count("flaky_write"), 1)
-              assert.include(kit.toolResults(1).f1, "the mail server hung up")
-              assert.notStrictEqual(kit.toolResults(1).f1, Wire.OUTCOME_UNKNOWN_TEXT)
-            }),
-          { toolPolicies: { flaky_write: { effect: "non_idempotent_write", requiresApproval: true } } }
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "8. a turn that fails after a write ran leaves the turn-failure note, and the write is not repeated",
-      () =>
-        session(
-          [
-            { toolCalls: [{ id: "n1", name: "save_note", arguments: { text: "hello" } }] },
-            { fail: "provider down 1" },
-            { fail: "provider down 2" },
-            { fail: "provider down 3" },
-            { text: "Recovered." }
-          ],
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("m8", { initialMessage: "save hello" })
-              const failed = yield* awaitTurns("m8", 1)
-              assert.strictEqual(kit.count("save_note"), 1)
-              assert.include(failed.state?.lastTurnError ?? "", "provider down 3")
-              const note = failed.messages[failed.messages.length - 1]!
-              assert.isTrue(note.text?.startsWith(Wire.TURN_FAILURE_NOTE_HEADER))
-              assert.include(note.text ?? "", "save_note")
-              assert.isTrue(yield* client.sendUserMessage("m8", "and now?"))
-              const done = yield* awaitTurns("m8", 2)
-              const last = kit.player.calls().at(-1)!
-              assert.isTrue(
-                last.userTexts.some((t) => t.includes(Wire.TURN_FAILURE_NOTE_HEADER.slice(0, 20))),
-                "the next model call sees the turn-failure note"
-              )
-              assert.strictEqual(done.messages.at(-1)?.text, "Recovered.")
-              assert.strictEqual(kit.count("save_note"), 1)
-            })
-        ),
-      TIMEOUT
-    )
-
-    it.live(
-      "10+11. a message sent during a turn is queued and handled after it; the snapshot returns the conversation",
-      () =>
-        session([{ text: "First answer.", delay: "800 millis" }, { text: "Second answer." }], (kit) =>
-          Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("m10", { initialMessage: "one" })
-            yield* awaitSnapshot("m10", (s) => s.state?.activeTurnId !== null, "the first turn")
-            assert.isTrue(yield* client.sendUserMessage("m10", "two"))
-            const snapshot = yield* awaitTurns("m10", 2)
-            assert.deepStrictEqual(
-              snapshot.messages.map((m) => [m.role, m.text]),
-              [
-                ["user", "one"],
-                ["assistant", "First answer."],
-                ["user", "two"],
-                ["assistant", "Second answer."]
-              ]
-            )
-            assert.strictEqual(kit.player.calls().length, 2)
-            assert.isFalse(yield* client.sendUserMessage("m10", "   "), "a blank message is refused")
-          })
         ),
       TIMEOUT
     )
