@@ -151,7 +151,13 @@ const appendStored = (state: Rebuild, m: StoredMessageView, item: StoredItem | u
       if (item.block !== undefined) last.content.push(item.block)
     } else {
       const meta = item.meta ?? projectedAssistant([])
-      out.push({ ...meta, content: item.block !== undefined ? [item.block] : [] } as AssistantMessage)
+      // `role` and `content` first, as a provider's assistant message has them: messages of one shape keep a
+      // provider's conversion of the context (and Pi's own code) on its fast path
+      out.push({
+        role: "assistant",
+        content: item.block !== undefined ? [item.block] : [],
+        ...meta
+      } as AssistantMessage)
       state.openId = item.id
     }
     return
