@@ -24,7 +24,7 @@
  * @since 0.1.0
  */
 import { BuiltIns, Replay, type RunState, SourceTools, ToolCall } from "@durable-agent/runner-kit"
-import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
+import { EventWriter, type ModelClient, Runner, Wire } from "@durable-agent/session"
 import type {
   AgentMessage,
   AgentTool,
@@ -163,12 +163,18 @@ const turnMessages = (
   timestamp: number
 ): Array<Message> => [
   ...(state?.messages ?? []),
-  ...Replay.replay(turn, state?.pending ?? []).map((p): Message => {
+  ...(state?.pending ?? []).map((p): Message => {
+    // the runner kit's `Replay.replay` text, from the one lookup of the call's final record
     const record = Replay.finalRecord(turn.toolCalls, p.toolCallId)
     const succeeded = record?.status === "succeeded"
     const recorded = succeeded ? decodeResult(record.output) : undefined
     return recorded === undefined
-      ? toolResultMessage(p, p.text, !succeeded, timestamp)
+      ? toolResultMessage(
+          p,
+          record === undefined ? Wire.OUTCOME_UNKNOWN_TEXT : Wire.modelVisibleResult(record),
+          !succeeded,
+          timestamp
+        )
       : {
           role: "toolResult",
           toolCallId: p.toolCallId,
