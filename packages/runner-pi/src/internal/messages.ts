@@ -153,11 +153,11 @@ const appendStored = (state: Rebuild, m: StoredMessageView, item: StoredItem | u
       const meta = item.meta ?? projectedAssistant([])
       // `role` and `content` first, as a provider's assistant message has them: messages of one shape keep a
       // provider's conversion of the context (and Pi's own code) on its fast path
-      out.push({
-        role: "assistant",
-        content: item.block !== undefined ? [item.block] : [],
-        ...meta
-      } as AssistantMessage)
+      const content = item.block !== undefined ? [item.block] : []
+      const message = Object.assign({ role: "assistant", content }, meta) as AssistantMessage
+      // the blocks win over a `content` a stored meta should not have
+      message.content = content
+      out.push(message)
       state.openId = item.id
     }
     return
