@@ -122,7 +122,7 @@ const main = async () => {
     const ra: Array<number> = []
     const rd: Array<number> = []
     rounds = []
-    // (a) and (d) alternate turn by turn (which goes first alternates by round), so both see the same load
+    // (a) and (d) alternate turn by turn (which of the two goes first alternates too), so both see the same load
     for (let i = 0; i < TURNS; i++) {
       const directFirst = (round + i) % 2 === 0
       if (directFirst) ra.push(await directTurn(i))
