@@ -24,7 +24,7 @@
  * @since 0.1.0
  */
 import { BuiltIns, Replay, type RunState, SourceTools, ToolCall } from "@durable-agent/runner-kit"
-import { EventWriter, type ModelClient, Runner, type Wire } from "@durable-agent/session"
+import { EventWriter, type ModelClient, Runner, Wire } from "@durable-agent/session"
 import type {
   AgentMessage,
   AgentTool,
@@ -32,7 +32,7 @@ import type {
   AgentToolUpdateCallback,
   StreamFn
 } from "@mariozechner/pi-agent-core"
-import type { Api, AssistantMessage, Message, Model, SimpleStreamOptions, TSchema } from "@mariozechner/pi-ai"
+import type { Api, AssistantMessage, Message, Model, SimpleStreamOptions, Tool, TSchema } from "@mariozechner/pi-ai"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -163,12 +163,18 @@ const turnMessages = (
   timestamp: number
 ): Array<Message> => [
   ...(state?.messages ?? []),
-  ...Replay.replay(turn, state?.pending ?? []).map((p): Message => {
+  ...(state?.pending ?? []).map((p): Message => {
+    // the runner kit's `Replay.replay` text, from the one lookup of the call's final record
     const record = Replay.finalRecord(turn.toolCalls, p.toolCallId)
     const succeeded = record?.status === "succeeded"
     const recorded = succeeded ? decodeResult(record.output) : undefined
     return recorded === undefined
-      ? toolResultMessage(p, p.text, !succeeded, timestamp)
+      ? toolResultMessage(
+          p,
+          record === undefined ? Wire.OUTCOME_UNKNOWN_TEXT : Wire.modelVisibleResult(record),
+          !succeeded,
+          timestamp
+        )
       : {
           role: "toolResult",
           toolCallId: p.toolCallId,
@@ -210,6 +216,13 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
   )
   const tools = [...ownTools, ...[...jsonTools.values()].map(fromJsonSchemaTool)]
   const byName = new Map(tools.map((t) => [t.name, t]))
+  /** The tools as the model sees them (pi-ai's `Tool`), the same array on every call without built-ins. */
+  const toLlmTool = ({ name, description, parameters }: AgentTool<any>): Tool => ({ name, description, parameters })
+  const llmTools = tools.map(toLlmTool)
+  const callTools = (builtIns: ReadonlyArray<AgentTool<any>>, builtInNames: ReadonlySet<string>): Array<Tool> =>
+    builtIns.length === 0
+      ? llmTools
+      : [...tools.filter((t) => !builtInNames.has(t.name)).map(toLlmTool), ...builtIns.map(toLlmTool)]
   const info = (turn: Runner.AgentTurnContext): PiTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
@@ -267,11 +280,16 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     const systemPrompt = typeof agent.systemPrompt === "function" ? agent.systemPrompt(info(turn)) : agent.systemPrompt
     const streamOptions =
       typeof agent.streamOptions === "function" ? agent.streamOptions(info(turn)) : agent.streamOptions
+    // the call's own array: the rebuilt history (the cache's, never changed here), then the turn's messages
+    const stored = history.rebuild(turn.flowId, turn.messages)
+    const messages: Array<Message> = new Array(stored.length + current.length)
+    for (let i = 0; i < stored.length; i++) messages[i] = stored[i]!
+    for (let i = 0; i < current.length; i++) messages[stored.length + i] = current[i]!
     const message = yield* callModel({
       model,
       systemPrompt: systemPrompt ?? "",
-      messages: [...history.rebuild(turn.flowId, turn.messages), ...current],
-      tools: [...tools.filter((t) => !builtInNames.has(t.name)), ...builtIns],
+      messages,
+      tools: callTools(builtIns, builtInNames),
       streamFn: agent.streamFn,
       streamOptions,
       getApiKey: agent.getApiKey,
@@ -313,11 +331,11 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
       finishReasons: [message.stopReason]
     }
     const calls = toolCallsOf(message)
-    const messages = [...current, message]
+    const turnSoFar = [...current, message]
     if (calls.length === 0) {
       return Runner.AgentTurnOutcome.turnCompleted({
         newMessages: toFrameworkMessages(
-          messages,
+          turnSoFar,
           (i) => `${turn.turnId}/${turn.stepExecutionId}/${i}`,
           history.writing(turn.flowId)
         ),
@@ -328,7 +346,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
     return Runner.AgentTurnOutcome.toolCallsRequested({
       frameworkRunState: encodeState(turn.flowId, {
         v: 1,
-        messages,
+        messages: turnSoFar,
         pending: calls.map((c) => ({ toolCallId: c.id, toolName: c.name }))
       }),
       toolCalls: calls.map((c) => ({
@@ -353,7 +371,7 @@ export const make = (agent: PiAgent): Runner.AgentFrameworkRunnerShape => {
   return {
     name: agent.name,
     buildUserMessage: (text: string): Runner.FrameworkMessage =>
-      toFrameworkMessages([{ role: "user", content: text, timestamp: Date.now() }], () => "user")[0]!,
+      toFrameworkMessages([{ role: "user", content: text, timestamp: Date.now() }], () => "user", history.built)[0]!,
     runModelStep,
     executeDeferredToolCall,
     buildUnfinishedTurnMessages

@@ -5,24 +5,26 @@
 // deltas are merged as the runner kit's DeltaBuffer merges them (1,024 characters or 100 ms) and written in order while the
 // call streams.
 import { Errors } from "@durable-agent/session"
-import type { AgentMessage, AgentTool, StreamFn } from "@mariozechner/pi-agent-core"
+import type { AgentMessage, StreamFn } from "@mariozechner/pi-agent-core"
 import {
   type AssistantMessage,
   type AssistantMessageEvent,
   type Message,
   type Model,
   type SimpleStreamOptions,
-  streamSimple
+  streamSimple,
+  type Tool
 } from "@mariozechner/pi-ai"
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 
 export interface CallOptions {
   readonly model: Model<any>
   readonly systemPrompt: string
+  /** The call's context messages: an array of this call's own, which the call may give a transform. */
   readonly messages: ReadonlyArray<Message>
-  /** The tools the model sees (their `execute` never runs here). */
-  readonly tools: ReadonlyArray<AgentTool<any>>
+  /** The tools the model sees, as pi-ai's `Tool`s (name, description, parameters). */
+  readonly tools: ReadonlyArray<Tool>
   readonly streamFn?: StreamFn | undefined
   readonly streamOptions?: SimpleStreamOptions | undefined
   readonly getApiKey?: ((provider: string) => Promise<string | undefined> | string | undefined) | undefined
@@ -50,14 +52,21 @@ const isLlmMessage = (m: AgentMessage): m is Message =>
 
 /**
  * Writes events in order, without holding up the stream: each write starts after the one before it ended.
- * Writes are best effort (an `EventWriter` never fails), so a failed one is dropped.
+ * Writes are best effort (an `EventWriter` never fails), so a failed one is dropped. `inFlight` tells whether a
+ * write has not ended yet, so the call's end waits for the writes only when there are some.
  */
 const orderedWrites = () => {
   let last: Promise<unknown> = Promise.resolve()
+  let inFlight = 0
+  const ended = () => {
+    inFlight--
+  }
   return {
     write: (effect: Effect.Effect<void>) => {
-      last = last.then(() => Effect.runPromiseExit(effect))
+      inFlight++
+      last = last.then(() => Effect.runPromiseExit(effect)).then(ended)
     },
+    inFlight: () => inFlight > 0,
     done: () => last
   }
 }
@@ -95,12 +104,17 @@ const syncDeltaBuffer = (clock: Clock.Clock, emit: (text: string) => void): Sync
  * `ModelCallError` (it never reads as an answer), and so does a call that ended in an error.
  */
 export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage, Errors.ModelCallError> =>
-  Effect.gen(function* () {
+  Effect.clockWith((clock) => {
     const writes = orderedWrites()
-    const clock = yield* Clock.Clock
+    // what the buffers flush once the call has ended: written by the fiber itself, after the writes in flight
+    let tail: Array<Effect.Effect<void>> | undefined
     // merged as the runner kit's DeltaBuffer merges (1,024 characters or 100 ms), synchronously in the
     // stream's loop; what it flushes is written in order while the call streams
-    const buffer = (emit: (text: string) => Effect.Effect<void>) => syncDeltaBuffer(clock, (t) => writes.write(emit(t)))
+    const buffer = (emit: (text: string) => Effect.Effect<void>) =>
+      syncDeltaBuffer(clock, (t) => {
+        if (tail === undefined) writes.write(emit(t))
+        else tail.push(emit(t))
+      })
     const text = buffer(options.onTextDelta)
     const reasoning = buffer(options.onReasoningDelta)
     const toolCallDeltas = new Map<number, SyncDeltaBuffer>()
@@ -131,19 +145,28 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
       }
     }
     let aborted = false
-    const final = yield* Effect.tryPromise({
+    return Effect.tryPromise({
       try: async (interrupted) => {
-        const signal =
-          options.abortSignal === undefined ? interrupted : AbortSignal.any([interrupted, options.abortSignal])
-        const onAbort = () => {
-          aborted = true
+        // the fiber's interruption or the turn's cancellation: forwarded to one signal by hand (cheaper than
+        // `AbortSignal.any`, which also keeps a registry of the signals it follows)
+        const cancellation = options.abortSignal
+        let signal = interrupted
+        let forward: (() => void) | undefined
+        if (cancellation !== undefined) {
+          const controller = new AbortController()
+          signal = controller.signal
+          if (interrupted.aborted) controller.abort(interrupted.reason)
+          else if (cancellation.aborted) controller.abort(cancellation.reason)
+          else {
+            forward = () => controller.abort(interrupted.aborted ? interrupted.reason : cancellation.reason)
+            interrupted.addEventListener("abort", forward, { once: true })
+            cancellation.addEventListener("abort", forward, { once: true })
+          }
         }
-        signal.addEventListener("abort", onAbort, { once: true })
-        if (signal.aborted) aborted = true
         try {
-          // a fresh array of this call (its messages may be shared with the runner's rebuilt history, as Pi's
-          // loop shares its own context's messages)
-          const input: Array<AgentMessage> = [...options.messages]
+          // `options.messages` is this call's own array (its messages may be shared with the runner's rebuilt
+          // history, as Pi's loop shares its own context's messages)
+          const input = options.messages as Array<AgentMessage>
           // a transform may add custom messages, which the conversion to LLM messages leaves out
           const messages =
             options.transformContext === undefined
@@ -154,11 +177,7 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
             options.streamOptions?.apiKey
           const stream = await (options.streamFn ?? streamSimple)(
             options.model,
-            {
-              systemPrompt: options.systemPrompt,
-              messages,
-              tools: options.tools.map(({ name, description, parameters }) => ({ name, description, parameters }))
-            },
+            { systemPrompt: options.systemPrompt, messages, tools: options.tools as Array<Tool> },
             {
               ...options.streamOptions,
               ...(apiKey !== undefined ? { apiKey } : {}),
@@ -170,24 +189,36 @@ export const callModel = (options: CallOptions): Effect.Effect<AssistantMessage,
           for await (const event of stream) onEvent(event)
           return await stream.result()
         } finally {
-          signal.removeEventListener("abort", onAbort)
+          // an abort stays: the signal tells whether the call was aborted at any point until it ended
+          aborted = signal.aborted
+          if (forward !== undefined) {
+            interrupted.removeEventListener("abort", forward)
+            cancellation!.removeEventListener("abort", forward)
+          }
         }
       },
       catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     }).pipe(
       Effect.ensuring(
         Effect.suspend(() => {
+          tail = []
           for (const b of [text, reasoning, ...toolCallDeltas.values()]) b.flush()
-          return Effect.promise(writes.done)
+          const rest =
+            tail.length === 0
+              ? Effect.void
+              : tail.length === 1
+                ? tail[0]!
+                : Effect.forEach(tail, (w) => w, { discard: true })
+          return writes.inFlight() ? Effect.andThen(Effect.promise(writes.done), rest) : rest
         })
+      ),
+      Effect.flatMap((final) =>
+        // an aborted call is never an answer, however the provider ended the stream
+        aborted || final.stopReason === "aborted"
+          ? Effect.fail(new Errors.ModelCallError({ message: "the model call was cancelled" }))
+          : final.stopReason === "error"
+            ? Effect.fail(new Errors.ModelCallError({ message: final.errorMessage ?? "the model call failed" }))
+            : Effect.succeed(final)
       )
     )
-    // an aborted call is never an answer, however the provider ended the stream
-    if (aborted || final.stopReason === "aborted") {
-      return yield* new Errors.ModelCallError({ message: "the model call was cancelled" })
-    }
-    if (final.stopReason === "error") {
-      return yield* new Errors.ModelCallError({ message: final.errorMessage ?? "the model call failed" })
-    }
-    return final
   })

@@ -151,7 +151,13 @@ const appendStored = (state: Rebuild, m: StoredMessageView, item: StoredItem | u
       if (item.block !== undefined) last.content.push(item.block)
     } else {
       const meta = item.meta ?? projectedAssistant([])
-      out.push({ ...meta, content: item.block !== undefined ? [item.block] : [] } as AssistantMessage)
+      // `role` and `content` first, as a provider's assistant message has them: messages of one shape keep a
+      // provider's conversion of the context (and Pi's own code) on its fast path
+      const content = item.block !== undefined ? [item.block] : []
+      const message = Object.assign({ role: "assistant", content }, meta) as AssistantMessage
+      // the blocks win over a `content` a stored meta should not have
+      message.content = content
+      out.push(message)
       state.openId = item.id
     }
     return
@@ -201,18 +207,21 @@ export const fromStoredMessages = (stored: ReadonlyArray<StoredMessageView>): Ar
  * rebuild are still the first ones (the same sequences and the same `frameworkItem` texts) their Pi messages
  * are reused and only the messages after them are rebuilt; otherwise (a compacted history, another session
  * under the same ID) it rebuilds everything. The items the runner itself wrote last for the session
- * (`wrote`) are not parsed again: their text finds them. It keeps this for at most `maxFlows` sessions, the
- * least recently used dropped first.
+ * (`wrote`), and the user messages it built lately (`built`), are not parsed again: their text finds them. It
+ * keeps this for at most `maxFlows` sessions, the least recently used dropped first.
  */
 export const historyCache = (maxFlows = 256) => {
+  /** A session's rebuild, extended in place by the next one that finds it still matches. */
   interface Entry {
-    readonly texts: ReadonlyArray<string>
-    readonly sequences: ReadonlyArray<number | undefined>
-    readonly out: ReadonlyArray<Message>
-    readonly openId: string | undefined
+    readonly texts: Array<string>
+    readonly sequences: Array<number | undefined>
+    readonly out: Array<Message>
+    openId: string | undefined
   }
   const flows = new Map<string, Entry>()
   const written = new Map<string, Map<string, StoredItem>>()
+  // the user messages built for any session (`buildUserMessage` does not know the session), the latest kept
+  const users = new Map<string, StoredItem>()
   const touch = <A>(map: Map<string, A>, flowId: string, value: A) => {
     map.delete(flowId)
     map.set(flowId, value)
@@ -226,37 +235,44 @@ export const historyCache = (maxFlows = 256) => {
     return true
   }
   return {
-    /** The Pi messages of `stored`, the stored history of `flowId`. */
-    rebuild: (flowId: string, stored: ReadonlyArray<StoredMessageView>): Array<Message> => {
-      const cached = flows.get(flowId)
-      const ours = written.get(flowId)
-      let state: Rebuild = { out: [], openId: undefined }
-      let start = 0
-      if (cached !== undefined && matches(cached, stored)) {
-        start = cached.texts.length
-        const out = cached.out.slice()
+    /**
+     * The Pi messages of `stored`, the stored history of `flowId`. The array and its messages are the cache's:
+     * read them, copy the array to hand it on; the next rebuild of the session may extend the array.
+     */
+    rebuild: (flowId: string, stored: ReadonlyArray<StoredMessageView>): ReadonlyArray<Message> => {
+      let entry = flows.get(flowId)
+      if (entry === undefined || !matches(entry, stored)) {
+        entry = { texts: [], sequences: [], out: [], openId: undefined }
+      } else if (entry.texts.length < stored.length) {
+        // the next stored block may extend the last assistant message: extend a copy, never the message a
+        // model call was given
+        const out = entry.out
         const last = out[out.length - 1]
-        // the next stored block may extend the last assistant message: extend a copy, never the cached one
         if (last?.role === "assistant") out[out.length - 1] = { ...last, content: [...last.content] }
-        state = { out, openId: cached.openId }
       }
-      for (let i = start; i < stored.length; i++) {
-        const text = stored[i]!.frameworkItem
-        appendStored(state, stored[i]!, ours?.get(text) ?? parseItem(text))
+      if (entry.texts.length < stored.length) {
+        const ours = written.get(flowId)
+        for (let i = entry.texts.length; i < stored.length; i++) {
+          const m = stored[i]!
+          const text = m.frameworkItem
+          appendStored(entry, m, ours?.get(text) ?? users.get(text) ?? parseItem(text))
+          entry.texts.push(text)
+          entry.sequences.push(m.sequence)
+        }
       }
-      touch(flows, flowId, {
-        texts: stored.map((m) => m.frameworkItem),
-        sequences: stored.map((m) => m.sequence),
-        out: state.out.slice(),
-        openId: state.openId
-      })
-      return state.out
+      touch(flows, flowId, entry)
+      return entry.out
     },
     /** Collects the items the runner writes for `flowId` now (`toFrameworkMessages`' `onItem`). */
     writing: (flowId: string) => {
       const items = new Map<string, StoredItem>()
       touch(written, flowId, items)
       return (text: string, item: StoredItem) => void items.set(text, item)
+    },
+    /** Collects a user message the runner builds (`toFrameworkMessages`' `onItem`). */
+    built: (text: string, item: StoredItem): void => {
+      users.set(text, item)
+      if (users.size > maxFlows) users.delete(users.keys().next().value!)
     }
   }
 }

@@ -97,19 +97,7 @@ export const runParsed = (
   Errors.ToolExecutionError | Errors.ToolAttemptError,
   EventWriter.EventWriter
 > =>
-  Effect.gen(function* () {
-    const toolCall: ToolCall = { type: "toolCall", id: call.toolCallId, name: tool.name, arguments: { ...raw } }
-    const args = yield* Effect.try({
-      try: () => {
-        const prepared: ToolCall =
-          tool.prepareArguments === undefined
-            ? toolCall
-            : { ...toolCall, arguments: tool.prepareArguments(toolCall.arguments) as ToolCall["arguments"] }
-        return validateToolArguments(tool, prepared) as unknown
-      },
-      catch: (error) => new Errors.ToolExecutionError({ message: `invalid ${tool.name} arguments: ${message(error)}` })
-    })
-    const events = yield* EventWriter.EventWriter
+  EventWriter.EventWriter.use((events) => {
     const onUpdate = (partial: AgentToolResult<unknown>) =>
       void Effect.runFork(
         events.write({
@@ -117,20 +105,43 @@ export const runParsed = (
           payload: { tool_call_id: call.toolCallId, tool_name: tool.name, text: blocksText(partial.content ?? []) }
         })
       )
-    const result = yield* Effect.tryPromise({
-      try: (signal) => durableCalls.run(call, () => tool.execute(call.toolCallId, args, signal, onUpdate)),
-      catch: KitToolCall.fromThrown
+    // one promise for the validation and the run: what fails the call is thrown as a `Failed`
+    return Effect.tryPromise({
+      try: async (signal) => {
+        const toolCall: ToolCall = { type: "toolCall", id: call.toolCallId, name: tool.name, arguments: { ...raw } }
+        let args: unknown
+        try {
+          const prepared: ToolCall =
+            tool.prepareArguments === undefined
+              ? toolCall
+              : { ...toolCall, arguments: tool.prepareArguments(toolCall.arguments) as ToolCall["arguments"] }
+          args = validateToolArguments(tool, prepared)
+        } catch (error) {
+          throw new Failed(`invalid ${tool.name} arguments: ${message(error)}`)
+        }
+        const result = await durableCalls.run(call, () => tool.execute(call.toolCallId, args, signal, onUpdate))
+        const content = result?.content ?? []
+        // a later pi-agent-core marks a failure in the result; this version only throws, but honour it
+        if ((result as { isError?: unknown } | undefined)?.isError === true) throw new Failed(blocksText(content))
+        return {
+          output:
+            options?.recordDetails === true ? encodeResult({ content, details: result?.details }) : blocksText(content)
+        }
+      },
+      catch: (error) =>
+        error instanceof Failed
+          ? new Errors.ToolExecutionError({ message: error.message })
+          : KitToolCall.fromThrown(error)
     })
-    const content = result?.content ?? []
-    // a later pi-agent-core marks a failure in the result; this version only throws, but honour it
-    if ((result as { isError?: unknown } | undefined)?.isError === true) {
-      return yield* new Errors.ToolExecutionError({ message: blocksText(content) })
-    }
-    return {
-      output:
-        options?.recordDetails === true ? encodeResult({ content, details: result?.details }) : blocksText(content)
-    }
   })
+
+/** What fails a call inside {@link runParsed}'s promise: invalid arguments, a result marked as an error. */
+class Failed {
+  readonly message: string
+  constructor(message: string) {
+    this.message = message
+  }
+}
 
 /** Runs one deferred call of a tool Step (`unknown tool <name>` when the runner has no such tool). */
 export const runDeferred = (tool: AgentTool<any> | undefined, call: Runner.DeferredToolExecution) =>
