@@ -1,4 +1,4 @@
-// The soak (soak/soak.ts) in the test command: 45 s of faults on each engine with a few sessions (both kinds of
+// The soak (soak/soak.ts) in the test command: 60 s of faults on each engine with a few sessions (both kinds of
 // fault, which alternate), which must end with exit code 0 and every check passed; and the soak's checks themselves, on made-up ledgers and states
 // that break each invariant once.
 
@@ -7,7 +7,15 @@ import { fileURLToPath } from "node:url"
 import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type Durable, type EventRow, type LedgerLine, runChecks, type SoakResult } from "../soak/soak.ts"
+import {
+  type Durable,
+  type EventRow,
+  type LedgerLine,
+  type MessageStorage,
+  readMessages,
+  runChecks,
+  type SoakResult
+} from "../soak/soak.ts"
 
 const soakPath = fileURLToPath(new URL("../soak/soak.ts", import.meta.url))
 
@@ -30,6 +38,7 @@ const CHECKS = [
   "every tool record final exactly once",
   "no duplicate event",
   "no contradicting event",
+  "every message stored once, in sequence",
   "every user message answered",
   "no session stuck"
 ]
@@ -42,7 +51,7 @@ const soakRun = (mode: "embedded" | "cluster") =>
       "--sessions",
       "4",
       "--minutes",
-      "0.75",
+      "1",
       "--settle-seconds",
       "90"
     ])
@@ -61,11 +70,11 @@ const soakRun = (mode: "embedded" | "cluster") =>
   })
 
 describe("soak", () => {
-  it.live("embedded: 45 s of SIGKILL and SIGSTOP of the worker, no violation", () => soakRun("embedded"), {
+  it.live("embedded: 60 s of SIGKILL and SIGSTOP of the worker, no violation", () => soakRun("embedded"), {
     timeout: 240_000
   })
 
-  it.live("cluster: 45 s of SIGKILL and SIGSTOP of three runners, no violation", () => soakRun("cluster"), {
+  it.live("cluster: 60 s of SIGKILL and SIGSTOP of three runners, no violation", () => soakRun("cluster"), {
     timeout: 240_000
   })
 })
@@ -80,6 +89,21 @@ const event = (e: Partial<EventRow> & Pick<EventRow, "type">): EventRow => ({
   ...e
 })
 
+/** The messages of `clean`: its first two rolled over into a chunk, the other two in the window. */
+const cleanStorage = (): { -readonly [K in keyof MessageStorage]: MessageStorage[K] } => {
+  const messages = [
+    { sequence: 1, role: "user", text: "turn 1" },
+    { sequence: 2, role: "assistant", text: null, tool_call_id: "charge-1", tool_name: "charge" },
+    { sequence: 3, role: "tool", text: null, tool_call_id: "charge-1", tool_name: "charge", tool_output: "charge ok" },
+    { sequence: 4, role: "assistant", text: "done 1" }
+  ]
+  return {
+    index: { chunks: [{ first_sequence: 1, last_sequence: 2 }], first_sequence: 1, window_first_sequence: 3 },
+    chunks: new Map([["000000000001", messages.slice(0, 2)]]),
+    window: messages.slice(2)
+  }
+}
+
 /** A session that ran one turn with one write, cleanly. */
 const clean = (): { ledger: Array<LedgerLine>; durable: Durable } => ({
   ledger: [
@@ -88,25 +112,9 @@ const clean = (): { ledger: Array<LedgerLine>; durable: Durable } => ({
   ],
   durable: {
     records: new Map([["s", []]]),
-    messages: new Map([
-      [
-        "s",
-        [
-          { sequence: 1, role: "user", text: "turn 1" },
-          { sequence: 2, role: "assistant", text: null, tool_call_id: "charge-1", tool_name: "charge" },
-          {
-            sequence: 3,
-            role: "tool",
-            text: null,
-            tool_call_id: "charge-1",
-            tool_name: "charge",
-            tool_output: "charge ok"
-          },
-          { sequence: 4, role: "assistant", text: "done 1" }
-        ]
-      ]
-    ]),
-    states: new Map([["s", { active_turn_id: null }]]),
+    messages: new Map([["s", readMessages(cleanStorage())]]),
+    storage: new Map([["s", cleanStorage()]]),
+    states: new Map([["s", { active_turn_id: null, next_message_sequence: 5 }]]),
     events: [
       event({ type: "tool_call_deferred", payload: { tool_call_id: "charge-1" } }),
       event({
@@ -175,7 +183,7 @@ describe("soak checks", () => {
     unfinished.ledger.splice(1, 1)
     assert.deepStrictEqual(violationsOf(unfinished.ledger, unfinished.durable), {
       "every tool record final exactly once": [
-        "s charge-1: 0 settled tool_call_finished events",
+        "s charge-1: 0 settled tool_call_finished events (events: tool_call_deferred RunModel-1#1)",
         "s charge-1: succeeded without an execution"
       ]
     })
@@ -189,6 +197,40 @@ describe("soak checks", () => {
       "s: 1 settled turn_completed of 1 turn ends for 2 turns",
       's: acknowledged "turn 2" is missing'
     ])
+
+    // message storage: a window message whose delete was lost beside its chunk, a chunk the index does not list,
+    // a message missing
+    const twiceStored = clean()
+    const doubled = cleanStorage()
+    doubled.window = [doubled.chunks.get("000000000001")![1]!, ...doubled.window]
+    twiceStored.durable.storage!.set("s", doubled)
+    twiceStored.durable.messages.set("s", readMessages(doubled))
+    assert.deepStrictEqual(violationsOf(twiceStored.ledger, twiceStored.durable), {
+      "every message stored once, in sequence": [
+        "s: window message 2 is below window_first_sequence 3",
+        "s: message 2 stored 2 times"
+      ]
+    })
+    const unlisted = clean()
+    const orphan = cleanStorage()
+    orphan.chunks = new Map([...orphan.chunks, ["000000000003", orphan.window]])
+    unlisted.durable.storage!.set("s", orphan)
+    assert.deepStrictEqual(violationsOf(unlisted.ledger, unlisted.durable), {
+      "every message stored once, in sequence": ["s: chunk 000000000003 is stored but not listed in the index"]
+    })
+    const gap = clean()
+    gap.durable.storage!.set("s", { ...cleanStorage(), window: [] })
+    assert.deepStrictEqual(violationsOf(gap.ledger, gap.durable)["every message stored once, in sequence"], [
+      "s: messages 3, 4 missing (2)"
+    ])
+    const misplaced = clean()
+    const shifted = cleanStorage()
+    shifted.chunks = new Map([["000000000001", [shifted.chunks.get("000000000001")![0]!]]])
+    misplaced.durable.storage!.set("s", shifted)
+    assert.deepStrictEqual(
+      violationsOf(misplaced.ledger, misplaced.durable)["every message stored once, in sequence"],
+      ["s: chunk 000000000001 holds 1..1 (1), its index entry 1..2", "s: messages 2 missing (1)"]
+    )
 
     const stuck = clean()
     stuck.durable.states.set("s", { active_turn_id: "turn-2" })
