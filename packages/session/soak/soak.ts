@@ -167,6 +167,8 @@ export interface Durable {
   readonly events: Array<EventRow>
   readonly queued: Map<string, number>
   readonly activeSteps: Map<string, Array<string>>
+  /** Each session's waiting AwaitUserMessage Steps, when read: a settled session has exactly one. */
+  readonly waitingForMessages?: Map<string, number>
 }
 
 /** Reads what the checks need straight from the engine's tables (no worker runs any more). */
@@ -192,8 +194,7 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
     const queued = yield* sql<{ flow_id: string; n: number }>`SELECT flow_id, COUNT(*) AS n FROM dex_messages
       WHERE channel = 'QueuedUserMessages' GROUP BY flow_id`
     const steps = yield* sql<{ flow_id: string; step_execution_id: string; step_type: string; status: string }>`SELECT
-      flow_id, step_execution_id, step_type, status FROM dex_steps WHERE status IN ('ready', 'running')
-      OR (status = 'waiting' AND step_type <> 'AwaitUserMessage')`
+      flow_id, step_execution_id, step_type, status FROM dex_steps WHERE status IN ('ready', 'running', 'waiting')`
     const storage = new Map(
       sessions.map((s) => [
         s,
@@ -211,7 +212,8 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
       states: new Map(sessions.map((s) => [s, null])),
       events: [],
       queued: new Map(queued.map((q) => [q.flow_id, Number(q.n)])),
-      activeSteps: new Map()
+      activeSteps: new Map(),
+      waitingForMessages: new Map()
     }
     for (const a of attrs) {
       if (a.value === null || !durable.states.has(a.flow_id)) continue
@@ -238,6 +240,10 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
       })
     }
     for (const s of steps) {
+      if (s.status === "waiting" && s.step_type === "AwaitUserMessage") {
+        durable.waitingForMessages!.set(s.flow_id, (durable.waitingForMessages!.get(s.flow_id) ?? 0) + 1)
+        continue
+      }
       const list = durable.activeSteps.get(s.flow_id) ?? []
       list.push(`${s.step_execution_id} ${s.status}`)
       durable.activeSteps.set(s.flow_id, list)
@@ -434,13 +440,23 @@ export const runChecks = (
 
   const answered: Array<string> = []
   for (const [session, messages] of d.messages) {
-    const users = messages.filter((m) => m.role === "user").map((m) => String(m.text))
+    const userMessages = messages.filter((m) => m.role === "user")
+    const users = userMessages.map((m) => String(m.text))
     const turns = users.map((t) => Number(t.slice(5)))
     for (const [text, n] of countBy(users, (t) => t))
       if (n > 1) answered.push(`${session}: "${text}" stored ${n} times`)
     turns.forEach((t, i) => {
-      if (t !== i + 1) answered.push(`${session}: user message ${i + 1} is "turn ${t}"`)
+      const m = userMessages[i]!
+      const where = m.turn_id === undefined ? "" : ` (${m.turn_id}, sequence ${m.sequence})`
+      if (t !== i + 1) answered.push(`${session}: user message ${i + 1} is "turn ${t}"${where}`)
     })
+    // one user message per turn, and a turn count that counts each turn once (a skipped or repeated turn ID
+    // shifts every later message the driver sends)
+    const turnCount = d.states.get(session)?.turn_count
+    const turnIds = new Set(userMessages.flatMap((m) => (m.turn_id === undefined ? [] : [m.turn_id])))
+    if (typeof turnCount === "number" && turnIds.size > 0 && turnCount !== turnIds.size) {
+      answered.push(`${session}: turn_count is ${turnCount}, the user messages are of ${turnIds.size} turns`)
+    }
     const answers = messages.filter((m) => m.role === "assistant" && m.text !== null).map((m) => String(m.text))
     for (const t of turns) {
       const n = answers.filter((a) => a === `done ${t}`).length
@@ -466,6 +482,10 @@ export const runChecks = (
     if (state === null || state === undefined) stuck.push(`${session}: never started`)
     else if (state.active_turn_id !== null) stuck.push(`${session}: turn ${state.active_turn_id} still active`)
     if ((d.queued.get(session) ?? 0) > 0) stuck.push(`${session}: ${d.queued.get(session)} queued messages`)
+    const waiting = d.waitingForMessages?.get(session) ?? 0
+    if (d.waitingForMessages !== undefined && waiting !== 1) {
+      stuck.push(`${session}: ${waiting} AwaitUserMessage Steps waiting, not one`)
+    }
     const active = d.activeSteps.get(session)
     if (active !== undefined) stuck.push(`${session}: Steps not settled: ${active.join(", ")}`)
   }

@@ -240,5 +240,26 @@ describe("soak checks", () => {
       "s: turn turn-2 still active",
       "s: Steps not settled: RunModel-3 running"
     ])
+    // two waiting AwaitUserMessage Steps: two flows of control in one session
+    const forked = clean()
+    const waiting = { ...forked.durable, waitingForMessages: new Map([["s", 2]]) }
+    assert.deepStrictEqual(violationsOf(forked.ledger, waiting)["no session stuck"], [
+      "s: 2 AwaitUserMessage Steps waiting, not one"
+    ])
+    // a turn counted twice: its turn ID skipped, every later message one off
+    const skipped = clean()
+    skipped.durable.states.set("s", { active_turn_id: null, next_message_sequence: 7, turn_count: 3 })
+    const turnMessages = [
+      ...readMessages(cleanStorage()).map((m) => ({ ...m, turn_id: "turn-1" })),
+      { sequence: 5, role: "user", text: "turn 3", turn_id: "turn-3" },
+      { sequence: 6, role: "assistant", text: "done 3", turn_id: "turn-3" }
+    ]
+    skipped.durable.messages.set("s", turnMessages)
+    skipped.durable.storage!.set("s", { index: null, chunks: new Map(), window: turnMessages })
+    skipped.durable.events.push(event({ type: "turn_completed", turnId: "turn-3", stepExecutionId: "RunModel-4" }))
+    assert.deepStrictEqual(violationsOf(skipped.ledger, skipped.durable)["every user message answered"], [
+      's: user message 2 is "turn 3" (turn-3, sequence 5)',
+      "s: turn_count is 3, the user messages are of 2 turns"
+    ])
   })
 })
