@@ -21,11 +21,12 @@
  * ready or running Step). Prints the figures (faults injected and survived, turns completed, tool executions,
  * time to progress after a fault, p50 and max) and a final `SOAK_RESULT <json>` line; exits 1 on any violation.
  *
- * `SOAK_KEEP_DIR=1` keeps the ledger, the SQLite file and the Postgres database; `--recheck <dir>` (with
+ * Each worker slot's output (its warnings and errors too) is appended to `worker-<slot>.log` in the run's directory.
+ * `SOAK_KEEP_DIR=1` keeps that directory (ledger, logs, SQLite file) and the Postgres database; `--recheck <dir>` (with
  * `--database <url>` for a cluster run) runs the checks again over what a kept run left.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -75,7 +76,8 @@ interface Worker {
   dead: boolean
 }
 
-const startWorker = (args: ReadonlyArray<string>): Worker => {
+/** Starts a worker; its stdout and stderr (its warnings and errors) are appended to `log`. */
+const startWorker = (args: ReadonlyArray<string>, log: string): Worker => {
   const child = spawn(process.execPath, [...process.execArgv, workerPath, ...args], {
     detached: true,
     stdio: ["ignore", "pipe", "pipe"]
@@ -83,15 +85,18 @@ const startWorker = (args: ReadonlyArray<string>): Worker => {
   const worker: Worker = { child, lines: [], stopped: false, dead: false }
   let buffer = ""
   child.stdout!.on("data", (chunk: Buffer) => {
+    appendFileSync(log, chunk)
     buffer += chunk.toString("utf8")
     let i = buffer.indexOf("\n")
     while (i >= 0) {
-      worker.lines.push(buffer.slice(0, i))
+      const line = buffer.slice(0, i)
+      // only the protocol lines are kept in memory (the log lines are in the file)
+      if (/^(READY|PROGRESS|ALL_SETTLED|ERROR) /.test(line)) worker.lines.push(line)
       buffer = buffer.slice(i + 1)
       i = buffer.indexOf("\n")
     }
   })
-  child.stderr!.on("data", () => {})
+  child.stderr!.on("data", (chunk: Buffer) => appendFileSync(log, chunk))
   child.once("exit", () => {
     worker.dead = true
   })
@@ -553,7 +558,10 @@ export const runSoak = async (options: {
   const start = Date.now()
   const sendUntil = start + options.minutes * 60_000
   const args = [target, ledger, String(options.sessions), String(sendUntil)]
-  const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, () => startWorker(args))
+  const workerLog = (slot: number) => join(dir, `worker-${slot + 1}.log`)
+  const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, (_, slot) =>
+    startWorker(args, workerLog(slot))
+  )
   const faults: Array<{ readonly kind: "kill" | "stop"; readonly at: number; readonly start: number }> = []
   let settledAt: number | null = null
   const firstKind = between(0, 2)
@@ -571,7 +579,7 @@ export const runSoak = async (options: {
         await killWorker(worker)
         log(`fault ${faults.length}: SIGKILL worker ${slot + 1}`)
         await sleep(between(1000, 2000))
-        slots[slot] = startWorker(args)
+        slots[slot] = startWorker(args, workerLog(slot))
       } else {
         faults.push({ kind: "stop", at: Date.now(), start })
         signal(worker, "SIGSTOP")
