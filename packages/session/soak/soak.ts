@@ -457,10 +457,14 @@ export const runChecks = (
     })
     // one user message per turn, and a turn count that counts each turn once (a skipped or repeated turn ID
     // shifts every later message the driver sends)
-    const turnCount = d.states.get(session)?.turn_count
+    const state = d.states.get(session)
+    const turnCount = state?.turn_count
     const turnIds = new Set(userMessages.flatMap((m) => (m.turn_id === undefined ? [] : [m.turn_id])))
-    if (typeof turnCount === "number" && turnIds.size > 0 && turnCount !== turnIds.size) {
-      answered.push(`${session}: turn_count is ${turnCount}, the user messages are of ${turnIds.size} turns`)
+    // the active turn is counted when it ends
+    const ended =
+      turnIds.size - (typeof state?.active_turn_id === "string" && turnIds.has(state.active_turn_id) ? 1 : 0)
+    if (typeof turnCount === "number" && turnIds.size > 0 && turnCount !== ended) {
+      answered.push(`${session}: turn_count is ${turnCount}, the user messages are of ${ended} ended turns`)
     }
     const answers = messages.filter((m) => m.role === "assistant" && m.text !== null).map((m) => String(m.text))
     for (const t of turns) {
@@ -488,7 +492,9 @@ export const runChecks = (
     else if (state.active_turn_id !== null) stuck.push(`${session}: turn ${state.active_turn_id} still active`)
     if ((d.queued.get(session) ?? 0) > 0) stuck.push(`${session}: ${d.queued.get(session)} queued messages`)
     const waiting = d.waitingForMessages?.get(session) ?? 0
-    if (d.waitingForMessages !== undefined && waiting !== 1) {
+    // one flow of control: exactly one waiting AwaitUserMessage once the session is idle, never two
+    const idle = state !== null && state !== undefined && state.active_turn_id === null
+    if (d.waitingForMessages !== undefined && (waiting > 1 || (waiting === 0 && idle))) {
       stuck.push(`${session}: ${waiting} AwaitUserMessage Steps waiting, not one`)
     }
     const active = d.activeSteps.get(session)
