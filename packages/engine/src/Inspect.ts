@@ -321,9 +321,20 @@ export const renderHistory = (flowId: string): Effect.Effect<string, EngineError
     const events = yield* history(flowId)
     const t0 = flow.startedAt
     const owner = yield* Effect.option(flowOwner(flowId))
+    const kept = yield* retention(flowId)
+    const trimmed = [
+      ...(kept.stepExecutionsFromSeq === null
+        ? []
+        : [`closed Step executions scheduled before seq ${kept.stepExecutionsFromSeq} deleted`]),
+      ...(kept.historyFromId === null ? [] : [`history from event ${kept.historyFromId}`]),
+      ...Object.entries(kept.streamsTrimmedThrough).map(
+        ([name, through]) => `stream ${name} trimmed through ${through}`
+      )
+    ]
     const lines = [
       `Flow ${flow.flowId} (${flow.flowType}) run ${flow.runId}: ${flow.status}${flow.reason ? ` (${flow.reason})` : ""}`,
       ...(owner._tag === "Some" ? [`Owner: ${owner.value.runner} (epoch ${owner.value.epoch})`] : []),
+      ...(trimmed.length === 0 ? [] : [`Retention: ${trimmed.join("; ")}`]),
       "",
       "Step executions:"
     ]

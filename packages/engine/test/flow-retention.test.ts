@@ -16,6 +16,7 @@ import {
   Client,
   Flow,
   FlowStream,
+  Inspect,
   Step,
   StepDecision,
   type StepDef,
@@ -119,6 +120,10 @@ for (const engine of engines) {
           const history = yield* client.history("t")
           assert.isAtMost(history.length, 50 + 10)
           assert.strictEqual((yield* client.retention("t")).historyFromId, history[0]!.id)
+          // the inspection text says it too
+          const text = yield* Inspect.renderHistory("t")
+          assert.include(text, `Retention: closed Step executions scheduled before seq`)
+          assert.include(text, `history from event ${history[0]!.id}`)
 
           // stored replies older than the reply retention are gone; so are the processed cluster messages
           const replies = yield* count(sql`SELECT COUNT(*) AS n FROM dex_replies WHERE flow_id = 't'`)
