@@ -132,6 +132,18 @@ for (const engine of engines) {
             AND processed = ${sql.onDialectOrElse({ pg: () => sql.literal("TRUE"), orElse: () => sql.literal("1") })}`)
           assert.isBelow(processed, TICKS / 2)
 
+          // SQLite: the file is made with incremental auto-vacuum, and the passes give its free pages back
+          yield* sql.onDialectOrElse({
+            sqlite: () =>
+              Effect.gen(function* () {
+                const mode = yield* sql<{ auto_vacuum: unknown }>`PRAGMA auto_vacuum`
+                assert.strictEqual(Number(mode[0]!.auto_vacuum), 2, "incremental")
+                const free = yield* sql<{ freelist_count: unknown }>`PRAGMA freelist_count`
+                assert.isBelow(Number(free[0]!.freelist_count), 64)
+              }),
+            orElse: () => Effect.void
+          })
+
           // the Flow goes on: one more tick commits and is read
           yield* client.publish("t", Go, TICKS + 1)
           yield* Effect.suspend(() => client.getAttribute("t", Count)).pipe(

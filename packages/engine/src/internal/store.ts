@@ -878,6 +878,8 @@ const snowflakeAt = (ms: number): string => String(BigInt(Math.max(0, ms - Snowf
  * - effect/cluster's processed messages to the Flow's entity sent before the cutoff, and their replies: a
  *   processed message is never delivered again, and a sender that retries after the cutoff gets the engine's
  *   stored reply (`dex_replies`), which outlives it.
+ * On SQLite it then gives free pages back (`PRAGMA incremental_vacuum`; the embedded engine opens new files with
+ * `auto_vacuum = INCREMENTAL`), so the file follows what is kept instead of its high-water mark.
  */
 export const applyRetention = Effect.fnUntraced(function* (sql: Sql, flowId: string, pass: RetentionPass) {
   if (pass.stepsBeforeSeq !== undefined && pass.stepsBeforeSeq > 1) {
@@ -910,7 +912,15 @@ export const applyRetention = Effect.fnUntraced(function* (sql: Sql, flowId: str
     yield* sql`DELETE FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
       AND request_id IN (${done})`
   }
+  // SQLite: the file gives back up to this many free pages (a no-op on a file made without auto_vacuum)
+  yield* sql.onDialectOrElse({
+    sqlite: () => Effect.asVoid(sql.unsafe(`PRAGMA incremental_vacuum(${VACUUM_PAGES})`)),
+    orElse: () => Effect.void
+  })
 })
+
+/** The free pages one retention pass gives back to the file system (SQLite), 1 MiB at the default page size. */
+const VACUUM_PAGES = 256
 
 /** One retention mark of a Flow. */
 export interface RetentionMarkRow {
