@@ -96,7 +96,12 @@ const layer = Layer.mergeAll(
     Layer.provide(Layer.mergeAll(model, ToolSource.layer(Object.keys(TOOL_EFFECTS).map(tool))))
   ),
   AgentSessionClient.layer(flow.type)
-).pipe(Layer.provideMerge(engine), Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))
+).pipe(
+  Layer.provideMerge(engine),
+  // warnings too (a refused write, a failed commit, a claim without the shard lock): soak.ts keeps each worker's
+  // output in worker-<slot>.log
+  Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
+)
 
 /** A call that may meet a paused or dead owner: bounded, and its failure only logged (the next round retries). */
 const bounded = <A, E>(effect: Effect.Effect<A, E>) =>

@@ -15,13 +15,18 @@
  * Checks, each a list of violations: single-attempt tool calls (non_idempotent_write, unclassified) executed at
  * most once; every tool record final and finished by exactly one `tool_call_finished`, whose status is the
  * record's, and no `succeeded` record without an execution; no event twice for the same Step execution, attempt,
- * type and tool call or interrupt, and no attempt whose text deltas repeat; every user message once, answered
- * once, every acknowledged send present; no session stuck (settled in time, no active turn, no queued message, no
+ * type and tool call or interrupt, and no attempt whose text deltas repeat; every message stored once, in sequence
+ * (the chunks the index lists hold their ranges, no chunk unlisted, no sequence missing or twice); every user
+ * message once, answered once, every acknowledged send present; no session stuck (settled in time, no active turn, no queued message, no
  * ready or running Step). Prints the figures (faults injected and survived, turns completed, tool executions,
  * time to progress after a fault, p50 and max) and a final `SOAK_RESULT <json>` line; exits 1 on any violation.
+ *
+ * Each worker slot's output (its warnings and errors too) is appended to `worker-<slot>.log` in the run's directory.
+ * `SOAK_KEEP_DIR=1` keeps that directory (ledger, logs, SQLite file) and the Postgres database; `--recheck <dir>` (with
+ * `--database <url>` for a cluster run) runs the checks again over what a kept run left.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -71,7 +76,8 @@ interface Worker {
   dead: boolean
 }
 
-const startWorker = (args: ReadonlyArray<string>): Worker => {
+/** Starts a worker; its stdout and stderr (its warnings and errors) are appended to `log`. */
+const startWorker = (args: ReadonlyArray<string>, log: string): Worker => {
   const child = spawn(process.execPath, [...process.execArgv, workerPath, ...args], {
     detached: true,
     stdio: ["ignore", "pipe", "pipe"]
@@ -79,15 +85,18 @@ const startWorker = (args: ReadonlyArray<string>): Worker => {
   const worker: Worker = { child, lines: [], stopped: false, dead: false }
   let buffer = ""
   child.stdout!.on("data", (chunk: Buffer) => {
+    appendFileSync(log, chunk)
     buffer += chunk.toString("utf8")
     let i = buffer.indexOf("\n")
     while (i >= 0) {
-      worker.lines.push(buffer.slice(0, i))
+      const line = buffer.slice(0, i)
+      // only the protocol lines are kept in memory (the log lines are in the file)
+      if (/^(READY|PROGRESS|ALL_SETTLED|ERROR) /.test(line)) worker.lines.push(line)
       buffer = buffer.slice(i + 1)
       i = buffer.indexOf("\n")
     }
   })
-  child.stderr!.on("data", () => {})
+  child.stderr!.on("data", (chunk: Buffer) => appendFileSync(log, chunk))
   child.once("exit", () => {
     worker.dead = true
   })
@@ -138,22 +147,47 @@ export interface EventRow {
   readonly at: number
 }
 
+/**
+ * A session's message storage as stored ("Message storage"): the index, every `AgentMessageChunks` instance by
+ * key, and the window's `AgentMessages` instances.
+ */
+export interface MessageStorage {
+  readonly index: {
+    readonly chunks: ReadonlyArray<{ readonly first_sequence: number; readonly last_sequence: number }>
+    readonly first_sequence: number
+    readonly window_first_sequence: number
+  } | null
+  readonly chunks: ReadonlyMap<string, ReadonlyArray<Record<string, any>>>
+  readonly window: ReadonlyArray<Record<string, any>>
+}
+
 /** What the checks read of the engine's tables, per session. */
 export interface Durable {
   readonly records: Map<string, Array<Record<string, any>>>
+  /** Each session's messages as the library reads them: the chunks its index lists, then the window. */
   readonly messages: Map<string, Array<Record<string, any>>>
+  /** Each session's message storage as stored, when read (the storage check's input). */
+  readonly storage?: Map<string, MessageStorage>
   readonly states: Map<string, Record<string, any> | null>
   readonly events: Array<EventRow>
   readonly queued: Map<string, number>
   readonly activeSteps: Map<string, Array<string>>
+  /** Each session's waiting AwaitUserMessage Steps, when read: a settled session has exactly one. */
+  readonly waitingForMessages?: Map<string, number>
 }
 
 /** Reads what the checks need straight from the engine's tables (no worker runs any more). */
 const readDurable = (sessions: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const attrs = yield* sql<{ flow_id: string; name: string; value: string | null }>`SELECT a.flow_id, a.name, a.value
-      FROM dex_attrs a WHERE a.name IN ('AgentState', 'AgentToolCalls', 'AgentMessages', 'AgentMessageChunks') AND a.version = (SELECT MAX(b.version)
+    const attrs = yield* sql<{
+      flow_id: string
+      name: string
+      key: string
+      value: string | null
+    }>`SELECT a.flow_id, a.name, a.key, a.value
+      FROM dex_attrs a WHERE a.name IN ('AgentState', 'AgentToolCalls', 'AgentMessages', 'AgentMessageChunks',
+        'AgentMessageIndex') AND a.version = (SELECT MAX(b.version)
       FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
     const stream = yield* sql<{
       flow_id: string
@@ -165,26 +199,39 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
     const queued = yield* sql<{ flow_id: string; n: number }>`SELECT flow_id, COUNT(*) AS n FROM dex_messages
       WHERE channel = 'QueuedUserMessages' GROUP BY flow_id`
     const steps = yield* sql<{ flow_id: string; step_execution_id: string; step_type: string; status: string }>`SELECT
-      flow_id, step_execution_id, step_type, status FROM dex_steps WHERE status IN ('ready', 'running')
-      OR (status = 'waiting' AND step_type <> 'AwaitUserMessage')`
+      flow_id, step_execution_id, step_type, status FROM dex_steps WHERE status IN ('ready', 'running', 'waiting')`
+    const storage = new Map(
+      sessions.map((s) => [
+        s,
+        {
+          index: null as MessageStorage["index"],
+          chunks: new Map<string, ReadonlyArray<Record<string, any>>>(),
+          window: [] as Array<Record<string, any>>
+        }
+      ])
+    )
     const durable: Durable = {
       records: new Map(sessions.map((s) => [s, []])),
       messages: new Map(sessions.map((s) => [s, []])),
+      storage,
       states: new Map(sessions.map((s) => [s, null])),
       events: [],
       queued: new Map(queued.map((q) => [q.flow_id, Number(q.n)])),
-      activeSteps: new Map()
+      activeSteps: new Map(),
+      waitingForMessages: new Map()
     }
     for (const a of attrs) {
       if (a.value === null || !durable.states.has(a.flow_id)) continue
       const value = JSON.parse(a.value)
       if (a.name === "AgentState") durable.states.set(a.flow_id, value)
       else if (a.name === "AgentToolCalls") durable.records.get(a.flow_id)!.push(value)
-      // the window's messages, and the older ones rolled over into chunks ("Message storage")
-      else if (a.name === "AgentMessageChunks") durable.messages.get(a.flow_id)!.push(...value.messages)
-      else durable.messages.get(a.flow_id)!.push(value)
+      else if (a.name === "AgentMessageIndex") storage.get(a.flow_id)!.index = value
+      else if (a.name === "AgentMessageChunks") storage.get(a.flow_id)!.chunks.set(a.key, value.messages)
+      else storage.get(a.flow_id)!.window.push(value)
     }
-    for (const m of durable.messages.values()) m.sort((a, b) => a.sequence - b.sequence)
+    // read as the library reads them (internal/messages.ts): the chunks the index lists, then the window; what
+    // the index does not list, or lists twice, is the storage check's to report
+    for (const [session, stored] of storage) durable.messages.set(session, readMessages(stored))
     for (const r of stream) {
       const envelope = JSON.parse(r.value)
       durable.events.push({
@@ -198,6 +245,10 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
       })
     }
     for (const s of steps) {
+      if (s.status === "waiting" && s.step_type === "AwaitUserMessage") {
+        durable.waitingForMessages!.set(s.flow_id, (durable.waitingForMessages!.get(s.flow_id) ?? 0) + 1)
+        continue
+      }
       const list = durable.activeSteps.get(s.flow_id) ?? []
       list.push(`${s.step_execution_id} ${s.status}`)
       durable.activeSteps.set(s.flow_id, list)
@@ -205,10 +256,84 @@ const readDurable = (sessions: ReadonlyArray<string>) =>
     return durable
   })
 
+/** The zero-padded key of a message sequence (`Wire.messageSequenceKey`). */
+const sequenceKey = (sequence: number) => String(sequence).padStart(12, "0")
+
+/** A session's messages as the library reads them: the chunks its index lists, then the window, by sequence. */
+export const readMessages = (stored: MessageStorage): Array<Record<string, any>> => {
+  const out: Array<Record<string, any>> = []
+  for (const range of stored.index?.chunks ?? [])
+    out.push(...(stored.chunks.get(sequenceKey(range.first_sequence)) ?? []))
+  out.push(...stored.window)
+  return out.sort((a, b) => a.sequence - b.sequence)
+}
+
+/**
+ * The message storage's invariants ("Message storage"): each chunk the index lists holds exactly its range, no
+ * chunk is stored that the index does not list, the window starts at the index's `window_first_sequence`, and
+ * the stored sequences run from the index's `first_sequence` to `next_message_sequence - 1`, each once.
+ */
+const storageViolations = (
+  session: string,
+  stored: MessageStorage,
+  state: Record<string, any> | null | undefined
+): Array<string> => {
+  const out: Array<string> = []
+  const listed = new Set<string>()
+  for (const r of stored.index?.chunks ?? []) {
+    const key = sequenceKey(r.first_sequence)
+    if (listed.has(key)) out.push(`${session}: the index lists chunk ${key} twice`)
+    listed.add(key)
+    const messages = stored.chunks.get(key)
+    const sequences = (messages ?? []).map((m) => m.sequence)
+    const expected = Array.from({ length: r.last_sequence - r.first_sequence + 1 }, (_, i) => r.first_sequence + i)
+    if (messages === undefined)
+      out.push(`${session}: chunk ${key} (${r.first_sequence}..${r.last_sequence}) is missing`)
+    else if (sequences.join() !== expected.join()) {
+      out.push(
+        `${session}: chunk ${key} holds ${sequences[0]}..${sequences.at(-1)} (${sequences.length}), its index entry ${r.first_sequence}..${r.last_sequence}`
+      )
+    }
+  }
+  for (const key of stored.chunks.keys()) {
+    if (!listed.has(key)) out.push(`${session}: chunk ${key} is stored but not listed in the index`)
+  }
+  const windowFirst = stored.index?.window_first_sequence ?? 1
+  for (const m of stored.window) {
+    if (m.sequence < windowFirst) {
+      out.push(`${session}: window message ${m.sequence} is below window_first_sequence ${windowFirst}`)
+    }
+  }
+  const sequences = readMessages(stored).map((m) => m.sequence as number)
+  for (const [sequence, n] of countBy(sequences, String)) {
+    if (n > 1) out.push(`${session}: message ${sequence} stored ${n} times`)
+  }
+  const first = stored.index?.first_sequence ?? 1
+  const next = typeof state?.next_message_sequence === "number" ? state.next_message_sequence : undefined
+  const distinct = new Set(sequences)
+  const last = next === undefined ? Math.max(0, ...sequences) : next - 1
+  const missing: Array<number> = []
+  for (let s = first; s <= last; s++) if (!distinct.has(s)) missing.push(s)
+  if (missing.length > 0)
+    out.push(`${session}: messages ${missing.slice(0, 10).join(", ")} missing (${missing.length})`)
+  const beyond = sequences.filter((s) => s > last)
+  if (beyond.length > 0)
+    out.push(`${session}: messages ${beyond.slice(0, 10).join(", ")} at or after next_message_sequence ${next}`)
+  return out
+}
+
 const countBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string) => {
   const counts = new Map<string, number>()
   for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1)
   return counts
+}
+
+/** The events of a tool call, as `(type step#attempt [status])` (what a violation about it needs to be read). */
+const describeEvents = (events: ReadonlyArray<EventRow>, key: string) => {
+  const of = events.filter((e) => `${e.session} ${e.payload.tool_call_id}` === key)
+  return of.length === 0
+    ? ""
+    : ` (events: ${of.map((e) => `${e.type} ${e.stepExecutionId}#${e.attempt}${e.payload.status === undefined ? "" : ` ${e.payload.status}`}`).join(", ")})`
 }
 
 const SINGLE_ATTEMPT = new Set(["non_idempotent_write", "unclassified"])
@@ -266,7 +391,9 @@ export const runChecks = (
   for (const key of new Set([...deferred.keys(), ...finishedBy.keys(), ...results.keys()])) {
     const ends = finishedBy.get(key) ?? []
     const result = results.get(key) ?? []
-    if (ends.length !== 1) finalOnce.push(`${key}: ${ends.length} settled tool_call_finished events`)
+    if (ends.length !== 1) {
+      finalOnce.push(`${key}: ${ends.length} settled tool_call_finished events${describeEvents(d.events, key)}`)
+    }
     if (result.length !== 1) finalOnce.push(`${key}: ${result.length} tool results stored`)
     const output = result[0]?.tool_output
     const stored =
@@ -312,15 +439,33 @@ export const runChecks = (
     if (!expected.startsWith(text)) duplicates.push(`${key}: text deltas "${text}" are not one answer "${expected}"`)
   }
 
+  const stored: Array<string> = []
+  for (const [session, storage] of d.storage ?? [])
+    stored.push(...storageViolations(session, storage, d.states.get(session)))
+
   const answered: Array<string> = []
   for (const [session, messages] of d.messages) {
-    const users = messages.filter((m) => m.role === "user").map((m) => String(m.text))
+    const userMessages = messages.filter((m) => m.role === "user")
+    const users = userMessages.map((m) => String(m.text))
     const turns = users.map((t) => Number(t.slice(5)))
     for (const [text, n] of countBy(users, (t) => t))
       if (n > 1) answered.push(`${session}: "${text}" stored ${n} times`)
     turns.forEach((t, i) => {
-      if (t !== i + 1) answered.push(`${session}: user message ${i + 1} is "turn ${t}"`)
+      const m = userMessages[i]!
+      const where = m.turn_id === undefined ? "" : ` (${m.turn_id}, sequence ${m.sequence})`
+      if (t !== i + 1) answered.push(`${session}: user message ${i + 1} is "turn ${t}"${where}`)
     })
+    // one user message per turn, and a turn count that counts each turn once (a skipped or repeated turn ID
+    // shifts every later message the driver sends)
+    const state = d.states.get(session)
+    const turnCount = state?.turn_count
+    const turnIds = new Set(userMessages.flatMap((m) => (m.turn_id === undefined ? [] : [m.turn_id])))
+    // the active turn is counted when it ends
+    const ended =
+      turnIds.size - (typeof state?.active_turn_id === "string" && turnIds.has(state.active_turn_id) ? 1 : 0)
+    if (typeof turnCount === "number" && turnIds.size > 0 && turnCount !== ended) {
+      answered.push(`${session}: turn_count is ${turnCount}, the user messages are of ${ended} ended turns`)
+    }
     const answers = messages.filter((m) => m.role === "assistant" && m.text !== null).map((m) => String(m.text))
     for (const t of turns) {
       const n = answers.filter((a) => a === `done ${t}`).length
@@ -346,6 +491,12 @@ export const runChecks = (
     if (state === null || state === undefined) stuck.push(`${session}: never started`)
     else if (state.active_turn_id !== null) stuck.push(`${session}: turn ${state.active_turn_id} still active`)
     if ((d.queued.get(session) ?? 0) > 0) stuck.push(`${session}: ${d.queued.get(session)} queued messages`)
+    const waiting = d.waitingForMessages?.get(session) ?? 0
+    // one flow of control: exactly one waiting AwaitUserMessage once the session is idle, never two
+    const idle = state !== null && state !== undefined && state.active_turn_id === null
+    if (d.waitingForMessages !== undefined && (waiting > 1 || (waiting === 0 && idle))) {
+      stuck.push(`${session}: ${waiting} AwaitUserMessage Steps waiting, not one`)
+    }
     const active = d.activeSteps.get(session)
     if (active !== undefined) stuck.push(`${session}: Steps not settled: ${active.join(", ")}`)
   }
@@ -355,6 +506,7 @@ export const runChecks = (
     { name: "every tool record final exactly once", violations: finalOnce },
     { name: "no duplicate event", violations: duplicates },
     { name: "no contradicting event", violations: contradicting },
+    { name: "every message stored once, in sequence", violations: stored },
     { name: "every user message answered", violations: answered },
     { name: "no session stuck", violations: stuck }
   ]
@@ -412,7 +564,10 @@ export const runSoak = async (options: {
   const start = Date.now()
   const sendUntil = start + options.minutes * 60_000
   const args = [target, ledger, String(options.sessions), String(sendUntil)]
-  const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, () => startWorker(args))
+  const workerLog = (slot: number) => join(dir, `worker-${slot + 1}.log`)
+  const slots: Array<Worker> = Array.from({ length: mode === "cluster" ? 3 : 1 }, (_, slot) =>
+    startWorker(args, workerLog(slot))
+  )
   const faults: Array<{ readonly kind: "kill" | "stop"; readonly at: number; readonly start: number }> = []
   let settledAt: number | null = null
   const firstKind = between(0, 2)
@@ -430,7 +585,7 @@ export const runSoak = async (options: {
         await killWorker(worker)
         log(`fault ${faults.length}: SIGKILL worker ${slot + 1}`)
         await sleep(between(1000, 2000))
-        slots[slot] = startWorker(args)
+        slots[slot] = startWorker(args, workerLog(slot))
       } else {
         faults.push({ kind: "stop", at: Date.now(), start })
         signal(worker, "SIGSTOP")
@@ -507,9 +662,11 @@ export const runSoak = async (options: {
       violations: checks.reduce((n, c) => n + c.violations.length, 0)
     }
   } finally {
-    await database?.drop()
-    if (process.env.SOAK_KEEP_DIR === "1") log(`kept ${dir}`)
-    else rmSync(dir, { recursive: true, force: true })
+    if (process.env.SOAK_KEEP_DIR === "1") log(`kept ${dir}${database === undefined ? "" : ` and ${database.url}`}`)
+    else {
+      await database?.drop()
+      rmSync(dir, { recursive: true, force: true })
+    }
   }
 }
 
@@ -541,9 +698,29 @@ const report = (r: SoakResult, log: (line: string) => void) => {
   log(`  violations: ${r.violations}`)
 }
 
+/** The checks again over a kept run (`SOAK_KEEP_DIR=1`): its ledger, and its database or SQLite file. */
+const recheck = async (dir: string, databaseUrl: string | undefined, sessionCount: number) => {
+  const ledger = join(dir, "ledger.jsonl")
+  const lines: Array<LedgerLine> = readFileSync(ledger, "utf8")
+    .split("\n")
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l))
+  const sqlLayer =
+    databaseUrl === undefined
+      ? NodeSqlite.layer({ filename: join(dir, "soak.db") })
+      : Layer.orDie(PgClient.layer({ url: Redacted.make(databaseUrl) }))
+  const sessions = sessionIds(sessionCount)
+  const durable = await Effect.runPromise(
+    readDurable(sessions).pipe(Effect.provide(sqlLayer)) as Effect.Effect<Durable>
+  )
+  return runChecks(sessions, lines, durable, true, 0)
+}
+
 if (import.meta.main) {
   const { values } = parseArgs({
     options: {
+      recheck: { type: "string" },
+      database: { type: "string" },
       mode: { type: "string", default: "embedded" },
       sessions: { type: "string", default: "10" },
       minutes: { type: "string", default: "1" },
@@ -554,13 +731,23 @@ if (import.meta.main) {
   const sessions = Number(values.sessions)
   const minutes = Number(values.minutes)
   const settleSeconds = Number(values["settle-seconds"])
+  const log = (line: string) => void process.stdout.write(`${line}\n`)
+  if (values.recheck !== undefined) {
+    await recheck(values.recheck, values.database, sessions).then((checks) => {
+      for (const c of checks) {
+        log(`${c.violations.length === 0 ? "PASS" : "FAIL"} ${c.name} (${c.violations.length})`)
+        for (const v of c.violations) log(`  ${v}`)
+      }
+      process.exit(checks.some((c) => c.violations.length > 0) ? 1 : 0)
+    })
+  }
   if ((mode !== "cluster" && mode !== "embedded") || !(sessions >= 1) || !(minutes > 0) || !(settleSeconds > 0)) {
     process.stderr.write(
-      "usage: npm run soak -- --mode cluster|embedded --sessions N --minutes M [--settle-seconds S]\n"
+      "usage: npm run soak -- --mode cluster|embedded --sessions N --minutes M [--settle-seconds S]\n" +
+        "       npm run soak -- --recheck <kept dir> [--database <url>] --sessions N\n"
     )
     process.exit(2)
   }
-  const log = (line: string) => void process.stdout.write(`${line}\n`)
   runSoak({ mode, sessions, minutes, settleSeconds, log }).then(
     (result) => {
       report(result, log)

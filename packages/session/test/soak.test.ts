@@ -1,4 +1,4 @@
-// The soak (soak/soak.ts) in the test command: 45 s of faults on each engine with a few sessions (both kinds of
+// The soak (soak/soak.ts) in the test command: 60 s of faults on each engine with a few sessions (both kinds of
 // fault, which alternate), which must end with exit code 0 and every check passed; and the soak's checks themselves, on made-up ledgers and states
 // that break each invariant once.
 
@@ -7,7 +7,15 @@ import { fileURLToPath } from "node:url"
 import { nodeFlags } from "@durable-agent/engine/testing/ChildProcess"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type Durable, type EventRow, type LedgerLine, runChecks, type SoakResult } from "../soak/soak.ts"
+import {
+  type Durable,
+  type EventRow,
+  type LedgerLine,
+  type MessageStorage,
+  readMessages,
+  runChecks,
+  type SoakResult
+} from "../soak/soak.ts"
 
 const soakPath = fileURLToPath(new URL("../soak/soak.ts", import.meta.url))
 
@@ -30,6 +38,7 @@ const CHECKS = [
   "every tool record final exactly once",
   "no duplicate event",
   "no contradicting event",
+  "every message stored once, in sequence",
   "every user message answered",
   "no session stuck"
 ]
@@ -42,7 +51,7 @@ const soakRun = (mode: "embedded" | "cluster") =>
       "--sessions",
       "4",
       "--minutes",
-      "0.75",
+      "1",
       "--settle-seconds",
       "90"
     ])
@@ -61,11 +70,11 @@ const soakRun = (mode: "embedded" | "cluster") =>
   })
 
 describe("soak", () => {
-  it.live("embedded: 45 s of SIGKILL and SIGSTOP of the worker, no violation", () => soakRun("embedded"), {
+  it.live("embedded: 60 s of SIGKILL and SIGSTOP of the worker, no violation", () => soakRun("embedded"), {
     timeout: 240_000
   })
 
-  it.live("cluster: 45 s of SIGKILL and SIGSTOP of three runners, no violation", () => soakRun("cluster"), {
+  it.live("cluster: 60 s of SIGKILL and SIGSTOP of three runners, no violation", () => soakRun("cluster"), {
     timeout: 240_000
   })
 })
@@ -80,6 +89,21 @@ const event = (e: Partial<EventRow> & Pick<EventRow, "type">): EventRow => ({
   ...e
 })
 
+/** The messages of `clean`: its first two rolled over into a chunk, the other two in the window. */
+const cleanStorage = (): { -readonly [K in keyof MessageStorage]: MessageStorage[K] } => {
+  const messages = [
+    { sequence: 1, role: "user", text: "turn 1" },
+    { sequence: 2, role: "assistant", text: null, tool_call_id: "charge-1", tool_name: "charge" },
+    { sequence: 3, role: "tool", text: null, tool_call_id: "charge-1", tool_name: "charge", tool_output: "charge ok" },
+    { sequence: 4, role: "assistant", text: "done 1" }
+  ]
+  return {
+    index: { chunks: [{ first_sequence: 1, last_sequence: 2 }], first_sequence: 1, window_first_sequence: 3 },
+    chunks: new Map([["000000000001", messages.slice(0, 2)]]),
+    window: messages.slice(2)
+  }
+}
+
 /** A session that ran one turn with one write, cleanly. */
 const clean = (): { ledger: Array<LedgerLine>; durable: Durable } => ({
   ledger: [
@@ -88,25 +112,9 @@ const clean = (): { ledger: Array<LedgerLine>; durable: Durable } => ({
   ],
   durable: {
     records: new Map([["s", []]]),
-    messages: new Map([
-      [
-        "s",
-        [
-          { sequence: 1, role: "user", text: "turn 1" },
-          { sequence: 2, role: "assistant", text: null, tool_call_id: "charge-1", tool_name: "charge" },
-          {
-            sequence: 3,
-            role: "tool",
-            text: null,
-            tool_call_id: "charge-1",
-            tool_name: "charge",
-            tool_output: "charge ok"
-          },
-          { sequence: 4, role: "assistant", text: "done 1" }
-        ]
-      ]
-    ]),
-    states: new Map([["s", { active_turn_id: null }]]),
+    messages: new Map([["s", readMessages(cleanStorage())]]),
+    storage: new Map([["s", cleanStorage()]]),
+    states: new Map([["s", { active_turn_id: null, next_message_sequence: 5 }]]),
     events: [
       event({ type: "tool_call_deferred", payload: { tool_call_id: "charge-1" } }),
       event({
@@ -175,7 +183,7 @@ describe("soak checks", () => {
     unfinished.ledger.splice(1, 1)
     assert.deepStrictEqual(violationsOf(unfinished.ledger, unfinished.durable), {
       "every tool record final exactly once": [
-        "s charge-1: 0 settled tool_call_finished events",
+        "s charge-1: 0 settled tool_call_finished events (events: tool_call_deferred RunModel-1#1)",
         "s charge-1: succeeded without an execution"
       ]
     })
@@ -190,13 +198,70 @@ describe("soak checks", () => {
       's: acknowledged "turn 2" is missing'
     ])
 
+    // message storage: a window message whose delete was lost beside its chunk, a chunk the index does not list,
+    // a message missing
+    const twiceStored = clean()
+    const doubled = cleanStorage()
+    doubled.window = [doubled.chunks.get("000000000001")![1]!, ...doubled.window]
+    twiceStored.durable.storage!.set("s", doubled)
+    twiceStored.durable.messages.set("s", readMessages(doubled))
+    assert.deepStrictEqual(violationsOf(twiceStored.ledger, twiceStored.durable), {
+      "every message stored once, in sequence": [
+        "s: window message 2 is below window_first_sequence 3",
+        "s: message 2 stored 2 times"
+      ]
+    })
+    const unlisted = clean()
+    const orphan = cleanStorage()
+    orphan.chunks = new Map([...orphan.chunks, ["000000000003", orphan.window]])
+    unlisted.durable.storage!.set("s", orphan)
+    assert.deepStrictEqual(violationsOf(unlisted.ledger, unlisted.durable), {
+      "every message stored once, in sequence": ["s: chunk 000000000003 is stored but not listed in the index"]
+    })
+    const gap = clean()
+    gap.durable.storage!.set("s", { ...cleanStorage(), window: [] })
+    assert.deepStrictEqual(violationsOf(gap.ledger, gap.durable)["every message stored once, in sequence"], [
+      "s: messages 3, 4 missing (2)"
+    ])
+    const misplaced = clean()
+    const shifted = cleanStorage()
+    shifted.chunks = new Map([["000000000001", [shifted.chunks.get("000000000001")![0]!]]])
+    misplaced.durable.storage!.set("s", shifted)
+    assert.deepStrictEqual(
+      violationsOf(misplaced.ledger, misplaced.durable)["every message stored once, in sequence"],
+      ["s: chunk 000000000001 holds 1..1 (1), its index entry 1..2", "s: messages 2 missing (1)"]
+    )
+
+    // mid-turn, no AwaitUserMessage waits (that is no violation of its own)
     const stuck = clean()
     stuck.durable.states.set("s", { active_turn_id: "turn-2" })
     stuck.durable.activeSteps.set("s", ["RunModel-3 running"])
-    assert.deepStrictEqual(violationsOf(stuck.ledger, stuck.durable, false)["no session stuck"], [
+    const midTurn = { ...stuck.durable, waitingForMessages: new Map<string, number>() }
+    assert.deepStrictEqual(violationsOf(stuck.ledger, midTurn, false)["no session stuck"], [
       "the sessions did not all settle within 90 s after the faults stopped",
       "s: turn turn-2 still active",
       "s: Steps not settled: RunModel-3 running"
+    ])
+    // two waiting AwaitUserMessage Steps: two flows of control in one session
+    const forked = clean()
+    const waiting = { ...forked.durable, waitingForMessages: new Map([["s", 2]]) }
+    assert.deepStrictEqual(violationsOf(forked.ledger, waiting)["no session stuck"], [
+      "s: 2 AwaitUserMessage Steps waiting, not one"
+    ])
+    // a turn counted twice: its turn ID skipped, every later message one off
+    const skipped = clean()
+    skipped.durable.states.set("s", { active_turn_id: null, next_message_sequence: 7, turn_count: 3 })
+    const turnMessages = [
+      ...readMessages(cleanStorage()).map((m) => ({ ...m, turn_id: "turn-1" })),
+      { sequence: 5, role: "user", text: "turn 3", turn_id: "turn-3" },
+      { sequence: 6, role: "assistant", text: "done 3", turn_id: "turn-3" }
+    ]
+    skipped.durable.messages.set("s", turnMessages)
+    skipped.durable.storage!.set("s", { index: null, chunks: new Map(), window: turnMessages })
+    skipped.durable.events.push(event({ type: "turn_completed", turnId: "turn-3", stepExecutionId: "RunModel-4" }))
+    assert.deepStrictEqual(violationsOf(skipped.ledger, skipped.durable)["every user message answered"], [
+      's: user message 2 is "turn 3" (turn-3, sequence 5)',
+      "s: turn_count is 3, the user messages are of 2 ended turns"
     ])
   })
 })
