@@ -52,7 +52,7 @@ import {
 import { queryRpc } from "./internal/query.ts"
 import { whileWaiting } from "./internal/runner.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
-import { loadAttribute, loadKeyedRequestIds } from "./internal/store.ts"
+import { loadAttribute, loadKeyedRequestIds, loadStreamRetention } from "./internal/store.ts"
 import * as Metrics from "./Metrics.ts"
 
 /** Options of `startFlow`. */
@@ -218,6 +218,11 @@ export interface ClientShape {
   ) => Effect.Effect<Option.Option<A>, FlowNotFound | EngineError>
   readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
   readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
+  /**
+   * Where the retained part of a running Flow's Step executions, history and streams starts, once its retention
+   * (`retainedStepExecutions`, `historyWindowEvents`, `retainedStreamMessages`) deleted older ones.
+   */
+  readonly retention: (flowId: string) => Effect.Effect<Inspect.FlowRetention, FlowNotFound | EngineError>
   /**
    * Which runner owns the Flow now: the runner that last claimed it (`<host>:<port> pid <pid>` in a cluster,
    * `embedded pid <pid>`), its ownership epoch and when it claimed the Flow. Attempt rows and history events
@@ -528,6 +533,7 @@ export const make = Effect.gen(function* () {
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
+    retention: (flowId) => provideSql(Inspect.retention(flowId)),
     flowOwner: (flowId) => provideSql(Inspect.flowOwner(flowId)),
     // a Step body that waits on the engine holds no slot meanwhile (`whileWaiting`): a child Flow it waits
     // for never waits behind it
@@ -553,6 +559,10 @@ export const make = Effect.gen(function* () {
           yield* provideSql(Inspect.describeFlow(flowId))
           const ended = provideSql(Inspect.stepExecutions(flowId)).pipe(
             Effect.map((steps) => steps.find((s) => s.stepExecutionId === stepExecutionId)),
+            // an execution that was scheduled and is gone closed and was deleted by the Flow's retention
+            Effect.tap((s) =>
+              s === undefined ? provideSql(Inspect.deletedStepExecution(flowId, stepExecutionId)) : Effect.void
+            ),
             Effect.repeat({
               schedule: Schedule.spaced(options?.pollInterval ?? Duration.millis(50)),
               until: (s) => s !== undefined && s.status !== "waiting" && s.status !== "ready" && s.status !== "running"
@@ -583,6 +593,13 @@ export const make = Effect.gen(function* () {
               Effect.mapError((e) => new EngineError({ reason: e.message }))
             )
             if (usage.length > 0 && after < Number(usage[0]!.trimmed_through)) {
+              return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
+            }
+            // the Flow's own retention (`retainedStreamMessages`) may have trimmed further
+            const kept = yield* loadStreamRetention(sql, flowId, stream.name).pipe(
+              Effect.mapError((e) => new EngineError({ reason: e.message }))
+            )
+            if (kept !== undefined && after < kept) {
               return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
             }
           }

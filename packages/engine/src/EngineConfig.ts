@@ -77,6 +77,29 @@ export interface EngineConfigShape {
   readonly historyWindowEvents: number
   /** How long a closed Flow stays readable before every row of it is purged. Default 7 days. */
   readonly closedFlowRetention: Duration.Input
+  /**
+   * Retention of a running Flow: closed Step executions kept per Flow. The owner's transition that closes newer
+   * executions deletes, every tenth of this many closings, the closed executions scheduled before the newest
+   * `retainedStepExecutions` (with their attempts; an active execution always stays). Reads say where the kept
+   * part starts (`Client.retention`). Default 1,000.
+   */
+  readonly retainedStepExecutions: number
+  /**
+   * Retention of a running Flow: the messages of each stream kept per Flow (its newest ones), trimmed by the same
+   * pass; a resume token before the kept tail is refused with `InvalidResumeToken`. The stream's byte budget per
+   * Flow type (`capacityBytes`) applies as well. Default 10,000.
+   */
+  readonly retainedStreamMessages: number
+  /**
+   * Retention of a running Flow: how long a request's stored reply is kept, so a retry of the request (its
+   * request ID or idempotency key) within it gets the first reply; a retry after it runs again. Default 7 days.
+   */
+  readonly replyRetention: Duration.Input
+  /**
+   * Retention of a running Flow: how long effect/cluster's processed messages to the Flow (requests whose reply
+   * it stored) are kept before the pass deletes them with their replies. Default 10 minutes.
+   */
+  readonly processedMessageRetention: Duration.Input
 }
 
 /** The engine configuration service. */
@@ -91,7 +114,11 @@ export class EngineConfig extends Context.Service<EngineConfig, EngineConfigShap
     drainTimeout: Duration.seconds(30),
     maxFlowStateBytes: 64 * 1024 * 1024,
     historyWindowEvents: 10_000,
-    closedFlowRetention: Duration.days(7)
+    closedFlowRetention: Duration.days(7),
+    retainedStepExecutions: 1_000,
+    retainedStreamMessages: 10_000,
+    replyRetention: Duration.days(7),
+    processedMessageRetention: Duration.minutes(10)
   }
   /** The defaults, with the given fields replaced (fields given as `undefined` keep their default). */
   static readonly layer = (config?: Partial<EngineConfigShape>) => Layer.succeed(EngineConfig, resolve(config))

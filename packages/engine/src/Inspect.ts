@@ -7,8 +7,16 @@
  */
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
-import { type EngineError, FlowNotFound } from "./Errors.ts"
-import { loadOwner, NOT_RUN, normalizeAttempt, normalizeFlow, normalizeStep, orEngineError } from "./internal/store.ts"
+import { EngineError, FlowNotFound } from "./Errors.ts"
+import {
+  loadOwner,
+  loadRetentionMarks,
+  NOT_RUN,
+  normalizeAttempt,
+  normalizeFlow,
+  normalizeStep,
+  orEngineError
+} from "./internal/store.ts"
 
 /** Status of a Flow. */
 export type FlowStatus = "running" | "completed" | "failed" | "cancelled" | "terminated"
@@ -234,6 +242,74 @@ export const flowOwner = (flowId: string): Effect.Effect<FlowOwner, FlowNotFound
     return owner
   })
 
+/**
+ * Where the retained part of a running Flow's records starts, once its retention deleted older ones (see the
+ * engine config's `retainedStepExecutions`, `historyWindowEvents` and `retainedStreamMessages`). Each field is
+ * `null` while nothing of its kind was deleted.
+ */
+export interface FlowRetention {
+  /**
+   * Closed Step executions scheduled before this scheduling sequence were deleted with their attempts:
+   * `stepExecutions` lists every active execution and the closed ones from here on.
+   */
+  readonly stepExecutionsFromSeq: number | null
+  /** History events before this event ID were pruned: `history` starts here. */
+  readonly historyFromId: number | null
+  /**
+   * By stream name: the stream position through which the Flow's older messages were deleted. A resume token at
+   * or after it reads on; an earlier one is refused with `InvalidResumeToken`; a read from the oldest starts
+   * after it.
+   */
+  readonly streamsTrimmedThrough: Readonly<Record<string, number>>
+}
+
+/**
+ * Fails with `EngineError` when the Step execution `stepExecutionId` (`<StepType>-<n>`) was scheduled (the Flow's
+ * counter for its type reached `n`) and its row is gone: it closed and the Flow's retention deleted it. Succeeds
+ * otherwise (not scheduled yet, or still stored).
+ */
+export const deletedStepExecution = (
+  flowId: string,
+  stepExecutionId: string
+): Effect.Effect<void, EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const dash = stepExecutionId.lastIndexOf("-")
+    const n = Number(stepExecutionId.slice(dash + 1))
+    if (dash <= 0 || !Number.isInteger(n)) return
+    const rows = yield* orEngineError(
+      sql<{ counters: string }>`SELECT counters FROM dex_flows WHERE flow_id = ${flowId}`,
+      "cannot read Step executions"
+    )
+    const scheduled = rows.length === 0 ? 0 : Number(JSON.parse(rows[0]!.counters)[stepExecutionId.slice(0, dash)] ?? 0)
+    if (n > scheduled) return
+    const stored = yield* orEngineError(
+      sql`SELECT 1 FROM dex_steps WHERE flow_id = ${flowId} AND step_execution_id = ${stepExecutionId}`,
+      "cannot read Step executions"
+    )
+    if (stored.length > 0) return
+    return yield* new EngineError({
+      reason: `Step execution ${stepExecutionId} of Flow ${flowId} closed and was deleted by the Flow's retention (retainedStepExecutions)`
+    })
+  })
+
+/** Where the retained part of a Flow's Step executions, history and streams starts (`FlowNotFound` if unknown). */
+export const retention = (
+  flowId: string
+): Effect.Effect<FlowRetention, FlowNotFound | EngineError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* describeFlow(flowId)
+    const marks = yield* orEngineError(loadRetentionMarks(sql, flowId), "cannot read the Flow's retention")
+    const streams: Record<string, number> = {}
+    for (const m of marks) if (m.kind.startsWith("stream:")) streams[m.kind.slice("stream:".length)] = m.keptFrom
+    return {
+      stepExecutionsFromSeq: marks.find((m) => m.kind === "steps")?.keptFrom ?? null,
+      historyFromId: marks.find((m) => m.kind === "history")?.keptFrom ?? null,
+      streamsTrimmedThrough: streams
+    }
+  })
+
 /** The Step types of a Flow's executions in scheduling order, e.g. `["RunModel", "CallTool", "ResumeTurn"]`. */
 export const stepShape = (flowId: string) => Effect.map(stepExecutions(flowId), (steps) => steps.map((s) => s.stepType))
 
@@ -245,9 +321,20 @@ export const renderHistory = (flowId: string): Effect.Effect<string, EngineError
     const events = yield* history(flowId)
     const t0 = flow.startedAt
     const owner = yield* Effect.option(flowOwner(flowId))
+    const kept = yield* retention(flowId)
+    const trimmed = [
+      ...(kept.stepExecutionsFromSeq === null
+        ? []
+        : [`closed Step executions scheduled before seq ${kept.stepExecutionsFromSeq} deleted`]),
+      ...(kept.historyFromId === null ? [] : [`history from event ${kept.historyFromId}`]),
+      ...Object.entries(kept.streamsTrimmedThrough).map(
+        ([name, through]) => `stream ${name} trimmed through ${through}`
+      )
+    ]
     const lines = [
       `Flow ${flow.flowId} (${flow.flowType}) run ${flow.runId}: ${flow.status}${flow.reason ? ` (${flow.reason})` : ""}`,
       ...(owner._tag === "Some" ? [`Owner: ${owner.value.runner} (epoch ${owner.value.epoch})`] : []),
+      ...(trimmed.length === 0 ? [] : [`Retention: ${trimmed.join("; ")}`]),
       "",
       "Step executions:"
     ]

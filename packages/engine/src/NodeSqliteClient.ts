@@ -66,6 +66,9 @@ export const make = (config: Config) =>
           if (config.exclusive) db.exec("PRAGMA locking_mode = EXCLUSIVE")
           // with an exclusive lock, another holder means "fail now", not "wait"
           db.exec(`PRAGMA busy_timeout = ${config.exclusive ? 0 : (config.busyTimeoutMs ?? 5000)}`)
+          // a new file gives its free pages back (the engine's retention passes run `incremental_vacuum`); on a
+          // file that already holds tables this does nothing until a VACUUM
+          db.exec("PRAGMA auto_vacuum = INCREMENTAL")
           if (config.disableWAL !== true) db.exec("PRAGMA journal_mode = WAL")
           db.exec(`PRAGMA synchronous = ${config.synchronous ?? "FULL"}`)
           // deleted content is overwritten with zeros, so a deleted (hard-delete) value leaves the file

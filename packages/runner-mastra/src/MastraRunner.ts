@@ -24,6 +24,15 @@
  * over an agent tool of that name. `AgentTurnContext.cancellationSignal` is part of the run's
  * `abortSignal`, so `cancel_turn` aborts the provider request.
  *
+ * It has the compaction capability (`AgentSessionOptions.compaction`), counting tokens with Mastra's own
+ * estimator (`TokenLimiterProcessor.countMessage`, the count Mastra's token limiter trims by): the next input's
+ * messages, the instructions, Mastra's per-conversation overhead and an estimate of 50 per offered tool.
+ * `selectCompactionCutoff` is `Runner.selectCutoffWithin` with each stored message counted the same way;
+ * `summarizeContext` runs a Mastra agent once, without tools, over the previous summary and the messages after
+ * it, leaving out the oldest messages with the spec's note when the input and the answer's room
+ * (`modelSettings.maxOutputTokens`, default `Stepwise.DEFAULT_MAX_OUTPUT_TOKENS`) would exceed the budget.
+ * After a compaction the model input starts with the summary as a user message.
+ *
  * Tool kinds this runner cannot defer, and which therefore run inside RunModel and are at-least-once:
  * none. The agent's tools are the runner's `tools`, and every one of them is deferred.
  *
@@ -38,11 +47,15 @@ import {
   ToolCall,
   ToolRetryableError
 } from "@durable-agent/runner-kit"
-import { Errors, EventWriter, type ModelClient, Runner, SessionTracer, type Wire } from "@durable-agent/session"
+import { Errors, EventWriter, type ModelClient, Runner, SessionTracer, Stepwise, Wire } from "@durable-agent/session"
 import { Agent, type ToolsInput } from "@mastra/core/agent"
 import type { MastraModelConfig } from "@mastra/core/llm"
 import { type IMastraLogger, noopLogger } from "@mastra/core/logger"
-import type { InputProcessorOrWorkflow, OutputProcessorOrWorkflow } from "@mastra/core/processors"
+import {
+  type InputProcessorOrWorkflow,
+  type OutputProcessorOrWorkflow,
+  TokenLimiterProcessor
+} from "@mastra/core/processors"
 import { RequestContext } from "@mastra/core/request-context"
 import { createTool, type ToolAnnotations } from "@mastra/core/tools"
 import { jsonSchema } from "ai"
@@ -199,6 +212,58 @@ const fromJsonSchemaTool = (t: SourceTools.JsonSchemaTool): MastraTool =>
     }
   }) as MastraTool
 
+/** A user message of the runner's own (the summary, the summary call's note and request). */
+const userMessage = (id: string, text: string, at: number): DbMessage => ({
+  id,
+  role: "user",
+  createdAt: new Date(at).toISOString(),
+  content: { format: 2, parts: [{ type: "text", text }] }
+})
+
+/**
+ * The summary as the first user message of a model input ("Compaction changes the model input"); dated before
+ * the stored history, whose messages are dated by their index from the epoch.
+ */
+const summaryMessage = (text: string): DbMessage =>
+  userMessage("context-summary", `${Wire.CONTEXT_SUMMARY_PREFIX}\n${text}`, -2)
+
+/** Mastra's token estimator, as its token limiter counts a stored message (no limit of its own is used). */
+const counter = new TokenLimiterProcessor({ limit: Number.MAX_SAFE_INTEGER })
+
+/** The tokens Mastra's token limiter adds per request beside the messages (`TOKENS_PER_CONVERSATION`). */
+const TOKENS_PER_CONVERSATION = 24
+/** What an offered tool's definition is estimated to cost (Mastra's limiter does not count tools). */
+const TOKENS_PER_TOOL = 50
+
+/** The tokens of messages by Mastra's count. */
+const countMessages = (messages: ReadonlyArray<DbMessage>): Effect.Effect<number, Errors.ModelCallError> =>
+  Effect.tryPromise({
+    try: async () => {
+      let n = 0
+      // the runner's messages are Mastra's stored format 2, as plain JSON
+      for (const m of messages)
+        n += await counter.countMessage(m as unknown as Parameters<typeof counter.countMessage>[0])
+      return n
+    },
+    catch: (cause) => new Errors.ModelCallError({ message: `Mastra's token count failed: ${String(cause)}` })
+  })
+
+/** A whole request's tokens: instructions, messages, the conversation's overhead and the offered tools. */
+const countRequest = (instructions: string, messages: ReadonlyArray<DbMessage>, toolCount: number) =>
+  Effect.map(
+    countMessages(instructions === "" ? messages : [userMessage("instructions", instructions, -3), ...messages]),
+    (n) => n + TOKENS_PER_CONVERSATION + TOKENS_PER_TOOL * toolCount
+  )
+
+/** The text of the assistant messages a run added to `input`. */
+const answerText = (messages: ReadonlyArray<DbMessage>, input: ReadonlyArray<DbMessage>): string => {
+  const before = new Set(input.map((m) => m.id))
+  return messages
+    .filter((m) => m.role === "assistant" && !before.has(m.id))
+    .flatMap((m) => m.content.parts.flatMap((p) => (p.type === "text" ? [String(p.text ?? "")] : [])))
+    .join("")
+}
+
 /** Builds the runner. */
 export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
   const jsonTools = new Map(
@@ -211,7 +276,7 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     ...agent.tools
   }
   const offered = clientTools(tools)
-  const info = (turn: Runner.AgentTurnContext): MastraTurnInfo => ({
+  const info = (turn: Pick<Runner.AgentTurnContext, "flowId" | "turnId" | "sessionSettings">): MastraTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
     sessionSettings: turn.sessionSettings
@@ -223,9 +288,96 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     return named ? agent.toolEffects![name] : EffectClass.fromHints(t?.mcp?.annotations)
   }
 
+  /** The stored history as the model sees it: after a compaction, the summary first. */
+  const historyOf = (turn: Runner.AgentTurnContext): Array<DbMessage> => [
+    ...(turn.contextSummary == null ? [] : [summaryMessage(turn.contextSummary.text)]),
+    ...fromStoredMessages(turn.messages)
+  ]
+  const instructionsOf = (turn: Pick<Runner.AgentTurnContext, "flowId" | "turnId" | "sessionSettings">) =>
+    (typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions) ?? ""
+
+  // the next input as runModelStep would send it: the history, the turn's messages with the results they wait for
+  const estimateInputTokens = (turn: Runner.AgentTurnContext) => {
+    const state = runState.decode(turn.frameworkRunState)
+    const turnMessages = withResults(state?.messages ?? [], Replay.results(turn, state?.pending ?? []))
+    const toolCount = Object.keys(offered).length + BuiltIns.enabled(turn).length
+    return countRequest(instructionsOf(turn), [...historyOf(turn), ...turnMessages], toolCount)
+  }
+
+  // each stored message counted as Mastra counts it in the rebuilt history (a result counts in its call's part)
+  const selectCompactionCutoff = Effect.fnUntraced(function* (
+    turn: Runner.AgentTurnContext,
+    retainedTokenBudget: number
+  ) {
+    const tokens = new Map<Wire.AgentMessage, number>()
+    for (const m of turn.messages) tokens.set(m, yield* countMessages(fromStoredMessages([m])))
+    return Runner.selectCutoffWithin(turn.messages, retainedTokenBudget, (m) => tokens.get(m) ?? 0)
+  })
+
+  // one run of a Mastra agent without tools: the previous summary, then the messages after it; when the input
+  // and the answer's room exceed the budget, the oldest messages are left out up to a cut, with the note
+  const summarizeContext = Effect.fn(function* (request: Runner.ContextSummaryRequest) {
+    const model = typeof agent.model === "function" ? agent.model(info(request)) : agent.model
+    const configured = agent.modelSettings?.maxOutputTokens
+    const maxOutput = typeof configured === "number" ? configured : Stepwise.DEFAULT_MAX_OUTPUT_TOKENS
+    const cuts = Runner.compactionCuts(request.messages)
+    const build = (from: number): Array<DbMessage> => [
+      ...(request.previousSummary === null ? [] : [summaryMessage(request.previousSummary.text)]),
+      ...(from > 0 ? [userMessage("omitted-messages", Wire.omittedMessagesNote(from), -1)] : []),
+      ...fromStoredMessages(request.messages.slice(from)),
+      userMessage("summary-request", Stepwise.SUMMARY_REQUEST_TEXT, request.messages.length + 1)
+    ]
+    let from = 0
+    let messages = build(from)
+    while (
+      from < request.messages.length &&
+      (yield* countRequest(Stepwise.DEFAULT_SUMMARY_INSTRUCTIONS, messages, 0)) + maxOutput > request.inputTokenBudget
+    ) {
+      let next = from
+      while (next < request.messages.length && !cuts[next]) next++
+      from = next + 1
+      messages = build(from)
+    }
+    const guard = Guard.make(model, toolCallIds(messages, "result"))
+    const summarizer = new Agent({
+      id: `${agent.name}-summarizer`,
+      name: `${agent.name}-summarizer`,
+      instructions: Stepwise.DEFAULT_SUMMARY_INSTRUCTIONS,
+      // as for the turn's agent: the same model object, under Mastra's own model type
+      model: guard.model as unknown as MastraModelConfig
+    })
+    summarizer.__setLogger(agent.logger ?? noopLogger)
+    const outcome = yield* run({
+      agent: summarizer,
+      guard,
+      messages: copy(messages),
+      clientTools: {},
+      streamOptions: {
+        ...(agent.modelSettings !== undefined ? { modelSettings: agent.modelSettings } : {}),
+        ...(agent.providerOptions !== undefined ? { providerOptions: agent.providerOptions } : {})
+      },
+      onTextDelta: () => Effect.void,
+      onReasoningDelta: () => Effect.void,
+      abortSignal: request.cancellationSignal
+    })
+    if (outcome._tag === "Refused") return yield* new Errors.ModelCallError({ message: outcome.reason })
+    const result = outcome.result
+    return {
+      text: answerText(result.messages, messages),
+      usage: toUsage(result.usage, guard.calls()),
+      modelCallMetadata: {
+        requestModel: model.modelId,
+        providerName: model.provider,
+        ...(result.responseModel !== undefined ? { responseModel: result.responseModel } : {}),
+        ...(result.responseId !== undefined ? { responseId: result.responseId } : {}),
+        finishReasons: result.finishReason !== undefined ? [result.finishReason] : []
+      }
+    } satisfies Runner.ContextSummaryResult
+  })
+
   const runModelStep = Effect.fn(function* (turn: Runner.AgentTurnContext) {
     const events = yield* EventWriter.EventWriter
-    const history = fromStoredMessages(turn.messages)
+    const history = historyOf(turn)
     const historyParts = partCounts(history)
     const state = runState.decode(turn.frameworkRunState)
     const turnMessages = copy(state?.messages ?? [])
@@ -248,11 +400,10 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
     const model = typeof agent.model === "function" ? agent.model(info(turn)) : agent.model
     // each call the input holds with a result must reach the model with it (Mastra drops calls without one)
     const guard = Guard.make(model, [...toolCallIds(history, "result"), ...toolCallIds(turnMessages)])
-    const instructions = typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions
     const mastra = new Agent({
       id: agent.name,
       name: agent.name,
-      instructions: instructions ?? "",
+      instructions: instructionsOf(turn),
       // Mastra's types pin other @ai-sdk/provider versions than the model's; the object is the same at runtime
       model: guard.model as unknown as MastraModelConfig,
       ...(agent.inputProcessors !== undefined ? { inputProcessors: [...agent.inputProcessors] } : {}),
@@ -388,7 +539,10 @@ export const make = (agent: MastraAgent): Runner.AgentFrameworkRunnerShape => {
         }
       ])[0]!,
     runModelStep,
-    executeDeferredToolCall
+    executeDeferredToolCall,
+    estimateInputTokens,
+    selectCompactionCutoff,
+    summarizeContext
   }
 }
 

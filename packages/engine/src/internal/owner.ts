@@ -104,7 +104,13 @@ import {
   type StreamRow,
   writeTransition
 } from "./store.ts"
-import { type CurrentAttempt, executionDeadline, type FlowCache, Transition } from "./transition.ts"
+import {
+  type CurrentAttempt,
+  executionDeadline,
+  type FlowCache,
+  type RetentionSettings,
+  Transition
+} from "./transition.ts"
 
 /** The longest reply an owner keeps in memory (`replyOf`); a longer one is read again from the database. */
 const REMEMBERED_REPLY_CHARS = 4096
@@ -135,6 +141,14 @@ const build = Effect.gen(function* () {
   const notices = yield* Notices
   const runner = yield* RunnerState
   const dispatchWaitMs = millis(config.dispatchWait)
+  // (a config made without `resolve` may leave these out: the defaults apply)
+  const retention: RetentionSettings = {
+    stepExecutions: config.retainedStepExecutions ?? EngineConfig.defaults.retainedStepExecutions,
+    streamMessages: config.retainedStreamMessages ?? EngineConfig.defaults.retainedStreamMessages,
+    replyMs: millis(config.replyRetention ?? EngineConfig.defaults.replyRetention),
+    processedMessageMs: millis(config.processedMessageRetention ?? EngineConfig.defaults.processedMessageRetention),
+    entityType: FlowEntity.type
+  }
   const clusterContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
   const entityScope = yield* Scope.Scope
   // Step fibers live in a child scope, closed after the grace period when the entity stops
@@ -389,6 +403,7 @@ const build = Effect.gen(function* () {
             return yield* new EngineError({ reason: `Flow ${flowId}: this runner does not own it` })
           }
           tx.historyWindow = config.historyWindowEvents
+          tx.retention = retention
           claimed = claimSlots(tx)
           const { batch, versions } = tx.batch(visibleVersions, cache, owner)
           const written = yield* groupCommit

@@ -1,4 +1,5 @@
 // The engine's own SQL tables (SQLite and Postgres) and the queries over them.
+import * as Snowflake from "effect/cluster/Snowflake"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { SqlClient } from "effect/sql"
@@ -69,13 +70,17 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
         reason: `the database belongs to another program (dex_meta.engine = ${meta.get("engine")})`
       })
     }
-    if (meta.get("schema_version") === "2") return yield* upgradeFrom2(sql)
+    if (meta.get("schema_version") === "2") {
+      yield* upgradeFrom2(sql)
+      return yield* createRetentionMarks(sql)
+    }
     if (meta.get("schema_version") !== SCHEMA_VERSION) {
       return yield* new EngineError({
         reason: `the database has engine schema version ${meta.get("schema_version")}; this engine reads version ${SCHEMA_VERSION}`
       })
     }
-    return
+    // an additive table: a database of this version made before it gets it in place
+    return yield* createRetentionMarks(sql)
   }
   const foreign = [...tables].filter(
     (t) => !t.startsWith("cluster_") && !t.startsWith("sqlite_") && !t.startsWith("dex_")
@@ -133,6 +138,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     flow_type TEXT NOT NULL, stream TEXT NOT NULL, used BIGINT NOT NULL, trimmed_through BIGINT NOT NULL,
     PRIMARY KEY (flow_type, stream))`)
   yield* createOwners(sql)
+  yield* createRetentionMarks(sql)
   yield* orEngineError(
     sql`INSERT INTO dex_meta (key, value) VALUES ('engine', ${ENGINE_NAME}), ('schema_version', ${SCHEMA_VERSION})
         ON CONFLICT (key) DO NOTHING`,
@@ -422,6 +428,8 @@ export interface TransitionBatch {
   readonly reply: { readonly requestId: string; readonly reply: string; readonly at: number } | undefined
   /** Stream messages the committing attempt staged (their budget already admitted them). */
   readonly streams?: ReadonlyArray<StreamRow> | undefined
+  /** When set, the running Flow's retention pass runs last in this transaction (`applyRetention`). */
+  readonly retention?: RetentionPass | undefined
 }
 
 const STEP_COLUMNS = [
@@ -504,6 +512,8 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
     yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
       VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
   }
+  if (b.pruneHistory !== undefined) yield* markHistoryRetention(sql, flowId)
+  if (b.retention !== undefined) yield* applyRetention(sql, flowId, b.retention)
   // readers in other processes hear of the commit (Postgres: delivered after COMMIT)
   yield* notifyOthers(sql, flowId)
   return true
@@ -516,6 +526,7 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, b: Transit
  */
 export const deleteRun = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
   for (const table of [
+    "dex_retention",
     "dex_stream",
     "dex_history",
     "dex_messages",
@@ -741,6 +752,7 @@ const FLOW_TABLES = [
   "dex_history",
   "dex_replies",
   "dex_stream",
+  "dex_retention",
   "dex_flows"
 ] as const
 
@@ -791,3 +803,142 @@ export const loadCommittedState = (sql: Sql, flowId: string) =>
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id FROM dex_messages m
       WHERE m.flow_id = ${flowId}
     ORDER BY kind, id`
+
+// ------------------------------------------------------------------------------------------------
+// Retention of a running Flow (bounded storage for a long-lived Flow)
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * Where the retained part of a Flow's records starts, one row per kind (`RetentionKind`): `kept_from` is the
+ * position from which the kind's records are complete. Written by the owner's fenced transition that deleted what lies before it; read by
+ * `Inspect.retention` and by `Client.readStream` (a resume token before a stream's mark is refused).
+ */
+const createRetentionMarks = (sql: Sql) =>
+  orEngineError(
+    sql.unsafe(`CREATE TABLE IF NOT EXISTS dex_retention (
+    flow_id TEXT NOT NULL, kind TEXT NOT NULL, kept_from BIGINT NOT NULL, PRIMARY KEY (flow_id, kind))`),
+    "cannot prepare the engine tables"
+  )
+
+/**
+ * A retention mark's kind: `steps` (closed Step executions scheduled before sequence `kept_from` were deleted,
+ * with their attempts), `history` (history events before ID `kept_from` were pruned by the history window),
+ * `stream:<name>` (the Flow's messages of that stream at or before stream position `kept_from` were deleted: a
+ * resume token at `kept_from` or later reads on, an earlier one is refused).
+ */
+export type RetentionKind = "steps" | "history" | `stream:${string}`
+
+/** The kind of a stream's retention mark. */
+export const streamRetentionKind = (stream: string): RetentionKind => `stream:${stream}`
+
+/** One retention pass over a running Flow, computed by its owner's transition (`Transition.batch`). */
+export interface RetentionPass {
+  /** Closed Step executions scheduled before this sequence go, with their attempts (none when undefined). */
+  readonly stepsBeforeSeq: number | undefined
+  /** The Flow's streams, each trimmed to its newest `streamMessages` messages. */
+  readonly streams: ReadonlyArray<string>
+  readonly streamMessages: number
+  /** Stored request replies written before this time (epoch ms) go. */
+  readonly repliesBefore: number
+  /**
+   * effect/cluster's messages to the Flow's entity that were processed (their reply stored) and were sent before
+   * this time (epoch ms) go, with their replies.
+   */
+  readonly clusterMessages: { readonly entityType: string; readonly sentBefore: number } | undefined
+}
+
+const FINAL_STATUSES = ["completed", "failed", "cancelled"]
+
+/** A retention mark, moved forward only. */
+const writeMark = (sql: Sql, flowId: string, kind: RetentionKind, keptFrom: number) =>
+  sql`INSERT INTO dex_retention (flow_id, kind, kept_from) VALUES (${flowId}, ${kind}, ${keptFrom})
+    ON CONFLICT (flow_id, kind) DO UPDATE SET kept_from = CASE WHEN excluded.kept_from > dex_retention.kept_from
+      THEN excluded.kept_from ELSE dex_retention.kept_from END`
+
+/** After the history window pruned: the oldest kept history event is where the retained history starts. */
+const markHistoryRetention = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
+  const oldest = yield* sql<{ id: unknown }>`SELECT MIN(id) AS id FROM dex_history WHERE flow_id = ${flowId}`
+  const id = oldest[0]?.id
+  if (id !== null && id !== undefined) yield* writeMark(sql, flowId, "history", num(id))
+})
+
+/** The first snowflake ID effect/cluster may give a message sent at `ms` (its timestamp is the top bits). */
+const snowflakeAt = (ms: number): string => String(BigInt(Math.max(0, ms - Snowflake.constEpochMillis)) << 22n)
+
+/**
+ * The retention pass of a running Flow, run last in its owner's fenced transaction (`writeTransition`, after the
+ * fence check; the cluster's lease check follows before COMMIT), so a runner that lost the Flow deletes nothing.
+ * It deletes only what no reader or recovery needs any more:
+ * - closed Step executions scheduled before `stepsBeforeSeq` whose attempts all finished, with their attempts
+ *   (an active execution, or one whose attempt is still winding down, stays whatever its age);
+ * - each stream's messages of this Flow before its newest `streamMessages` (the stream's own byte budget per Flow
+ *   type still applies); the mark refuses resume tokens before the kept tail (`InvalidResumeToken`), so a reader
+ *   never misses a message silently, and every token inside the tail reads on;
+ * - stored replies older than the reply retention (a retry after it runs the request again);
+ * - effect/cluster's processed messages to the Flow's entity sent before the cutoff, and their replies: a
+ *   processed message is never delivered again, and a sender that retries after the cutoff gets the engine's
+ *   stored reply (`dex_replies`), which outlives it.
+ * On SQLite it then gives free pages back (`PRAGMA incremental_vacuum`; the embedded engine opens new files with
+ * `auto_vacuum = INCREMENTAL`), so the file follows what is kept instead of its high-water mark.
+ */
+export const applyRetention = Effect.fnUntraced(function* (sql: Sql, flowId: string, pass: RetentionPass) {
+  if (pass.stepsBeforeSeq !== undefined && pass.stepsBeforeSeq > 1) {
+    const before = pass.stepsBeforeSeq
+    const gone = sql`SELECT s.step_execution_id FROM dex_steps s WHERE s.flow_id = ${flowId} AND s.seq < ${before}
+      AND s.status IN ${sql.in(FINAL_STATUSES)} AND NOT EXISTS (SELECT 1 FROM dex_attempts u WHERE u.flow_id = ${flowId}
+      AND u.step_execution_id = s.step_execution_id AND u.finished_at IS NULL)`
+    yield* sql`DELETE FROM dex_attempts WHERE flow_id = ${flowId} AND step_execution_id IN (${gone})`
+    yield* sql`DELETE FROM dex_steps WHERE flow_id = ${flowId} AND seq < ${before}
+      AND status IN ${sql.in(FINAL_STATUSES)} AND NOT EXISTS (SELECT 1 FROM dex_attempts u WHERE u.flow_id = ${flowId}
+      AND u.step_execution_id = dex_steps.step_execution_id AND u.finished_at IS NULL)`
+    yield* writeMark(sql, flowId, "steps", before)
+  }
+  for (const stream of pass.streams) {
+    const edge = yield* sql<{ seq: unknown }>`SELECT seq FROM dex_stream WHERE flow_id = ${flowId}
+      AND stream = ${stream} ORDER BY seq DESC LIMIT 1 OFFSET ${pass.streamMessages}`
+    if (edge.length === 0) continue
+    const through = num(edge[0]!.seq)
+    yield* sql`DELETE FROM dex_stream WHERE flow_id = ${flowId} AND stream = ${stream} AND seq <= ${through}`
+    // a token at `through` or later reads on; one before it is refused
+    yield* writeMark(sql, flowId, streamRetentionKind(stream), through)
+  }
+  yield* sql`DELETE FROM dex_replies WHERE flow_id = ${flowId} AND at < ${pass.repliesBefore}`
+  if (pass.clusterMessages !== undefined) {
+    const { entityType, sentBefore } = pass.clusterMessages
+    const processed = sql.onDialectOrElse({ pg: () => sql.literal("TRUE"), orElse: () => sql.literal("1") })
+    const done = sql`SELECT id FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
+      AND kind = 0 AND processed = ${processed} AND id < ${snowflakeAt(sentBefore)}`
+    yield* sql`DELETE FROM cluster_replies WHERE request_id IN (${done})`
+    yield* sql`DELETE FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
+      AND request_id IN (${done})`
+  }
+  // SQLite: the file gives back up to this many free pages (a no-op on a file made without auto_vacuum)
+  yield* sql.onDialectOrElse({
+    sqlite: () => Effect.asVoid(sql.unsafe(`PRAGMA incremental_vacuum(${VACUUM_PAGES})`)),
+    orElse: () => Effect.void
+  })
+})
+
+/** The free pages one retention pass gives back to the file system (SQLite), 1 MiB at the default page size. */
+const VACUUM_PAGES = 256
+
+/** One retention mark of a Flow. */
+export interface RetentionMarkRow {
+  readonly kind: string
+  readonly keptFrom: number
+}
+
+/** A Flow's retention marks (none until a retention pass or the history window deleted something). */
+export const loadRetentionMarks = (sql: Sql, flowId: string) =>
+  Effect.map(
+    sql<{ kind: string; kept_from: unknown }>`SELECT kind, kept_from FROM dex_retention WHERE flow_id = ${flowId}`,
+    (rows): Array<RetentionMarkRow> => rows.map((r) => ({ kind: r.kind, keptFrom: num(r.kept_from) }))
+  )
+
+/** The Flow's stream retention mark: the stream position before which its messages were deleted, if any. */
+export const loadStreamRetention = (sql: Sql, flowId: string, stream: string) =>
+  Effect.map(
+    sql<{ kept_from: unknown }>`SELECT kept_from FROM dex_retention WHERE flow_id = ${flowId}
+      AND kind = ${streamRetentionKind(stream)}`,
+    (rows) => (rows.length === 0 ? undefined : num(rows[0]!.kept_from))
+  )

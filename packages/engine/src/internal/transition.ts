@@ -41,6 +41,7 @@ import {
   type FlowRow,
   type HistoryRow,
   NOT_RUN,
+  type RetentionPass,
   type StepRow,
   type StreamRow,
   type TransitionBatch
@@ -99,6 +100,18 @@ const SEQ = "\u0000seq"
 const MESSAGE_ID = "\u0000msg"
 /** History events written since the last pruning (the history window). */
 const EVENTS = "\u0000events"
+/** Step executions closed since the last retention pass. */
+const CLOSED = "\u0000closed"
+
+/** The retention of a running Flow, from the engine config (`retainedStepExecutions` and the rest). */
+export interface RetentionSettings {
+  readonly stepExecutions: number
+  readonly streamMessages: number
+  readonly replyMs: number
+  readonly processedMessageMs: number
+  /** effect/cluster's entity type of Flows, whose processed messages the pass deletes. */
+  readonly entityType: string
+}
 
 /** The state of a Flow as a transition changes it. */
 export class Transition {
@@ -141,6 +154,8 @@ export class Transition {
   readonly now: number
   /** History events kept per run (`historyWindowEvents`). */
   historyWindow = 10_000
+  /** The running Flow's retention (set by the owner); none when undefined. */
+  retention: RetentionSettings | undefined = undefined
 
   constructor(
     registered: RegisteredFlow,
@@ -850,6 +865,7 @@ export class Transition {
     const events = (this.counters[EVENTS] ?? 0) + this.history.length
     const prune = events > this.historyWindow + Math.max(10, Math.floor(this.historyWindow / 10))
     this.counters[EVENTS] = prune ? this.historyWindow : events
+    const retention = this.retentionPass()
     this.flow.counters = JSON.stringify(this.counters)
     // a message published and consumed by the same transition is never stored
     const inserted = new Set(this.messages.map((m) => m.id))
@@ -867,9 +883,36 @@ export class Transition {
       history: this.history,
       pruneHistory: prune ? this.historyWindow : undefined,
       reply: this.reply,
-      streams: this.streamRows
+      streams: this.streamRows,
+      retention
     }
     return { batch, versions }
+  }
+
+  /**
+   * The running Flow's retention pass, due once a tenth of `retainedStepExecutions` (at least 10) executions
+   * closed since the last one; it runs in this transition's fenced transaction (`store.applyRetention`).
+   */
+  private retentionPass(): RetentionPass | undefined {
+    const settings = this.retention
+    if (settings === undefined || !this.running) return undefined
+    let closed = this.counters[CLOSED] ?? 0
+    for (const s of this.touched.values()) {
+      if (s.status === "completed" || s.status === "failed" || s.status === "cancelled") closed++
+    }
+    if (closed < Math.max(10, Math.floor(settings.stepExecutions / 10))) {
+      if (closed !== (this.counters[CLOSED] ?? 0)) this.counters[CLOSED] = closed
+      return undefined
+    }
+    this.counters[CLOSED] = 0
+    const scheduled = this.counters[SEQ] ?? 0
+    return {
+      stepsBeforeSeq: scheduled - settings.stepExecutions + 1 > 1 ? scheduled - settings.stepExecutions + 1 : undefined,
+      streams: this.def.streams.map((s) => s.name),
+      streamMessages: settings.streamMessages,
+      repliesBefore: this.now - settings.replyMs,
+      clusterMessages: { entityType: settings.entityType, sentBefore: this.now - settings.processedMessageMs }
+    }
   }
 
   /** The cache after COMMIT. */
