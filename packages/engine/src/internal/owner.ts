@@ -10,7 +10,8 @@
 //   Flow whose owner died or was evicted.
 // - While Steps run, the entity holds a persisted keep-alive (`Entity.keepAlive`), redelivered after a
 //   crash or shard move, so the Flow comes back on its new owner, which recovers it (`recover`). The
-//   runner's recovery sweep (`sweep.ts`) wakes a Flow with running Steps that has no owner anyway.
+//   runner's recovery sweep (`sweep.ts`) wakes a Flow with running Steps that has no live owner anyway (an
+//   activation here that lost its claim, or could not load the Flow, is not one: `listing`).
 // - Ownership is an epoch: an activation claims the Flow (`claimOwnership`, on Postgres only while this
 //   runner holds the Flow's shard lock) before it loads it, and every write on the Flow's behalf
 //   (transitions with their attempt starts and replies, heartbeats, stream messages) checks the epoch in its
@@ -168,12 +169,25 @@ const build = Effect.gen(function* () {
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
   runner.counters.flowsCached++
-  runner.activeFlows.add(flowId)
+  /**
+   * This activation's key in `runner.activeFlows`, listed while it claims the Flow or holds a claim it loaded
+   * and recovered; not while it has no claim (after a refused write) or its load failed. The recovery sweep
+   * wakes a Flow with running Steps that no activation here lists, so a superseded activation that no request
+   * reaches claims and recovers the Flow again instead of leaving its Steps `running` with nobody running them.
+   * (Another activation of the Flow in this process, one winding down, has its own key.)
+   */
+  const listing = {}
+  const list = () => {
+    runner.activeFlows.set(flowId, listing)
+  }
+  const unlist = () => {
+    if (runner.activeFlows.get(flowId) === listing) runner.activeFlows.delete(flowId)
+  }
   yield* Scope.addFinalizer(
     entityScope,
     Effect.gen(function* () {
       runner.counters.flowsCached--
-      runner.activeFlows.delete(flowId)
+      unlist()
       const running = [...fibers.values()]
       if (running.length > 0) yield* Effect.timeoutOption(Fiber.awaitAll(running), GRACE_PERIOD)
     })
@@ -294,6 +308,8 @@ const build = Effect.gen(function* () {
   const current: Effect.Effect<Loaded, EngineError> = Effect.suspend(() => {
     if (loaded !== undefined && fence !== undefined) return Effect.succeed(loaded)
     return Effect.gen(function* () {
+      // claiming or (re)loading: this activation recovers the Flow, the sweep need not wake it
+      list()
       if (fence === undefined) {
         loaded = undefined
         fence = yield* claim
@@ -305,7 +321,10 @@ const build = Effect.gen(function* () {
         yield* recover(result.cache, result.openAttempts ?? [])
       }
       return loaded
-    })
+    }).pipe(
+      // a load or recovery that failed leaves the Flow to the sweep (a failed commit also reloads it at once)
+      Effect.onError(() => Effect.sync(unlist))
+    )
   })
 
   /**
@@ -470,6 +489,9 @@ const build = Effect.gen(function* () {
       runner.counters.fencedWrites++
       fence = undefined
       loaded = undefined
+      // no claim here now: the sweep wakes the Flow if nobody else runs it (the next claim succeeds only on
+      // the shard's holder)
+      unlist()
       const all = [...fibers.values()]
       fibers.clear()
       if (timer !== undefined) {

@@ -287,8 +287,12 @@ export interface RunnerStateShape {
    * a cluster, `embedded pid <pid>` on the embedded engine. Also the Postgres `application_name` of its sessions.
    */
   readonly runnerId: string
-  /** Flow IDs with a live owner (entity instance) on this runner. */
-  readonly activeFlows: Set<string>
+  /**
+   * Flow IDs with a live owner on this runner: an entity instance that is claiming the Flow, or holds its claim
+   * and has loaded and recovered it (the key its instance registered). One whose write was refused, or whose
+   * claim could not be loaded, is not listed: the recovery sweep wakes it (`sweep.ts`).
+   */
+  readonly activeFlows: Map<string, object>
   /** Where this runner's lock of a shard lives, when claims must check it (cluster runners on Postgres). */
   readonly shardLease: (group: string, shard: number) => ShardLease | undefined
   /** The idle limit of fenced transactions (cluster runners: twice the shard lock expiration). */
@@ -366,7 +370,7 @@ export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>(
         let ready = false
         return RunnerState.of({
           runnerId,
-          activeFlows: new Set(),
+          activeFlows: new Map(),
           shardLease,
           transactionIdleTimeoutMs,
           slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config), controlTasksOf(config)),

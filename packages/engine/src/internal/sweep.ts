@@ -1,7 +1,9 @@
 // The recovery sweep: every runner looks now and then for Flows with a running Step execution whose shard it
-// holds but which have no owner on it, and wakes them (the new activation claims the Flow and recovers its
+// holds but which have no live owner on it, and wakes them (the activation claims the Flow and recovers its
 // running Steps). Recovery after a crash or a shard move normally comes from the redelivered keep-alive; the
-// sweep covers a keep-alive that was answered or lost, so no Flow stays `running` with nobody running it.
+// sweep covers a keep-alive that was answered or lost, and an activation here that lost its claim (a refused
+// write) or failed to load the Flow and that no request reaches: such an activation is not listed in
+// `activeFlows` (owner.ts), so no Flow stays `running` with nobody running it.
 import * as Clock from "effect/Clock"
 import { EntityId, Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
@@ -17,7 +19,7 @@ export const SWEEP_INTERVAL = Duration.seconds(2)
 /** Flows with running Steps looked at per sweep. */
 const SWEEP_LIMIT = 10_000
 
-/** One sweep: wakes every Flow with running Steps on a shard of this runner that no owner here holds. */
+/** One sweep: wakes every Flow with running Steps on a shard of this runner that no live owner here lists. */
 export const sweepOnce = Effect.gen(function* () {
   const runner = yield* RunnerState
   if (runner.draining()) return 0
