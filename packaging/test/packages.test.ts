@@ -63,10 +63,14 @@ interface Run {
   readonly stdout: string
   readonly stderr: string
 }
-const run = (command: string, args: ReadonlyArray<string>, cwd: string, env: NodeJS.ProcessEnv) =>
+const run = (command: string, args: ReadonlyArray<string>, cwd: string, env: NodeJS.ProcessEnv, timeout = 240_000) =>
   new Promise<Run>((resolve) => {
-    execFile(command, args, { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: 240_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) || 1 : 0, stdout, stderr })
+    execFile(command, args, { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout }, (error, stdout, stderr) =>
+      resolve({
+        code: error ? Number(error.code ?? 1) || 1 : 0,
+        stdout,
+        stderr: error?.killed ? `${stderr}\n(stopped after ${timeout / 1000} s)` : stderr
+      })
     )
   })
 const ok = (result: Run, what: string) => {
@@ -129,8 +133,8 @@ let app = ""
 let env: NodeJS.ProcessEnv = {}
 const packed = new Map<string, ReadonlyArray<string>>()
 
-const npm = (args: ReadonlyArray<string>, cwd: string, environment: NodeJS.ProcessEnv) =>
-  run(npmBin.npm[0]!, [...npmBin.npm.slice(1), ...args], cwd, environment)
+const npm = (args: ReadonlyArray<string>, cwd: string, environment: NodeJS.ProcessEnv, timeout?: number) =>
+  run(npmBin.npm[0]!, [...npmBin.npm.slice(1), ...args], cwd, environment, timeout)
 const node = (args: ReadonlyArray<string>) => run(process.execPath, args, app, env)
 
 beforeAll(async () => {
@@ -196,11 +200,26 @@ beforeAll(async () => {
   writeFileSync(join(app, "quickstart.mjs"), stripTypeScriptTypes(quickstart))
   writeFileSync(join(app, "program.mjs"), readmeProgram())
   ok(
-    await npm(["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], app, env),
+    // A registry request that stalls is given up after 30 s and tried again (npm's own default waits 5 min for
+    // one, which once stopped a clean-clone run's install at the time limit); the install may take 9 min in all.
+    await npm(
+      [
+        "install",
+        "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "--fetch-timeout=30000",
+        "--fetch-retries=4"
+      ],
+      app,
+      env,
+      540_000
+    ),
     "npm install in the application"
   )
   phase("npm install")
-}, 600_000)
+}, 720_000)
 
 afterAll(async () => {
   if (temp !== "") await rm(temp, { recursive: true, force: true })
