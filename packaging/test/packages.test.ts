@@ -201,7 +201,9 @@ beforeAll(async () => {
   writeFileSync(join(app, "program.mjs"), readmeProgram())
   ok(
     // A registry request that stalls is given up after 30 s and tried again (npm's own default waits 5 min for
-    // one, which once stopped a clean-clone run's install at the time limit); the install may take 9 min in all.
+    // one); the install may take 9 min in all. npm asks the registry for the packages' own names too, so it needs
+    // the machine's CA certificates (NODE_EXTRA_CA_CERTS where a proxy signs): without them every request fails
+    // SELF_SIGNED_CERT_IN_CHAIN and npm retries until the limit, with no output.
     await npm(
       [
         "install",
