@@ -6,7 +6,6 @@
  * @since 0.1.0
  */
 
-import { PgClient } from "@effect/sql-pg"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -16,7 +15,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -39,7 +37,7 @@ import {
 } from "./Errors.ts"
 import type { Attribute, AttributeMap, Channel, ChannelMap, FlowDef, RpcDef, StreamDef } from "./Flow.ts"
 import * as Inspect from "./Inspect.ts"
-import { COMMIT_CHANNEL, MIN_FALLBACK, Notices } from "./internal/feed.ts"
+import { listenAcrossProcesses, MIN_FALLBACK, Notices } from "./internal/feed.ts"
 import {
   ControlPayload,
   FlowEntity,
@@ -52,7 +50,7 @@ import {
 import { queryRpc } from "./internal/query.ts"
 import { whileWaiting } from "./internal/runner.ts"
 import { byteLength, decodeJson, encodeJson } from "./internal/state.ts"
-import { loadAttribute, loadKeyedRequestIds, loadStreamRetention } from "./internal/store.ts"
+import { make as makeStore } from "./internal/store/EngineStore.ts"
 import * as Metrics from "./Metrics.ts"
 
 /** Options of `startFlow`. */
@@ -385,6 +383,7 @@ const parseToken = (token: string, flowId: string, stream: string) =>
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const store = yield* makeStore
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
   const metrics = yield* Metrics.currentRegistry
@@ -408,31 +407,8 @@ export const make = Effect.gen(function* () {
     )
 
   const notices = yield* Notices
-  // Postgres: hear the commits of every process (the transactions NOTIFY after COMMIT); a dropped listener
-  // connection is opened again (readers meanwhile read on their fallback)
-  const pg = yield* Effect.serviceOption(PgClient.PgClient)
-  if (Option.isSome(pg)) {
-    const listen = Effect.scoped(
-      Effect.gen(function* () {
-        const queue = yield* pg.value.listen(COMMIT_CHANNEL)
-        while (true) {
-          const notice = yield* Queue.take(queue)
-          notices.notify(notice.payload)
-        }
-      })
-    )
-    yield* Effect.forkScoped(
-      listen.pipe(
-        Effect.catchCause((cause) =>
-          Effect.andThen(
-            Effect.logDebug("commit notices: the LISTEN connection ended; listening again", cause),
-            Effect.sleep("1 second")
-          )
-        ),
-        Effect.forever
-      )
-    )
-  }
+  // Postgres: hear the commits of every process (the feed, `internal/feed.ts`)
+  yield* listenAcrossProcesses(notices)
 
   const control = (flowId: string, command: ControlPayload["command"]) =>
     Effect.flatMap(Clock.currentTimeMillis, (sentAt) => {
@@ -497,10 +473,10 @@ export const make = Effect.gen(function* () {
       }).pipe(Metrics.measureRpc(metrics, _flow.type, rpc.name)),
     requestCommitted: (flowId, key) =>
       Effect.map(
-        loadKeyedRequestIds(sql, flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
+        store.loadKeyedRequestIds(flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
         (ids) => ids.length > 0
       ),
-    queryRpc: (flow, rpc, flowId, input) => queryRpc(sql, flow, rpc, flowId, input),
+    queryRpc: (flow, rpc, flowId, input) => queryRpc(store, flow, rpc, flowId, input),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
@@ -522,9 +498,9 @@ export const make = Effect.gen(function* () {
     getAttribute: (flowId, attribute, key = "") =>
       provideSql(
         Effect.gen(function* () {
-          const value = yield* loadAttribute(sql, flowId, attribute.name, key).pipe(
-            Effect.mapError((e) => new EngineError({ reason: e.message }))
-          )
+          const value = yield* store
+            .loadAttribute(flowId, attribute.name, key)
+            .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
           if (value !== undefined) return Option.some(decodeJson(attribute.schema, value))
           // no value: an unknown Flow is FlowNotFound, like every other client call
           yield* Inspect.describeFlow(flowId)
@@ -588,26 +564,24 @@ export const make = Effect.gen(function* () {
             Effect.catchTag("FlowNotFound", (e) => Effect.fail(new EngineError({ reason: e.message })))
           )
           if (from !== "oldest") {
-            const usage = yield* sql<{ trimmed_through: unknown }>`SELECT trimmed_through FROM dex_stream_usage
-              WHERE flow_type = ${flowType} AND stream = ${stream.name}`.pipe(
-              Effect.mapError((e) => new EngineError({ reason: e.message }))
-            )
-            if (usage.length > 0 && after < Number(usage[0]!.trimmed_through)) {
+            const trimmed = yield* store
+              .loadTrimmedThrough(flowType, stream.name)
+              .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
+            if (trimmed !== undefined && after < trimmed) {
               return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
             }
             // the Flow's own retention (`retainedStreamMessages`) may have trimmed further
-            const kept = yield* loadStreamRetention(sql, flowId, stream.name).pipe(
-              Effect.mapError((e) => new EngineError({ reason: e.message }))
-            )
+            const kept = yield* store
+              .loadStreamRetention(flowId, stream.name)
+              .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
             if (kept !== undefined && after < kept) {
               return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
             }
           }
           const page = () =>
-            sql<any>`SELECT seq, value, step_execution_id, attempt, at FROM dex_stream WHERE flow_id = ${flowId}
-            AND stream = ${stream.name} AND seq > ${after} ORDER BY seq LIMIT 500`.pipe(
-              Effect.mapError((e) => new EngineError({ reason: e.message }))
-            )
+            store
+              .readStreamPage(flowId, stream.name, after)
+              .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
           // a follower waits for the Flow's commit notices, and reads again after the fallback for a missed one
           const fallback = options?.pollInterval ?? MIN_FALLBACK
           const watch = options?.follow ? yield* notices.watch(flowId) : undefined
@@ -623,14 +597,14 @@ export const make = Effect.gen(function* () {
                   : true
                 const rows = yield* page()
                 if (rows.length > 0) {
-                  after = Number(rows[rows.length - 1].seq)
+                  after = rows[rows.length - 1]!.seq
                   const messages = rows.map(
-                    (r: any): StreamMessage<any> => ({
-                      token: tokenFor(flowId, stream.name, Number(r.seq)),
+                    (r): StreamMessage<any> => ({
+                      token: tokenFor(flowId, stream.name, r.seq),
                       value: decodeJson(stream.schema, r.value),
                       stepExecutionId: r.step_execution_id,
-                      attempt: Number(r.attempt),
-                      at: Number(r.at)
+                      attempt: r.attempt,
+                      at: r.at
                     })
                   )
                   return [

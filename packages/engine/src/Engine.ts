@@ -28,7 +28,7 @@ import { EngineError } from "./Errors.ts"
 import * as ClusterRunner from "./internal/cluster.ts"
 import { FlowRegistry } from "./internal/registry.ts"
 import { clusterRunnerId, postgresShardLease, RunnerState } from "./internal/runner.ts"
-import { migrate } from "./internal/store.ts"
+import { make as makeStore } from "./internal/store/EngineStore.ts"
 import * as NodeSqlite from "./NodeSqliteClient.ts"
 
 /** Everything an engine layer provides: the client, the database, the cluster and the registry. */
@@ -61,7 +61,7 @@ const withEngine = <E, R>(
   options: CommonOptions,
   runner: Layer.Layer<RunnerState, never, EngineConfig> = RunnerState.layer
 ): Layer.Layer<EngineServices, EngineError | E, Exclude<R, SqlClient.SqlClient>> => {
-  const migrations = Layer.effectDiscard(migrate())
+  const migrations = Layer.effectDiscard(checkDatabase())
   const engine = Layer.mergeAll(cluster, FlowRegistry.layer).pipe(Layer.provide(migrations))
   return Client.layer.pipe(
     Layer.provideMerge(engine),
@@ -198,5 +198,9 @@ export const layerClusterClient = (options: ClusterClientOptions): Layer.Layer<E
 /** Re-exported so applications can read the configured limits. */
 export { EngineConfig, FlowRegistry, RunnerState }
 
-/** Fails with EngineError when the engine's tables are missing or belong to something else. */
-export const checkDatabase = migrate
+/**
+ * Creates the engine's tables, or fails with EngineError when they belong to something else or another schema
+ * version.
+ */
+export const checkDatabase = (): Effect.Effect<void, EngineError, SqlClient.SqlClient> =>
+  Effect.flatMap(makeStore, (store) => store.migrate)

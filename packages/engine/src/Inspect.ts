@@ -6,17 +6,10 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import { SqlClient } from "effect/sql"
+import type { SqlClient } from "effect/sql"
 import { EngineError, FlowNotFound } from "./Errors.ts"
-import {
-  loadOwner,
-  loadRetentionMarks,
-  NOT_RUN,
-  normalizeAttempt,
-  normalizeFlow,
-  normalizeStep,
-  orEngineError
-} from "./internal/store.ts"
+import { type EngineStoreShape, make as makeStore } from "./internal/store/EngineStore.ts"
+import { type FlowRow, NOT_RUN, orEngineError } from "./internal/store/rows.ts"
 
 /** Status of a Flow. */
 export type FlowStatus = "running" | "completed" | "failed" | "cancelled" | "terminated"
@@ -108,16 +101,9 @@ const parseOutput = (text: string | null): unknown => {
   }
 }
 
-const describeRows = Effect.fnUntraced(function* (rows: ReadonlyArray<any>) {
-  const sql = yield* SqlClient.SqlClient
-  const flows = rows.map(normalizeFlow)
+const describeRows = Effect.fnUntraced(function* (store: EngineStoreShape, flows: ReadonlyArray<FlowRow>) {
   if (flows.length === 0) return []
-  const steps = yield* sql<{
-    flow_id: string
-    step_execution_id: string
-    status: string
-  }>`SELECT flow_id, step_execution_id, status FROM dex_steps
-    WHERE flow_id IN ${sql.in(flows.map((f) => f.flow_id))} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`
+  const steps = yield* store.activeStepsOf(flows.map((f) => f.flow_id))
   return flows.map(
     (f): FlowDescription => ({
       flowId: f.flow_id,
@@ -145,9 +131,9 @@ export const describeFlow = (
   flowId: string
 ): Effect.Effect<FlowDescription, FlowNotFound | EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const store = yield* makeStore
     const rows = yield* orEngineError(
-      Effect.flatMap(sql`SELECT * FROM dex_flows WHERE flow_id = ${flowId}`, describeRows),
+      Effect.flatMap(store.loadFlow(flowId), (flow) => describeRows(store, flow === undefined ? [] : [flow])),
       "cannot read the Flow"
     )
     if (rows.length === 0) return yield* new FlowNotFound({ flowId })
@@ -161,16 +147,11 @@ export const listFlows = (options?: {
   readonly limit?: number | undefined
 }): Effect.Effect<ReadonlyArray<FlowDescription>, EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const where = [
-      ...(options?.status ? [sql`status = ${options.status}`] : []),
-      ...(options?.flowType ? [sql`flow_type = ${options.flowType}`] : [])
-    ]
+    const store = yield* makeStore
     return yield* orEngineError(
       Effect.flatMap(
-        sql`SELECT * FROM dex_flows ${where.length ? sql`WHERE ${sql.and(where)}` : sql``}
-          ORDER BY started_at DESC, flow_id LIMIT ${options?.limit ?? 1000}`,
-        describeRows
+        store.listFlows({ status: options?.status, flowType: options?.flowType, limit: options?.limit ?? 1000 }),
+        (flows) => describeRows(store, flows)
       ),
       "cannot list Flows"
     )
@@ -181,11 +162,9 @@ export const stepExecutions = (
   flowId: string
 ): Effect.Effect<ReadonlyArray<StepExecution>, EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const steps = (yield* sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} ORDER BY seq`).map(normalizeStep)
-    const attempts = (yield* sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} ORDER BY attempt`).map(
-      normalizeAttempt
-    )
+    const store = yield* makeStore
+    const steps = yield* store.allSteps(flowId)
+    const attempts = yield* store.allAttempts(flowId)
     return steps.map(
       (s): StepExecution => ({
         stepExecutionId: s.step_execution_id,
@@ -214,17 +193,17 @@ export const stepExecutions = (
 /** The history of a Flow, oldest first. */
 export const history = (flowId: string): Effect.Effect<ReadonlyArray<HistoryEvent>, EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql<any>`SELECT * FROM dex_history WHERE flow_id = ${flowId} ORDER BY id`
+    const store = yield* makeStore
+    const rows = yield* store.history(flowId)
     return rows.map(
       (r): HistoryEvent => ({
-        id: Number(r.id),
-        at: Number(r.at),
+        id: r.id,
+        at: r.at,
         kind: r.kind,
-        stepExecutionId: r.step_execution_id ?? null,
-        attempt: r.attempt === null || r.attempt === undefined ? null : Number(r.attempt),
+        stepExecutionId: r.step_execution_id,
+        attempt: r.attempt,
         data: JSON.parse(r.data),
-        runner: r.runner ?? null
+        runner: r.runner
       })
     )
   }).pipe((e) => orEngineError(e, "cannot read history"))
@@ -236,8 +215,8 @@ export const history = (flowId: string): Effect.Effect<ReadonlyArray<HistoryEven
  */
 export const flowOwner = (flowId: string): Effect.Effect<FlowOwner, FlowNotFound | EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const owner = yield* orEngineError(loadOwner(sql, flowId), "cannot read the Flow's owner")
+    const store = yield* makeStore
+    const owner = yield* orEngineError(store.loadOwner(flowId), "cannot read the Flow's owner")
     if (owner === undefined) return yield* new FlowNotFound({ flowId })
     return owner
   })
@@ -273,21 +252,15 @@ export const deletedStepExecution = (
   stepExecutionId: string
 ): Effect.Effect<void, EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const store = yield* makeStore
     const dash = stepExecutionId.lastIndexOf("-")
     const n = Number(stepExecutionId.slice(dash + 1))
     if (dash <= 0 || !Number.isInteger(n)) return
-    const rows = yield* orEngineError(
-      sql<{ counters: string }>`SELECT counters FROM dex_flows WHERE flow_id = ${flowId}`,
-      "cannot read Step executions"
-    )
-    const scheduled = rows.length === 0 ? 0 : Number(JSON.parse(rows[0]!.counters)[stepExecutionId.slice(0, dash)] ?? 0)
+    const counters = yield* orEngineError(store.loadCounters(flowId), "cannot read Step executions")
+    const scheduled = counters === undefined ? 0 : Number(JSON.parse(counters)[stepExecutionId.slice(0, dash)] ?? 0)
     if (n > scheduled) return
-    const stored = yield* orEngineError(
-      sql`SELECT 1 FROM dex_steps WHERE flow_id = ${flowId} AND step_execution_id = ${stepExecutionId}`,
-      "cannot read Step executions"
-    )
-    if (stored.length > 0) return
+    const stored = yield* orEngineError(store.stepStored(flowId, stepExecutionId), "cannot read Step executions")
+    if (stored) return
     return yield* new EngineError({
       reason: `Step execution ${stepExecutionId} of Flow ${flowId} closed and was deleted by the Flow's retention (retainedStepExecutions)`
     })
@@ -298,9 +271,9 @@ export const retention = (
   flowId: string
 ): Effect.Effect<FlowRetention, FlowNotFound | EngineError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const store = yield* makeStore
     yield* describeFlow(flowId)
-    const marks = yield* orEngineError(loadRetentionMarks(sql, flowId), "cannot read the Flow's retention")
+    const marks = yield* orEngineError(store.loadRetentionMarks(flowId), "cannot read the Flow's retention")
     const streams: Record<string, number> = {}
     for (const m of marks) if (m.kind.startsWith("stream:")) streams[m.kind.slice("stream:".length)] = m.keptFrom
     return {

@@ -26,7 +26,7 @@ import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import * as Inspect from "./Inspect.ts"
 import * as InspectPage from "./InspectPage.ts"
-import { verify } from "./internal/store.ts"
+import { make as makeStore } from "./internal/store/EngineStore.ts"
 import * as NodeSqlite from "./NodeSqliteClient.ts"
 
 /**
@@ -125,15 +125,15 @@ const db = Flag.String("db").pipe(
 /** Runs `program` against `target` after checking it is an engine database. */
 const withDatabase = <A, E>(target: string, program: Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.gen(function* () {
+    const store = yield* makeStore
     if (isPostgres(target)) {
       // Connect first, so that a refused connection is not reported as "not an engine database".
-      const sql = yield* SqlClient.SqlClient
       yield* Effect.mapError(
-        sql`SELECT 1`,
+        store.ping,
         (e) => new InspectError({ reason: `cannot connect to ${redact(target)}: ${rootCause(e)}` })
       )
     }
-    yield* Effect.mapError(verify(), (e) => explain(target, e))
+    yield* Effect.mapError(store.verify, (e) => explain(target, e))
     return yield* program
   }).pipe(
     Effect.provide(database(target)),

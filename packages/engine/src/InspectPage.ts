@@ -23,6 +23,7 @@ import * as Layer from "effect/Layer"
 import { SqlClient } from "effect/sql"
 import * as Inspect from "./Inspect.ts"
 import { PAGE } from "./internal/inspectPage.ts"
+import { make as makeStore } from "./internal/store/EngineStore.ts"
 
 /**
  * Keys whose values the page never shows.
@@ -140,30 +141,15 @@ export interface FlowDetail {
  */
 export const flowDetail = (flowId: string) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const store = yield* makeStore
     const flow = yield* Inspect.describeFlow(flowId)
     const steps = yield* Inspect.stepExecutions(flowId)
     const history = yield* Inspect.history(flowId)
-    const rows = yield* sql<{
-      step_execution_id: string
-      input: string
-      recovery: string | null
-    }>`SELECT step_execution_id, input, recovery FROM dex_steps WHERE flow_id = ${flowId}`
-    const attrs = yield* sql<{
-      name: string
-      key: string
-      version: unknown
-      value: string | null
-    }>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY name, key, version`
+    const rows = yield* store.stepInputs(flowId)
+    const attrs = yield* store.attributeVersions(flowId)
     const latest = new Map<string, { name: string; key: string; value: string | null }>()
     for (const a of attrs) latest.set(`${a.name}\u0000${a.key}`, a)
-    const streamRows = yield* sql<{
-      stream: string
-      step_execution_id: string
-      attempt: unknown
-      at: unknown
-      value: string
-    }>`SELECT stream, step_execution_id, attempt, at, value FROM dex_stream WHERE flow_id = ${flowId} ORDER BY seq LIMIT 5000`
+    const streamRows = yield* store.streamMessages(flowId)
     const completions = new Map(
       history.filter((h) => h.kind === "StepCompleted").map((h) => [h.stepExecutionId, h.data] as const)
     )

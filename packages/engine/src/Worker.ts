@@ -17,7 +17,7 @@ import type { Sharding } from "effect/cluster"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { SqlClient } from "effect/sql"
+import type { SqlClient } from "effect/sql"
 import { EngineConfig, millis, rpcReserveOf } from "./EngineConfig.ts"
 import type { DefinitionError } from "./Errors.ts"
 import type { FlowDef } from "./Flow.ts"
@@ -25,7 +25,7 @@ import { GroupCommit } from "./internal/groupCommit.ts"
 import { FlowEntityLayer } from "./internal/owner.ts"
 import { type FlowRegistry, registerFlows } from "./internal/registry.ts"
 import { RunnerState } from "./internal/runner.ts"
-import { purgeClosedFlows } from "./internal/store.ts"
+import { EngineStore } from "./internal/store/EngineStore.ts"
 import { recoverySweep } from "./internal/sweep.ts"
 
 type Services<Flows extends ReadonlyArray<FlowDef<any, any>>> = Flows[number] extends FlowDef<any, infer R> ? R : never
@@ -73,7 +73,7 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
     Effect.gen(function* () {
       const runner = yield* RunnerState
       const config = yield* EngineConfig
-      const sql = yield* SqlClient.SqlClient
+      const store = yield* EngineStore
       runner.markReady()
       yield* Effect.addFinalizer(() => drain)
       // closed-Flow retention: purge what is due, in batches, a few times per retention period (at most
@@ -83,7 +83,7 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
       const purge = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         while (true) {
-          const purged = yield* purgeClosedFlows(sql, now - retention, 100)
+          const purged = yield* store.purgeClosedFlows(now - retention, 100)
           runner.counters.flowsPurged += purged.length
           if (purged.length < 100) return
         }
@@ -95,7 +95,9 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
   ).pipe(
     Layer.provideMerge(
       FlowEntityLayer.pipe(Layer.provide(Layer.effectDiscard(registerFlows(flows))), Layer.provide(GroupCommit.layer))
-    )
+    ),
+    // one store for the worker: its owners, group commit, purge and sweep
+    Layer.provide(EngineStore.layer)
   )
 
 /**

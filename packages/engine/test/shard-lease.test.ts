@@ -11,7 +11,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import { Client, Engine, Flow, Step, StepDecision, Worker } from "../src/index.ts"
-import { requireLease } from "../src/internal/store.ts"
+import { requireLease } from "../src/internal/store/ownership.ts"
 import { freePort } from "./support/ports.ts"
 import { withTestDatabase } from "./support/postgres.ts"
 

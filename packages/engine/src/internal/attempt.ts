@@ -25,7 +25,8 @@ import { pausePoint } from "./faults.ts"
 import type { CommitNotices } from "./feed.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
-import { type Fence, type FlowRow, loadCheckpoint, recordHeartbeat, type Sql, type StepRow } from "./store.ts"
+import type { EngineStoreShape } from "./store/EngineStore.ts"
+import type { Fence, FlowRow, StepRow } from "./store/rows.ts"
 import {
   emitMessages,
   heartbeatWithMessages,
@@ -38,7 +39,7 @@ import {
 import type { StoredWaitResult } from "./transition.ts"
 
 export interface AttemptInput {
-  readonly sql: Sql
+  readonly store: EngineStoreShape
   readonly config: EngineConfigShape
   readonly registered: RegisteredFlow
   readonly flow: FlowRow
@@ -66,7 +67,7 @@ export interface AttemptInput {
 
 /** Runs the attempt to its outcome. Interrupted when its owner cancels it. */
 export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
-  const { sql, config, registered, flow, step, attempt } = i
+  const { store, config, registered, flow, step, attempt } = i
   const def = registered.steps.get(step.step_type)
   if (def === undefined) {
     const missing = new DefinitionError({
@@ -78,7 +79,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   const now = yield* Clock.currentTimeMillis
   const options = JSON.parse(step.options) as ResolvedOptions
   const checkpoint = i.mayHaveCheckpoint
-    ? yield* Effect.orDie(loadCheckpoint(sql, flow.flow_id, step.step_execution_id))
+    ? yield* Effect.orDie(store.loadCheckpoint(flow.flow_id, step.step_execution_id))
     : undefined
   const waitResult: StoredWaitResult =
     step.wait_result === null ? { timers: [], values: {} } : JSON.parse(step.wait_result)
@@ -88,7 +89,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   // a refused write: the owner stops this Flow's fibers and the attempt ends here, before user code goes on
   const lost = Effect.andThen(i.onFenced, Effect.interrupt)
   const target: WriteTarget = {
-    sql,
+    store,
     transact: i.transact,
     notices: i.notices,
     fence: i.fence,
@@ -106,15 +107,16 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
       yield* pausePoint("heartbeat", where)
       const at = yield* Clock.currentTimeMillis
       lastBeat = at
-      const written = yield* recordHeartbeat(
-        sql,
-        i.fence,
-        flow.flow_id,
-        step.step_execution_id,
-        attempt,
-        at,
-        value === undefined ? null : JSON.stringify(value)
-      ).pipe(Effect.orDie)
+      const written = yield* store
+        .recordHeartbeat(
+          i.fence,
+          flow.flow_id,
+          step.step_execution_id,
+          attempt,
+          at,
+          value === undefined ? null : JSON.stringify(value)
+        )
+        .pipe(Effect.orDie)
       if (!written) return yield* lost
     })
   const emitNow = <A>(stream: StreamDef<A>, values: ReadonlyArray<A>) =>

@@ -30,7 +30,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as RpcSerialization from "effect/rpc/RpcSerialization"
 import * as Schedule from "effect/Schedule"
-import { SqlClient } from "effect/sql"
+import { make as makeStore } from "./store/EngineStore.ts"
 
 /** The `application_name` prefix of every session of the runner at `address` (see `clusterRunnerId`). */
 export const sessionPrefix = (address: { readonly host: string; readonly port: number }) =>
@@ -42,14 +42,13 @@ export const sessionPrefix = (address: { readonly host: string; readonly port: n
  */
 export const makeSessionHealth = (pingTimeout: Duration.Duration) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const store = yield* makeStore
     const runners = yield* Runners.Runners
     const ping = (address: RunnerAddress.RunnerAddress) =>
       runners.ping(address).pipe(Effect.timeout(pingTimeout), Effect.isSuccess)
     const isAlive = (address: RunnerAddress.RunnerAddress): Effect.Effect<boolean> =>
-      sql<{ n: unknown }>`SELECT COUNT(*) AS n FROM pg_stat_activity
-        WHERE datname = current_database() AND starts_with(application_name, ${sessionPrefix(address)})`.pipe(
-        Effect.map((rows) => Number(rows[0]?.n ?? 0) > 0),
+      store.runnerSessions(sessionPrefix(address)).pipe(
+        Effect.map((n) => n > 0),
         // the database cannot say: the runner itself decides
         Effect.orElseSucceed(() => false),
         Effect.flatMap((open) => (open ? Effect.succeed(true) : ping(address))),

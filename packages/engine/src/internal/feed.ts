@@ -2,17 +2,19 @@
 // notice that the Flow committed something instead of polling.
 //
 // - In one process the owner notifies after COMMIT (a transition, a heartbeat with messages, a stream write).
-// - Across processes (Postgres) every such transaction also runs `pg_notify('dex_commit', <flow id>)`, which
-//   the server delivers after COMMIT; each client process LISTENs and feeds what it hears into its notices.
+// - Across processes (Postgres) every such transaction also runs `pg_notify('dex_commit', <flow id>)` (the
+//   store's `notifyCommit`), which the server delivers after COMMIT; each client process LISTENs
+//   (`listenAcrossProcesses`) and feeds what it hears into its notices.
 // - A reader that missed a notice (a dropped LISTEN connection, another process on a SQLite file) reads again
 //   after the fallback, at least one second.
+import { PgClient } from "@effect/sql-pg"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
-import type { SqlError } from "effect/sql/SqlError"
-import type { Sql } from "./store.ts"
 
 /** The Postgres channel of commit notices; the payload is the Flow ID. */
 export const COMMIT_CHANNEL = "dex_commit"
@@ -109,11 +111,32 @@ export const Notices: Context.Reference<CommitNotices> = Context.Reference<Commi
 )
 
 /**
- * The statement that tells other processes a Flow committed, for a transaction on Postgres (delivered after its
- * COMMIT; repeats within one transaction are folded by the server). Nothing on SQLite.
+ * Feeds the commits of every process into `notices` (Postgres: the transactions NOTIFY after COMMIT, see the
+ * store's `notifyCommit`) for as long as the scope is open; a dropped listener connection is opened again
+ * (readers meanwhile read on their fallback). Nothing without a `PgClient`: in one process the owner notifies.
  */
-export const notifyOthers = (sql: Sql, flowId: string): Effect.Effect<void, SqlError> =>
-  sql.onDialectOrElse({
-    pg: () => Effect.asVoid(sql`SELECT pg_notify(${COMMIT_CHANNEL}, ${flowId})`),
-    orElse: () => Effect.void
+export const listenAcrossProcesses = (notices: CommitNotices): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    if (Option.isNone(pg)) return
+    const listen = Effect.scoped(
+      Effect.gen(function* () {
+        const queue = yield* pg.value.listen(COMMIT_CHANNEL)
+        while (true) {
+          const notice = yield* Queue.take(queue)
+          notices.notify(notice.payload)
+        }
+      })
+    )
+    yield* Effect.forkScoped(
+      listen.pipe(
+        Effect.catchCause((cause) =>
+          Effect.andThen(
+            Effect.logDebug("commit notices: the LISTEN connection ended; listening again", cause),
+            Effect.sleep("1 second")
+          )
+        ),
+        Effect.forever
+      )
+    )
   })

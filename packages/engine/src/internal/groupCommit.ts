@@ -14,8 +14,8 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { EngineStore } from "./store/EngineStore.ts"
 
 interface Pending {
   readonly effect: Effect.Effect<unknown, unknown>
@@ -33,8 +33,8 @@ export class GroupCommit extends Context.Service<
   static readonly layer = Layer.effect(
     GroupCommit,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const limit = sql.onDialectOrElse({ sqlite: () => Number.POSITIVE_INFINITY, orElse: () => PG_GROUP_LIMIT })
+      const store = yield* EngineStore
+      const limit = store.dialect === "sqlite" ? Number.POSITIVE_INFINITY : PG_GROUP_LIMIT
       let pending: Array<Pending> = []
       const flush = (batch: ReadonlyArray<Pending>) =>
         Effect.gen(function* () {
@@ -42,12 +42,12 @@ export class GroupCommit extends Context.Service<
           if (batch.length === 0) return
           if (batch.length === 1) {
             const only = batch[0]!
-            const exit = yield* Effect.exit(sql.withTransaction(only.effect))
+            const exit = yield* Effect.exit(store.withTransaction(only.effect))
             yield* Deferred.done(only.done, exit)
             return
           }
           const outer = yield* Effect.exit(
-            sql.withTransaction(Effect.forEach(batch, (p) => Effect.exit(sql.withTransaction(p.effect))))
+            store.withTransaction(Effect.forEach(batch, (p) => Effect.exit(store.withTransaction(p.effect))))
           )
           if (Exit.isFailure(outer)) {
             for (const p of batch) yield* Deferred.done(p.done, outer)

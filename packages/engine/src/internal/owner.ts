@@ -30,7 +30,6 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
-import { SqlClient } from "effect/sql"
 import { EngineConfig, millis } from "../EngineConfig.ts"
 import {
   DefinitionError,
@@ -85,26 +84,8 @@ import {
   makeRpcView,
   type StoredWait
 } from "./state.ts"
-import {
-  attrsAt,
-  claimOwnership,
-  deleteRun,
-  type Fence,
-  type FlowRow,
-  loadActiveSteps,
-  loadAttempt,
-  loadAttrVersions,
-  loadFlow,
-  loadKeyedRequestIds,
-  loadMessages,
-  loadReply,
-  NOT_RUN,
-  normalizeAttempt,
-  requireLease,
-  type StepRow,
-  type StreamRow,
-  writeTransition
-} from "./store.ts"
+import { EngineStore } from "./store/EngineStore.ts"
+import { attrsAt, type Fence, type FlowRow, type StepRow, type StreamRow } from "./store/rows.ts"
 import {
   type CurrentAttempt,
   executionDeadline,
@@ -134,7 +115,7 @@ type Loaded = { readonly _tag: "Missing" } | { readonly _tag: "Loaded"; readonly
 const build = Effect.gen(function* () {
   const address = yield* Entity.CurrentAddress
   const flowId = address.entityId
-  const sql = yield* SqlClient.SqlClient
+  const store = yield* EngineStore
   const registry = yield* FlowRegistry
   const config = yield* EngineConfig
   const flowClient = yield* FlowEntity.client
@@ -209,7 +190,7 @@ const build = Effect.gen(function* () {
   // --- loading ------------------------------------------------------------------------------------
 
   const load = Effect.fnUntraced(function* () {
-    const flow = yield* loadFlow(sql, flowId)
+    const flow = yield* store.loadFlow(flowId)
     if (flow === undefined) return { _tag: "Missing" } as const
     if (flow.status !== "running") {
       const cache: FlowCache = {
@@ -224,12 +205,10 @@ const build = Effect.gen(function* () {
       }
       return { _tag: "Loaded", cache } as const
     }
-    const versions = yield* loadAttrVersions(sql, flowId)
-    const channels = yield* loadMessages(sql, flowId)
-    const steps = yield* loadActiveSteps(sql, flowId)
-    const open = (yield* sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} AND finished_at IS NULL`).map(
-      normalizeAttempt
-    )
+    const versions = yield* store.loadAttrVersions(flowId)
+    const channels = yield* store.loadMessages(flowId)
+    const steps = yield* store.loadActiveSteps(flowId)
+    const open = yield* store.loadOpenAttempts(flowId)
     const attempts = new Map<string, CurrentAttempt>()
     const views = new Map<string, FlowState>()
     for (const s of steps) {
@@ -253,11 +232,7 @@ const build = Effect.gen(function* () {
     // running Steps an earlier attempt of which reached the Step's code (their attempt progress)
     const reached = new Set<string>()
     if (steps.some((s) => s.status === "running" && s.attempt > 1)) {
-      const rows = yield* sql<{ readonly step_execution_id: string }>`SELECT DISTINCT a.step_execution_id
-        FROM dex_attempts a JOIN dex_steps s ON s.flow_id = a.flow_id AND s.step_execution_id = a.step_execution_id
-        WHERE a.flow_id = ${flowId} AND s.status = 'running' AND a.attempt < s.attempt
-          AND (a.outcome IS NULL OR a.outcome <> ${NOT_RUN})`
-      for (const r of rows) reached.add(r.step_execution_id)
+      for (const id of yield* store.loadReachedSteps(flowId)) reached.add(id)
     }
     const cache: FlowCache = {
       flow,
@@ -292,7 +267,7 @@ const build = Effect.gen(function* () {
     let warned = false
     while (true) {
       const now = yield* Clock.currentTimeMillis
-      const epoch = yield* sqlDefect(claimOwnership(sql, flowId, runner.runnerId, now, shardLease))
+      const epoch = yield* sqlDefect(store.claimOwnership(flowId, runner.runnerId, now, shardLease))
       if (epoch !== undefined) {
         return { epoch, runner: runner.runnerId, idleTimeoutMs: runner.transactionIdleTimeoutMs, lease: shardLease }
       }
@@ -331,11 +306,9 @@ const build = Effect.gen(function* () {
    * The Flow's default Step durability, from the latest FlowStarted record of its history; `sync` when that
    * record was pruned or cannot be read (the side that never runs an attempt twice).
    */
-  const defaultDurability: Effect.Effect<"sync" | "async"> = sql<{
-    readonly data: string
-  }>`SELECT data FROM dex_history WHERE flow_id = ${flowId} AND kind = 'FlowStarted' ORDER BY id DESC LIMIT 1`.pipe(
-    Effect.map((rows) => {
-      const data = rows[0] === undefined ? undefined : (JSON.parse(rows[0].data) as { stepDurability?: unknown })
+  const defaultDurability: Effect.Effect<"sync" | "async"> = store.loadFlowStarted(flowId).pipe(
+    Effect.map((text) => {
+      const data = text === undefined ? undefined : (JSON.parse(text) as { stepDurability?: unknown })
       return data?.stepDurability === "async" ? ("async" as const) : ("sync" as const)
     }),
     Effect.orElseSucceed(() => "sync" as const)
@@ -428,8 +401,8 @@ const build = Effect.gen(function* () {
           const written = yield* groupCommit
             .run(
               Effect.gen(function* () {
-                if (tx.replacesRun) yield* deleteRun(sql, flowId)
-                const ok = yield* writeTransition(sql, batch)
+                if (tx.replacesRun) yield* store.deleteRun(flowId)
+                const ok = yield* store.writeTransition(batch)
                 if (!ok) return false
                 if (options?.completion !== undefined) yield* pausePoint("commit", options.completion)
                 for (const w of tx.wakes) {
@@ -441,7 +414,7 @@ const build = Effect.gen(function* () {
                   )
                 }
                 // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
-                yield* requireLease(sql, flowId, owner)
+                yield* store.requireLease(flowId, owner)
                 return true
               })
             )
@@ -652,7 +625,7 @@ const build = Effect.gen(function* () {
               ),
               supersede(owner)
             ),
-            sql,
+            store,
             config,
             registered: reg,
             flow: cache.flow,
@@ -717,7 +690,7 @@ const build = Effect.gen(function* () {
     Effect.gen(function* () {
       if (fibers.get(stepExecutionId) === fiber) fibers.delete(stepExecutionId)
       yield* Fiber.interrupt(fiber)
-      const row = yield* Effect.orElseSucceed(loadAttempt(sql, flowId, stepExecutionId, attempt), () => undefined)
+      const row = yield* Effect.orElseSucceed(store.loadAttempt(flowId, stepExecutionId, attempt), () => undefined)
       if (row === undefined || row.output_at === null || row.finished_at !== null) return
       runner.counters.attemptsLost++
       yield* finish(
@@ -879,7 +852,7 @@ const build = Effect.gen(function* () {
       const streams: Array<readonly [StreamDef<any>, number]> = []
       for (const [name, messages] of byStream) {
         const def = reg.def.streams.find((d) => d.name === name) ?? FlowStream(name, Schema.Unknown)
-        const kept = yield* runner.streams.admit(sql, reg.def.type, def, messages, runner.counters)
+        const kept = yield* runner.streams.admit(store, reg.def.type, def, messages, runner.counters)
         streams.push([def, kept.reduce((n, m) => n + m.bytes, 0)])
         for (const m of kept) {
           rows.push({
@@ -901,7 +874,7 @@ const build = Effect.gen(function* () {
         release: Effect.sync(() => {
           for (const [def, bytes] of streams) runner.streams.release(reg.def.type, def.name, bytes)
         }),
-        written: Effect.forEach(streams, ([def]) => runner.streams.written(sql, reg.def.type, def, runner.counters), {
+        written: Effect.forEach(streams, ([def]) => runner.streams.written(store, reg.def.type, def, runner.counters), {
           discard: true
         })
       }
@@ -947,7 +920,7 @@ const build = Effect.gen(function* () {
     if (known === undefined && !keyed && afterClaim && !uncertain.has(requestId)) {
       return Effect.succeed(undefined)
     }
-    return sqlDefect(loadReply(sql, flowId, requestId))
+    return sqlDefect(store.loadReply(flowId, requestId))
   }
 
   /** Remembers a reply this activation committed (see `replyOf`), forgetting those older than the memory. */
@@ -1058,7 +1031,7 @@ const build = Effect.gen(function* () {
         if (stored !== undefined) return stored
         if (p.idempotencyKey !== undefined) {
           // the key committed with other arguments: another request, not a retry of this one
-          const used = yield* sqlDefect(loadKeyedRequestIds(sql, flowId, p.idempotencyKey))
+          const used = yield* sqlDefect(store.loadKeyedRequestIds(flowId, p.idempotencyKey))
           if (used.length > 0) {
             return yield* new IdempotencyKeyReused({ flowId, rpc: p.rpc, requestId: p.idempotencyKey })
           }

@@ -3,7 +3,6 @@
 // it never waits for a running Step. What it returns is what the same RPC would return at that commit, since
 // the handler sees the state the RPC would see and its output goes through the same codec.
 import * as Effect from "effect/Effect"
-import type { SqlClient } from "effect/sql/SqlClient"
 import { FlowNotActive, FlowNotFound, InvalidInput, RpcFailed } from "../Errors.ts"
 import type { FlowDef, RpcDef } from "../Flow.ts"
 import { errorInfo } from "./decision.ts"
@@ -16,14 +15,14 @@ import {
   makeRpcView,
   type StoredMessage
 } from "./state.ts"
-import { loadCommittedState, loadFlow } from "./store.ts"
+import type { EngineStoreShape } from "./store/EngineStore.ts"
 
 /** Why a query refuses a handler that staged writes. */
 export const READ_ONLY_VIOLATION = "ReadOnlyViolation"
 
 /** A Flow's committed state as a handler reads it. */
-export const committedState = Effect.fnUntraced(function* (sql: SqlClient, flowId: string) {
-  const rows = yield* loadCommittedState(sql, flowId)
+export const committedState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string) {
+  const rows = yield* store.loadCommittedState(flowId)
   const state: FlowState = { attrs: new Map(), channels: new Map() }
   for (const r of rows) {
     if (r.kind === "attr") {
@@ -54,7 +53,7 @@ const database = (flowId: string, rpc: string) => (e: { readonly message?: unkno
  * does a read the database refuses (errorType DatabaseError).
  */
 export const queryRpc = <I, O>(
-  sql: SqlClient,
+  store: EngineStoreShape,
   flow: FlowDef<any, any>,
   rpc: RpcDef<I, O, never>,
   flowId: string,
@@ -65,10 +64,10 @@ export const queryRpc = <I, O>(
       try: () => encodeJson(rpc.input, input),
       catch: (e) => new InvalidInput({ what: `input of RPC ${rpc.name}`, detail: String(e) })
     })
-    const row = yield* Effect.mapError(loadFlow(sql, flowId), database(flowId, rpc.name))
+    const row = yield* Effect.mapError(store.loadFlow(flowId), database(flowId, rpc.name))
     if (row === undefined) return yield* new FlowNotFound({ flowId })
     if (row.status !== "running") return yield* new FlowNotActive({ flowId, status: row.status })
-    const state = yield* Effect.mapError(committedState(sql, flowId), database(flowId, rpc.name))
+    const state = yield* Effect.mapError(committedState(store, flowId), database(flowId, rpc.name))
     const staged = emptyStaged()
     const ctx = makeRpcView(flow, state, staged, { flowId, runId: row.run_id })
     const exit = yield* Effect.exit(Effect.suspend(() => rpc.handler(ctx, decodeJson(rpc.input, text))))

@@ -6,7 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import { controlTasksOf, EngineConfig, rpcReserveOf } from "../EngineConfig.ts"
 import * as Metrics from "../Metrics.ts"
-import type { ShardLease } from "./store.ts"
+import type { ShardLease } from "./store/rows.ts"
 import { StreamBudget } from "./streams.ts"
 
 /** The pool a slot comes from: the task slots (Step bodies and RPC handlers) or the control slots. */

@@ -22,17 +22,10 @@ import type { EngineConfigShape } from "../EngineConfig.ts"
 import type { StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { errorInfo } from "./decision.ts"
-import { type CommitNotices, notifyOthers } from "./feed.ts"
+import type { CommitNotices } from "./feed.ts"
 import { byteLength, encodeJson } from "./state.ts"
-import {
-  type Fence,
-  fenceCheck,
-  insertStreamRows,
-  ownerHolds,
-  requireLease,
-  type Sql,
-  type StreamRow
-} from "./store.ts"
+import type { EngineStoreShape as Store } from "./store/EngineStore.ts"
+import type { Fence, StreamRow } from "./store/rows.ts"
 
 /** The runner counters a stream write moves. */
 export interface StreamCounters {
@@ -124,11 +117,11 @@ export class StreamBudget {
   }
 
   /** Reads the stored bytes of a stream once, before its first admission in this runner. */
-  private ready(sql: Sql, flowType: string, stream: string, u: Usage): Effect.Effect<void> {
+  private ready(store: Store, flowType: string, stream: string, u: Usage): Effect.Effect<void> {
     if (Deferred.isDoneUnsafe(u.loaded)) return Effect.void
     if (u.loading) return Deferred.await(u.loaded)
     u.loading = true
-    return storedBytes(sql, flowType, stream).pipe(
+    return store.streamStoredBytes(flowType, stream).pipe(
       Effect.tap((stored) =>
         Effect.sync(() => {
           u.used += stored
@@ -141,21 +134,21 @@ export class StreamBudget {
 
   /** Trims (and reconciles) a stream, or waits for the trim of it already running here. Never fails. */
   private trimNow(
-    sql: Sql,
+    store: Store,
     flowType: string,
     stream: StreamDef<any>,
     u: Usage,
     counters?: StreamCounters
   ): Effect.Effect<void> {
-    return Effect.suspend(() => this.startTrim(sql, flowType, stream, u, counters))
+    return Effect.suspend(() => this.startTrim(store, flowType, stream, u, counters))
   }
 
-  private startTrim(sql: Sql, flowType: string, stream: StreamDef<any>, u: Usage, counters?: StreamCounters) {
+  private startTrim(store: Store, flowType: string, stream: StreamDef<any>, u: Usage, counters?: StreamCounters) {
     if (u.trimming !== undefined) return Deferred.await(u.trimming)
     const done = Deferred.makeUnsafe<void>()
     u.trimming = done
     const before = u.sinceReconcile
-    return trim(sql, flowType, stream, counters).pipe(
+    return trim(store, flowType, stream, counters).pipe(
       Effect.tap((stored) =>
         Effect.sync(() => {
           // what was admitted while the trim ran is not in its sum yet
@@ -183,7 +176,7 @@ export class StreamBudget {
    * of admitted messages that were not written ({@link release}) and calls {@link written} after a write.
    */
   admit<M extends { readonly bytes: number }>(
-    sql: Sql,
+    store: Store,
     flowType: string,
     stream: StreamDef<any>,
     messages: ReadonlyArray<M>,
@@ -192,13 +185,13 @@ export class StreamBudget {
     const u = this.entry(flowType, stream.name)
     const self = this
     return Effect.gen(function* () {
-      yield* self.ready(sql, flowType, stream.name, u)
+      yield* self.ready(store, flowType, stream.name, u)
       const kept: Array<M> = []
       let trimmed = false
       for (const m of messages) {
         if (u.used + m.bytes > stream.capacityBytes && !trimmed) {
           trimmed = true
-          yield* self.trimNow(sql, flowType, stream, u, counters)
+          yield* self.trimNow(store, flowType, stream, u, counters)
         }
         if (u.used + m.bytes > stream.capacityBytes) {
           if (counters) counters.streamRejectedWrites++
@@ -223,20 +216,13 @@ export class StreamBudget {
    * After a write: a trim when the stream passed 90 % of its capacity, a reconcile when this runner wrote a
    * share of it since the last one; in the background, one at a time per stream.
    */
-  written(sql: Sql, flowType: string, stream: StreamDef<any>, counters?: StreamCounters): Effect.Effect<void> {
+  written(store: Store, flowType: string, stream: StreamDef<any>, counters?: StreamCounters): Effect.Effect<void> {
     const u = this.entry(flowType, stream.name)
     const due = u.used > stream.capacityBytes * TRIM_AT || u.sinceReconcile > stream.capacityBytes * RECONCILE_EVERY
     if (!due || u.trimming !== undefined) return Effect.void
-    return Effect.asVoid(Effect.forkDetach(this.trimNow(sql, flowType, stream, u, counters)))
+    return Effect.asVoid(Effect.forkDetach(this.trimNow(store, flowType, stream, u, counters)))
   }
 }
-
-const storedBytes = (sql: Sql, flowType: string, stream: string) =>
-  Effect.map(
-    sql<{ n: unknown }>`SELECT COALESCE(SUM(bytes), 0) AS n FROM dex_stream WHERE flow_type = ${flowType}
-      AND stream = ${stream}`,
-    (rows) => Number(rows[0]?.n ?? 0)
-  )
 
 /**
  * Reconciles a stream's count with the table and, above 90 % of its capacity, deletes its oldest messages back
@@ -244,40 +230,25 @@ const storedBytes = (sql: Sql, flowType: string, stream: string) =>
  * a stream at a time (a transaction-scoped advisory lock; a runner that does not get it only reads the sum).
  * Returns the bytes stored after it.
  */
-const trim = (sql: Sql, flowType: string, stream: StreamDef<any>, counters?: StreamCounters) =>
-  sql.withTransaction(
+const trim = (store: Store, flowType: string, stream: StreamDef<any>, counters?: StreamCounters) =>
+  store.withTransaction(
     Effect.gen(function* () {
-      const mayTrim = yield* sql.onDialectOrElse({
-        pg: () =>
-          Effect.map(
-            sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(hashtextextended(${`${flowType}\u0001${stream.name}`},
-              7264011378)) AS ok`,
-            (rows) => rows[0]?.ok === true
-          ),
-        orElse: () => Effect.succeed(true)
-      })
-      let used = yield* storedBytes(sql, flowType, stream.name)
+      const mayTrim = yield* store.mayTrimStream(flowType, stream.name)
+      let used = yield* store.streamStoredBytes(flowType, stream.name)
       if (!mayTrim || used <= stream.capacityBytes * TRIM_AT) return used
-      const oldest = yield* sql<{ seq: unknown; bytes: unknown }>`SELECT seq, bytes FROM dex_stream
-        WHERE flow_type = ${flowType} AND stream = ${stream.name} ORDER BY seq LIMIT 10000`
+      const oldest = yield* store.oldestStreamMessages(flowType, stream.name)
       let through: number | undefined
       let left = used
       for (const row of oldest) {
         if (left <= stream.capacityBytes * TRIM_TO) break
-        left -= Number(row.bytes)
-        through = Number(row.seq)
+        left -= row.bytes
+        through = row.seq
       }
       if (through === undefined) return used
-      const deleted = yield* sql<{ bytes: unknown }>`DELETE FROM dex_stream WHERE flow_type = ${flowType}
-        AND stream = ${stream.name} AND seq <= ${through} RETURNING bytes`
-      used -= deleted.reduce((n, r) => n + Number(r.bytes), 0)
+      used -= yield* store.deleteStreamThrough(flowType, stream.name, through)
       if (counters) counters.streamTrims++
       // the trim mark: a resume token before it is refused (`Client.readStream`); `used` is informational
-      yield* sql`INSERT INTO dex_stream_usage (flow_type, stream, used, trimmed_through)
-        VALUES (${flowType}, ${stream.name}, ${used}, ${through})
-        ON CONFLICT (flow_type, stream) DO UPDATE SET used = excluded.used,
-        trimmed_through = CASE WHEN excluded.trimmed_through > dex_stream_usage.trimmed_through
-          THEN excluded.trimmed_through ELSE dex_stream_usage.trimmed_through END`
+      yield* store.markStreamTrim(flowType, stream.name, used, through)
       return used
     })
   )
@@ -288,7 +259,7 @@ const trim = (sql: Sql, flowType: string, stream: StreamDef<any>, counters?: Str
 
 /** Where a write goes: the attempt it belongs to, under its owner's fence. */
 export interface WriteTarget {
-  readonly sql: Sql
+  readonly store: Store
   /**
    * Runs a write in a transaction: the owner's group commit, so the writes of attempts that start together
    * (a turn's parallel tool calls announcing themselves) share one SQLite transaction.
@@ -351,12 +322,12 @@ const writeMessages = <A>(
   heartbeat: { readonly checkpoint: string | null } | undefined
 ): Effect.Effect<EmitResult, unknown> =>
   Effect.gen(function* () {
-    const { sql, fence } = t
+    const { store, fence } = t
     const prepared = values.flatMap((v) => {
       const m = prepareMessage(config, stream, t.flowId, t.stepExecutionId, v, t.counters)
       return m === undefined ? [] : [m]
     })
-    const admitted = yield* t.budget.admit(sql, t.flowType, stream, prepared, t.counters)
+    const admitted = yield* t.budget.admit(store, t.flowType, stream, prepared, t.counters)
     if (admitted.length === 0 && heartbeat === undefined) return "dropped" as const
     const admittedBytes = admitted.reduce((n, m) => n + m.bytes, 0)
     const now = yield* Clock.currentTimeMillis
@@ -375,20 +346,23 @@ const writeMessages = <A>(
       .transact(
         Effect.gen(function* () {
           if (heartbeat === undefined) {
-            if (!(yield* fenceCheck(sql, t.flowId, fence))) return "fenced" as const
+            if (!(yield* store.fenceCheck(t.flowId, fence))) return "fenced" as const
           } else {
             // the heartbeat's own statement checks the fence
-            const beat =
-              yield* sql`UPDATE dex_attempts SET heartbeat_at = ${now}, output_at = COALESCE(output_at, ${now}),
-            checkpoint = COALESCE(${heartbeat.checkpoint}, checkpoint) WHERE flow_id = ${t.flowId}
-            AND step_execution_id = ${t.stepExecutionId} AND attempt = ${t.attempt}
-            AND ${ownerHolds(sql, t.flowId, fence)} RETURNING attempt`
-            if (beat.length === 0) return "fenced" as const
+            const beat = yield* store.recordHeartbeat(
+              fence,
+              t.flowId,
+              t.stepExecutionId,
+              t.attempt,
+              now,
+              heartbeat.checkpoint
+            )
+            if (!beat) return "fenced" as const
           }
-          yield* insertStreamRows(sql, rows)
-          if (rows.length > 0) yield* notifyOthers(sql, t.flowId)
+          yield* store.insertStreamRows(rows)
+          if (rows.length > 0) yield* store.notifyCommit(t.flowId)
           // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
-          yield* requireLease(sql, t.flowId, fence)
+          yield* store.requireLease(t.flowId, fence)
           return "written" as const
         })
       )
@@ -411,7 +385,7 @@ const writeMessages = <A>(
             stream: stream.name
           })
       }
-      yield* t.budget.written(sql, t.flowType, stream, t.counters)
+      yield* t.budget.written(store, t.flowType, stream, t.counters)
     }
     return result === "written" && rows.length === 0 && heartbeat === undefined ? ("dropped" as const) : result
   })

@@ -8,10 +8,9 @@ import * as Clock from "effect/Clock"
 import { EntityId, Sharding } from "effect/cluster"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { SqlClient } from "effect/sql"
 import { FlowEntity, WakePayload } from "./protocol.ts"
 import { RunnerState } from "./runner.ts"
-import { flowsWithRunningSteps } from "./store.ts"
+import { EngineStore } from "./store/EngineStore.ts"
 
 /** How often a runner sweeps. */
 export const SWEEP_INTERVAL = Duration.seconds(2)
@@ -23,10 +22,10 @@ const SWEEP_LIMIT = 10_000
 export const sweepOnce = Effect.gen(function* () {
   const runner = yield* RunnerState
   if (runner.draining()) return 0
-  const sql = yield* SqlClient.SqlClient
+  const store = yield* EngineStore
   const sharding = yield* Sharding.Sharding
   const client = yield* FlowEntity.client
-  const ids = yield* flowsWithRunningSteps(sql, SWEEP_LIMIT)
+  const ids = yield* store.flowsWithRunningSteps(SWEEP_LIMIT)
   const now = yield* Clock.currentTimeMillis
   let woken = 0
   for (const flowId of ids) {

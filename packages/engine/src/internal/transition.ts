@@ -45,7 +45,7 @@ import {
   type StepRow,
   type StreamRow,
   type TransitionBatch
-} from "./store.ts"
+} from "./store/rows.ts"
 
 /** The current attempt of a running Step execution, as the owner caches it. */
 export interface CurrentAttempt {

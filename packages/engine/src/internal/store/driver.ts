@@ -1,0 +1,40 @@
+// Where SQLite and Postgres differ: each driver (`sqlite.ts`, `pg.ts`) gives the store its own statements and
+// fragments, chosen once when the store is made (`EngineStore.make`), never per call.
+import type * as Effect from "effect/Effect"
+import type { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import type { Fragment } from "effect/sql/Statement"
+import type { EngineError } from "../../Errors.ts"
+import { make as makePg } from "./pg.ts"
+import type { Fence } from "./rows.ts"
+import { make as makeSqlite } from "./sqlite.ts"
+
+/** The SQL differences of one database. */
+export interface Driver {
+  readonly dialect: "sqlite" | "pg"
+  /** The column type of an auto-incremented primary key. */
+  readonly autoId: string
+  /** The names of the database's tables (`n`). */
+  readonly tableNames: Effect.Effect<ReadonlyArray<{ readonly n: string }>, SqlError>
+  /**
+   * Runs the migration: on Postgres in one transaction under an advisory lock, so runners that start together
+   * on a fresh database do not see each other's half-created tables.
+   */
+  readonly lockedMigration: (effect: Effect.Effect<void, EngineError>) => Effect.Effect<void, EngineError | SqlError>
+  /** The row lock of the owner check (`FOR SHARE` on Postgres; SQLite has one writer at a time). */
+  readonly forShare: Fragment
+  /** The first statement of a fenced transaction: a row when `fence` still owns the Flow. */
+  readonly fenceCheck: (flowId: string, fence: Fence) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
+  /** effect/cluster's `processed` flag as a literal (`TRUE` / `1`). */
+  readonly processedTrue: Fragment
+  /** Run after a retention pass: SQLite gives free pages back to the file system. */
+  readonly afterRetention: Effect.Effect<void, SqlError>
+  /** Tells other processes a Flow committed, in a transaction (Postgres NOTIFY, delivered after COMMIT). */
+  readonly notifyCommit: (flowId: string) => Effect.Effect<void, SqlError>
+  /** Whether this transaction may trim the stream (Postgres: one runner at a time, an advisory lock). */
+  readonly mayTrimStream: (flowType: string, stream: string) => Effect.Effect<boolean, SqlError>
+}
+
+/** The driver of a client's dialect (Postgres, or SQLite for every other). */
+export const driverOf = (sql: SqlClient.SqlClient): Driver =>
+  sql.onDialectOrElse({ pg: () => makePg(sql), orElse: () => makeSqlite(sql) })

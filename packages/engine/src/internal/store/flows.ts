@@ -1,0 +1,262 @@
+// A Flow's state and its transitions: the owner's loads, the transition's one write, heartbeats.
+import * as Effect from "effect/Effect"
+import { channelKey, type StoredMessage } from "../state.ts"
+import type { Driver } from "./driver.ts"
+import { fenceCheck, ownerHolds } from "./ownership.ts"
+import { applyRetention, markHistoryRetention } from "./retention.ts"
+import {
+  type AttrVersionRow,
+  type CommittedStateRow,
+  type Fence,
+  NOT_RUN,
+  normalizeAttempt,
+  normalizeFlow,
+  normalizeStep,
+  num,
+  row,
+  rows,
+  type Sql,
+  type TransitionBatch
+} from "./rows.ts"
+import { insertStreamRows } from "./streams.ts"
+
+export const loadFlow = (sql: Sql, flowId: string) =>
+  Effect.map(sql`SELECT * FROM dex_flows WHERE flow_id = ${flowId}`, (rows) =>
+    rows.length === 0 ? undefined : normalizeFlow(rows[0])
+  )
+
+export const loadStep = (sql: Sql, flowId: string, step_execution_id: string) =>
+  Effect.map(
+    sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}`,
+    (rows) => (rows.length === 0 ? undefined : normalizeStep(rows[0]))
+  )
+
+export const loadAttempt = (sql: Sql, flowId: string, step_execution_id: string, attempt: number) =>
+  Effect.map(
+    sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id} AND attempt = ${attempt}`,
+    (rows) => (rows.length === 0 ? undefined : normalizeAttempt(rows[0]))
+  )
+
+/** Every stored attribute version of a Flow (at or below `atMost`, when given), oldest first. */
+export const loadAttrVersions = (sql: Sql, flowId: string, atMost?: number) =>
+  Effect.map(
+    atMost === undefined
+      ? sql<any>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY version`
+      : sql<any>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} AND version <= ${atMost}
+          ORDER BY version`,
+    (rows): Array<AttrVersionRow> =>
+      rows.map((r) => ({ name: r.name, key: r.key, version: num(r.version), value: r.value }))
+  )
+
+/** Every queued message of a Flow, by channel key, oldest first. */
+export const loadMessages = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
+  const messages = yield* sql<{ id: unknown; channel: string; key: string; value: string }>`
+    SELECT id, channel, key, value FROM dex_messages WHERE flow_id = ${flowId} ORDER BY id`
+  const channels = new Map<string, ReadonlyArray<StoredMessage>>()
+  for (const msg of messages) {
+    const k = channelKey(msg.channel, msg.key)
+    const list = (channels.get(k) as Array<StoredMessage> | undefined) ?? []
+    list.push({ id: String(msg.id), value: msg.value })
+    channels.set(k, list)
+  }
+  return channels
+})
+
+/** The Flow's active Step executions, in scheduling order. */
+export const loadActiveSteps = (sql: Sql, flowId: string) =>
+  Effect.map(
+    sql`SELECT * FROM dex_steps WHERE flow_id = ${flowId} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`,
+    (rows) => rows.map(normalizeStep)
+  )
+
+const STEP_COLUMNS = [
+  "step_type",
+  "status",
+  "input",
+  "options",
+  "from_step_execution_id",
+  "wait",
+  "wait_result",
+  "wait_failed",
+  "waiting_since",
+  "attempt",
+  "first_attempt_at",
+  "retry_at",
+  "view_version",
+  "view_channels",
+  "recovery",
+  "locks",
+  "created_at",
+  "seq"
+] as const
+
+/** The Flow's attempts that have not finished (the owner's load: what it recovers). */
+export const loadOpenAttempts = (sql: Sql, flowId: string) =>
+  Effect.map(sql`SELECT * FROM dex_attempts WHERE flow_id = ${flowId} AND finished_at IS NULL`, (rows) =>
+    rows.map(normalizeAttempt)
+  )
+
+/** Running Step executions an earlier attempt of which reached the Step's code (their attempt progress). */
+export const loadReachedSteps = (sql: Sql, flowId: string) =>
+  Effect.map(
+    sql<{ readonly step_execution_id: string }>`SELECT DISTINCT a.step_execution_id
+        FROM dex_attempts a JOIN dex_steps s ON s.flow_id = a.flow_id AND s.step_execution_id = a.step_execution_id
+        WHERE a.flow_id = ${flowId} AND s.status = 'running' AND a.attempt < s.attempt
+          AND (a.outcome IS NULL OR a.outcome <> ${NOT_RUN})`,
+    (rows) => rows.map((r) => r.step_execution_id)
+  )
+
+/** The data of the Flow's latest `FlowStarted` history record, if it is still stored. */
+export const loadFlowStarted = (sql: Sql, flowId: string) =>
+  Effect.map(
+    sql<{
+      readonly data: string
+    }>`SELECT data FROM dex_history WHERE flow_id = ${flowId} AND kind = 'FlowStarted' ORDER BY id DESC LIMIT 1`,
+    (rows) => rows[0]?.data
+  )
+
+/**
+ * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
+ * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
+ * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert),
+ * the staged stream messages (one insert), the request's reply. Fails with `false` when the fence finds another version: nothing is written.
+ * The caller runs it inside `sql.withTransaction`.
+ */
+export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver, b: TransitionBatch) {
+  const f = b.flow
+  const flowId = f.flow_id
+  if (!(yield* fenceCheck(d, flowId, b.fence))) return false
+  if (b.expectedVersion === null) {
+    yield* sql`INSERT INTO dex_flows ${sql.insert(row(f))}`
+  } else {
+    const fenced = yield* sql`UPDATE dex_flows SET version = ${f.version}, status = ${f.status}, output = ${f.output},
+      outputs = ${f.outputs}, reason = ${f.reason}, error_type = ${f.error_type}, counters = ${f.counters},
+      closed_at = ${f.closed_at}
+      WHERE flow_id = ${flowId} AND version = ${b.expectedVersion} RETURNING version`
+    if (fenced.length === 0) return false
+  }
+  if (b.steps.length > 0) {
+    yield* sql`INSERT INTO dex_steps ${sql.insert(rows(b.steps))} ON CONFLICT (flow_id, step_execution_id) DO UPDATE SET
+      ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
+  }
+  if (b.attempts.length > 0) {
+    // a start (or a start handed out again) stamps the attempt with this owner; a finish keeps who ran it
+    const stamped = b.attempts.map((a) => ({ ...a, runner: b.fence.runner, epoch: b.fence.epoch }))
+    yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(stamped))} ON CONFLICT (flow_id, step_execution_id, attempt)
+      DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
+      error_type = excluded.error_type, detail = excluded.detail,
+      runner = CASE WHEN excluded.finished_at IS NULL THEN excluded.runner ELSE dex_attempts.runner END,
+      epoch = CASE WHEN excluded.finished_at IS NULL THEN excluded.epoch ELSE dex_attempts.epoch END`
+  }
+  if (b.attrs.length > 0) {
+    yield* sql`INSERT INTO dex_attrs ${sql.insert(rows(b.attrs.map((a) => ({ flow_id: flowId, ...a }))))}`
+  }
+  if (b.attrDeletes.length > 0) {
+    yield* sql`DELETE FROM dex_attrs WHERE flow_id = ${flowId} AND (${sql.or(
+      b.attrDeletes.map((d) => sql`(name = ${d.name} AND key = ${d.key} AND version = ${d.version})`)
+    )})`
+  }
+  if (b.messageDeletes.length > 0) {
+    yield* sql`DELETE FROM dex_messages WHERE flow_id = ${flowId} AND id IN ${sql.in(b.messageDeletes as Array<number>)}`
+  }
+  if (b.messages.length > 0) {
+    yield* sql`INSERT INTO dex_messages ${sql.insert(rows(b.messages.map((m) => ({ flow_id: flowId, ...m }))))}`
+  }
+  if (b.history.length > 0) {
+    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history.map((h) => ({ ...h, runner: b.fence.runner }))))}`
+  }
+  if (b.pruneHistory !== undefined) {
+    yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
+      WHERE flow_id = ${flowId} ORDER BY id DESC LIMIT 1 OFFSET ${b.pruneHistory - 1})`
+  }
+  if (b.streams !== undefined && b.streams.length > 0) yield* insertStreamRows(sql, b.streams)
+  if (b.reply !== undefined) {
+    yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
+      VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
+  }
+  if (b.pruneHistory !== undefined) yield* markHistoryRetention(sql, flowId)
+  if (b.retention !== undefined) yield* applyRetention(sql, d, flowId, b.retention)
+  // readers in other processes hear of the commit (Postgres: delivered after COMMIT)
+  yield* d.notifyCommit(flowId)
+  return true
+})
+
+/**
+ * Deletes a closed run's rows before a new run reuses its Flow ID (in the new run's transaction): the Flow row,
+ * its Steps, attempts, attribute versions, messages, history and stream messages (the runners' stream budgets
+ * see the freed bytes at their next reconcile). Stored replies stay, so a redelivered request of the old run still gets its reply.
+ */
+export const deleteRun = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
+  for (const table of [
+    "dex_retention",
+    "dex_stream",
+    "dex_history",
+    "dex_messages",
+    "dex_attrs",
+    "dex_attempts",
+    "dex_steps",
+    "dex_flows"
+  ]) {
+    yield* sql`DELETE FROM ${sql(table)} WHERE flow_id = ${flowId}`
+  }
+})
+
+/**
+ * A heartbeat: the attempt's first one marks it as having produced output. Fenced in the same statement:
+ * `false` when `fence` is no longer the Flow's owner (nothing is written).
+ */
+export const recordHeartbeat = (
+  sql: Sql,
+  d: Driver,
+  fence: Fence,
+  flowId: string,
+  step_execution_id: string,
+  attempt: number,
+  at: number,
+  checkpoint: string | null
+) =>
+  Effect.map(
+    sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
+    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}
+    AND attempt = ${attempt} AND ${ownerHolds(sql, d, flowId, fence)} RETURNING attempt`,
+    (rows) => rows.length > 0
+  )
+
+/** Flows with a running Step execution (at most `limit`): the candidates of the recovery sweep. */
+export const flowsWithRunningSteps = (sql: Sql, limit: number) =>
+  Effect.map(
+    sql<{ flow_id: string }>`SELECT DISTINCT flow_id FROM dex_steps WHERE status = 'running' LIMIT ${limit}`,
+    (rows) => rows.map((r) => r.flow_id)
+  )
+
+/** The newest heartbeat checkpoint of a Step execution's attempts. */
+export const loadCheckpoint = (sql: Sql, flowId: string, step_execution_id: string) =>
+  Effect.map(
+    sql<{
+      checkpoint: string | null
+    }>`SELECT checkpoint FROM dex_attempts WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}
+      AND checkpoint IS NOT NULL ORDER BY attempt DESC LIMIT 1`,
+    (rows) => rows[0]?.checkpoint ?? undefined
+  )
+
+/** The current attribute value (the newest stored version), or undefined when unset or deleted. */
+export const loadAttribute = (sql: Sql, flowId: string, name: string, key: string) =>
+  Effect.map(
+    sql<{ value: string | null }>`SELECT value FROM dex_attrs WHERE flow_id = ${flowId} AND name = ${name}
+      AND key = ${key} ORDER BY version DESC LIMIT 1`,
+    (rows) => rows[0]?.value ?? undefined
+  )
+
+/**
+ * A Flow's committed state in one statement (one consistent snapshot on both databases): the newest stored
+ * version of each attribute key that holds a value, and every queued message, oldest first. Writes nothing.
+ */
+export const loadCommittedState = (sql: Sql, flowId: string) =>
+  sql<CommittedStateRow>`
+    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, NULL AS id FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND a.value IS NOT NULL AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)
+    UNION ALL
+    SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id FROM dex_messages m
+      WHERE m.flow_id = ${flowId}
+    ORDER BY kind, id`
