@@ -7,7 +7,6 @@
  */
 
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import { Sharding } from "effect/cluster"
 import * as Data from "effect/Data"
@@ -41,7 +40,6 @@ import { listenAcrossProcesses, MIN_FALLBACK, Notices } from "./internal/feed.ts
 import {
   ControlPayload,
   FlowEntity,
-  HOST,
   InvokePayload,
   keyedRequestId,
   REPLY_MEMORY_MS,
@@ -419,8 +417,8 @@ export const make = Effect.gen(function* () {
   yield* listenAcrossProcesses(notices)
 
   const control = (flowId: string, command: ControlPayload["command"]) =>
-    Effect.flatMap(Clock.currentTimeMillis, (sentAt) => {
-      const payload = new ControlPayload({ flowId, requestId: requestId(), command, sentAt, sentOn: HOST })
+    Effect.suspend(() => {
+      const payload = new ControlPayload({ flowId, requestId: requestId(), command })
       return deliver(flows(flowId).Control(payload), `${command._tag} on Flow ${flowId}`, timeoutMs, shuttingDown)
     })
 
@@ -458,18 +456,15 @@ export const make = Effect.gen(function* () {
             detail: `a request ID has 1 to ${MAX_REQUEST_ID_LENGTH} characters; this one has ${key.length}`
           })
         }
-        const sentAt = yield* Clock.currentTimeMillis
         const payload =
           key === undefined
-            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId(), sentAt, sentOn: HOST })
+            ? new InvokePayload({ flowId, rpc: rpc.name, input: text, requestId: requestId() })
             : new InvokePayload({
                 flowId,
                 rpc: rpc.name,
                 input: text,
                 requestId: keyedRequestId(key, rpc.name, text),
-                idempotencyKey: key,
-                sentAt,
-                sentOn: HOST
+                idempotencyKey: key
               })
         const output = yield* deliver(
           flows(flowId).Invoke(payload),

@@ -64,7 +64,6 @@ import { GroupCommit } from "./groupCommit.ts"
 import {
   type ControlPayload,
   FlowEntity,
-  HOST,
   type InvokePayload,
   REPLY_MEMORY_MS,
   RequestNotServed,
@@ -96,9 +95,6 @@ import {
 
 /** The longest reply an owner keeps in memory (`replyOf`); a longer one is read again from the database. */
 const REMEMBERED_REPLY_CHARS = 4096
-
-/** The clock skew between a client on another host and an owner that `replyOf` allows for. */
-const CLOCK_MARGIN_MS = 1000
 
 /** How long a leaving owner lets running Steps finish and commit before it interrupts them. */
 const GRACE_PERIOD = Duration.seconds(10)
@@ -141,12 +137,8 @@ const build = Effect.gen(function* () {
   /** This activation's ownership of the Flow; `undefined` until claimed, and again after a refused write. */
   let fence: Fence | undefined
   let keptAlive = false
-  /** When this activation's current claim had committed (this runner's clock); see `replyOf`. */
-  let claimedAt = Number.POSITIVE_INFINITY
   /** The replies this activation committed, oldest first (kept `REPLY_MEMORY_MS`). */
   const committedReplies = new Map<string, { readonly reply: string | undefined; readonly at: number }>()
-  /** Requests whose commit here failed (it may have landed): their stored reply is read, not assumed absent. */
-  const uncertain = new Set<string>()
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
   runner.counters.flowsCached++
@@ -288,7 +280,6 @@ const build = Effect.gen(function* () {
       if (fence === undefined) {
         loaded = undefined
         fence = yield* claim
-        claimedAt = yield* Clock.currentTimeMillis
       }
       const result = yield* sqlDefect(load())
       loaded = result._tag === "Missing" ? result : { _tag: "Loaded", cache: result.cache }
@@ -900,26 +891,12 @@ const build = Effect.gen(function* () {
 
   /**
    * The stored reply of a request, if it committed: a request sent again after its answer was lost gets it.
-   * Without a read when none can exist: every commit of the Flow since this activation's claim is this
-   * activation's own (the claim waits for every transaction of an earlier owner, and refuses the earlier
-   * owner's later ones), and this activation remembers the replies it committed; so a request the client first
-   * sent after the claim (`sentAt`, the client's clock; from another host, beyond `CLOCK_MARGIN_MS` of skew) that is not among
-   * them never committed. A keyed request (the caller's own idempotency key, retried whenever the caller likes)
-   * and one whose commit here failed are always read. Should the rule ever miss one, the reply's primary key
-   * refuses a second commit of the request, which then reads the stored reply.
+   * From memory when this activation committed it (and the reply is short), else one read of the reply's
+   * primary key. No clock decides it: whatever the client's clock says, a request not remembered here is read.
    */
-  const replyOf = (
-    requestId: string,
-    sent: { readonly sentAt?: number | undefined; readonly sentOn?: string | undefined },
-    keyed: boolean
-  ) => {
+  const replyOf = (requestId: string) => {
     const known = committedReplies.get(requestId)
     if (known?.reply !== undefined) return Effect.succeed(known.reply)
-    const margin = sent.sentOn === HOST ? 0 : CLOCK_MARGIN_MS
-    const afterClaim = sent.sentAt !== undefined && sent.sentAt > claimedAt + margin
-    if (known === undefined && !keyed && afterClaim && !uncertain.has(requestId)) {
-      return Effect.succeed(undefined)
-    }
     return sqlDefect(store.loadReply(flowId, requestId))
   }
 
@@ -927,7 +904,6 @@ const build = Effect.gen(function* () {
   const remember = (requestId: string, reply: string, at: number) => {
     // a large reply is read from the database when asked for again
     committedReplies.set(requestId, { reply: reply.length <= REMEMBERED_REPLY_CHARS ? reply : undefined, at })
-    uncertain.delete(requestId)
     for (const [id, r] of committedReplies) {
       if (r.at >= at - REPLY_MEMORY_MS) break
       committedReplies.delete(id)
@@ -939,11 +915,8 @@ const build = Effect.gen(function* () {
    * client sends the request again, to the Flow's owner then, which answers from the stored reply if the commit
    * did land after all.
    */
-  const served = <A>(requestId: string, effect: Effect.Effect<A, EngineError>) =>
-    Effect.mapError(effect, (e) => {
-      uncertain.add(requestId)
-      return new RequestNotServed({ flowId, reason: e.reason })
-    })
+  const served = <A>(effect: Effect.Effect<A, EngineError>) =>
+    Effect.mapError(effect, (e) => new RequestNotServed({ flowId, reason: e.reason }))
 
   const Start = (p: StartPayload) =>
     lock.withPermits(1)(
@@ -1015,7 +988,7 @@ const build = Effect.gen(function* () {
         )
         tx.settle()
         loaded = undefined
-        yield* served(p.requestId, commit(tx, undefined))
+        yield* served(commit(tx, undefined))
         yield* pausePoint("reply", `Start of Flow ${flowId}`)
         return runId
       })
@@ -1027,7 +1000,7 @@ const build = Effect.gen(function* () {
         const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
-        const stored = yield* replyOf(p.requestId, p, p.idempotencyKey !== undefined)
+        const stored = yield* replyOf(p.requestId)
         if (stored !== undefined) return stored
         if (p.idempotencyKey !== undefined) {
           // the key committed with other arguments: another request, not a retry of this one
@@ -1119,7 +1092,7 @@ const build = Effect.gen(function* () {
         })
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: encoded.output, at: now }
-        yield* served(p.requestId, commit(tx, cache))
+        yield* served(commit(tx, cache))
         remember(p.requestId, encoded.output, now)
         yield* pausePoint("reply", `Invoke ${p.rpc} of Flow ${flowId}`)
         return encoded.output
@@ -1132,7 +1105,7 @@ const build = Effect.gen(function* () {
         const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
-        const stored = yield* replyOf(p.requestId, p, false)
+        const stored = yield* replyOf(p.requestId)
         if (stored !== undefined) return stored === "true"
         if (cache.flow.status !== "running") return yield* new FlowNotActive({ flowId, status: cache.flow.status })
         const reg = yield* registered(cache.flow.flow_type)
@@ -1198,7 +1171,7 @@ const build = Effect.gen(function* () {
         }
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: "true", at: now }
-        yield* served(p.requestId, commit(tx, cache))
+        yield* served(commit(tx, cache))
         remember(p.requestId, "true", now)
         yield* pausePoint("reply", `Control ${c._tag} of Flow ${flowId}`)
         return true

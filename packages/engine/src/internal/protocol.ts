@@ -4,7 +4,6 @@
 // sends a request whose answer it lost again with the same request ID (`Client.ts`, `deliver`). Only Wake,
 // the timer of a waiting Flow, is persisted: it must outlive every process.
 import { createHash } from "node:crypto"
-import { hostname } from "node:os"
 import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
 import * as DateTime from "effect/DateTime"
 import * as PrimaryKey from "effect/PrimaryKey"
@@ -68,11 +67,7 @@ export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/e
    * (IdempotencyKeyReused). A retry of the same call, by the caller or by the client after a lost answer, is
    * answered from the stored reply.
    */
-  idempotencyKey: Schema.optional(Schema.String),
-  /** When the client first sent it (its clock, ms): the owner reads no stored reply for a request sent after its claim. */
-  sentAt: Schema.optional(Schema.Number),
-  /** The host whose clock `sentAt` is (one clock on one host: no skew to allow for). */
-  sentOn: Schema.optional(Schema.String)
+  idempotencyKey: Schema.optional(Schema.String)
 }) {}
 
 /**
@@ -80,9 +75,6 @@ export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/e
  * longer than any client's `requestTimeout` (the client clamps it to this).
  */
 export const REPLY_MEMORY_MS = 10 * 60 * 1000
-
-/** This host, as requests name the clock of their `sentAt`. */
-export const HOST = hostname()
 
 /** The prefix of a keyed request ID; the key starts after it and a 64-digit fingerprint (70 characters). */
 export const KEYED_PREFIX = "idem/"
@@ -119,10 +111,7 @@ const ControlCommand = Schema.Union([
 export class ControlPayload extends Schema.Class<ControlPayload>("@durable-agent/engine/Control")({
   flowId: Schema.String,
   requestId: Schema.String,
-  command: ControlCommand,
-  /** When the client first sent it (its clock, ms), and on which host; see {@link InvokePayload}. */
-  sentAt: Schema.optional(Schema.Number),
-  sentOn: Schema.optional(Schema.String)
+  command: ControlCommand
 }) {}
 
 /**
