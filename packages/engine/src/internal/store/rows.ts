@@ -7,11 +7,15 @@ import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../../Errors.ts"
 import type { FlowState } from "../state.ts"
 
+/** The schema version of the engine's tables (`dex_meta.schema_version`). */
 export const SCHEMA_VERSION = "3"
+/** The engine's name in `dex_meta.engine`: a database that names another program is refused. */
 export const ENGINE_NAME = "durable-agent-engine"
 
+/** The client the store's statements run on. */
 export type Sql = SqlClient.SqlClient
 
+/** A database failure as the engine's `EngineError`, saying what could not be done. */
 export const orEngineError = <A, R>(effect: Effect.Effect<A, SqlError, R>, what: string) =>
   Effect.mapError(
     effect,
@@ -24,6 +28,7 @@ export const orEngineError = <A, R>(effect: Effect.Effect<A, SqlError, R>, what:
  */
 export const NOT_RUN = "not_run"
 
+/** One `dex_flows` row: a Flow's run. `version` is the owner's compare-and-set fence. */
 export interface FlowRow {
   readonly flow_id: string
   readonly flow_type: string
@@ -43,6 +48,7 @@ export interface FlowRow {
   readonly closed_at: number | null
 }
 
+/** One `dex_steps` row: a Step execution. */
 export interface StepRow {
   readonly flow_id: string
   readonly step_execution_id: string
@@ -76,6 +82,7 @@ export interface StepRow {
 export type StepStatus = "waiting" | "ready" | "running" | "completed" | "failed" | "cancelled"
 export const ACTIVE_STEP_STATUSES: ReadonlyArray<StepStatus> = ["waiting", "ready", "running"]
 
+/** One `dex_attempts` row: an attempt of a Step execution. */
 export interface AttemptRow {
   readonly flow_id: string
   readonly step_execution_id: string
@@ -97,6 +104,7 @@ export interface AttemptRow {
 /** Postgres returns BIGINT columns as strings; every numeric column goes through this. */
 export const num = (v: unknown): number => Number(v)
 
+/** A `dex_flows` row as the driver returned it, decoded. */
 export const normalizeFlow = (r: any): FlowRow => ({
   ...r,
   version: num(r.version),
@@ -104,6 +112,7 @@ export const normalizeFlow = (r: any): FlowRow => ({
   closed_at: r.closed_at === null ? null : num(r.closed_at)
 })
 
+/** A `dex_steps` row as the driver returned it, decoded. */
 export const normalizeStep = (r: any): StepRow => ({
   ...r,
   wait_failed: num(r.wait_failed),
@@ -116,6 +125,7 @@ export const normalizeStep = (r: any): StepRow => ({
   seq: num(r.seq)
 })
 
+/** A `dex_attempts` row as the driver returned it, decoded. */
 export const normalizeAttempt = (r: any): AttemptRow => ({
   ...r,
   attempt: num(r.attempt),
@@ -249,9 +259,6 @@ export interface ShardLease {
   readonly classId: number
   readonly objId: number
 }
-
-/**
- * The row lock of the owner check: on Postgres `FOR SHARE`, so a claim (which updates the row) waits for
 
 /** One row of a Flow's committed state: a current attribute value or a queued channel message. */
 export interface CommittedStateRow {
