@@ -65,12 +65,12 @@ import {
   type ControlPayload,
   FlowEntity,
   type InvokePayload,
-  REPLY_MEMORY_MS,
   RequestNotServed,
   type StartPayload,
   WakePayload
 } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
+import { ReplyMemory } from "./request.ts"
 import { type ActiveAttempt, CurrentTaskSlot, type Lease, RunnerState, type SlotKind } from "./runner.ts"
 import {
   type AttrWrite,
@@ -92,9 +92,6 @@ import {
   type RetentionSettings,
   Transition
 } from "./transition.ts"
-
-/** The longest reply an owner keeps in memory (`replyOf`); a longer one is read again from the database. */
-const REMEMBERED_REPLY_CHARS = 4096
 
 /** How long a leaving owner lets running Steps finish and commit before it interrupts them. */
 const GRACE_PERIOD = Duration.seconds(10)
@@ -137,8 +134,8 @@ const build = Effect.gen(function* () {
   /** This activation's ownership of the Flow; `undefined` until claimed, and again after a refused write. */
   let fence: Fence | undefined
   let keptAlive = false
-  /** The replies this activation committed, oldest first (kept `REPLY_MEMORY_MS`). */
-  const committedReplies = new Map<string, { readonly reply: string | undefined; readonly at: number }>()
+  /** The replies this activation committed (`request.ts`). */
+  const replies = new ReplyMemory()
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
   runner.counters.flowsCached++
@@ -889,26 +886,8 @@ const build = Effect.gen(function* () {
 
   // --- requests from other processes ----------------------------------------------------------------
 
-  /**
-   * The stored reply of a request, if it committed: a request sent again after its answer was lost gets it.
-   * From memory when this activation committed it (and the reply is short), else one read of the reply's
-   * primary key. No clock decides it: whatever the client's clock says, a request not remembered here is read.
-   */
-  const replyOf = (requestId: string) => {
-    const known = committedReplies.get(requestId)
-    if (known?.reply !== undefined) return Effect.succeed(known.reply)
-    return sqlDefect(store.loadReply(flowId, requestId))
-  }
-
-  /** Remembers a reply this activation committed (see `replyOf`), forgetting those older than the memory. */
-  const remember = (requestId: string, reply: string, at: number) => {
-    // a large reply is read from the database when asked for again
-    committedReplies.set(requestId, { reply: reply.length <= REMEMBERED_REPLY_CHARS ? reply : undefined, at })
-    for (const [id, r] of committedReplies) {
-      if (r.at >= at - REPLY_MEMORY_MS) break
-      committedReplies.delete(id)
-    }
-  }
+  /** The stored reply of a request, if it committed (see `ReplyMemory`). */
+  const replyOf = (requestId: string) => replies.replyOf(requestId, (id) => sqlDefect(store.loadReply(flowId, id)))
 
   /**
    * A request's commit that was refused (another owner) or failed committed nothing the owner knows of: the
@@ -1093,7 +1072,7 @@ const build = Effect.gen(function* () {
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: encoded.output, at: now }
         yield* served(commit(tx, cache))
-        remember(p.requestId, encoded.output, now)
+        replies.remember(p.requestId, encoded.output, now)
         yield* pausePoint("reply", `Invoke ${p.rpc} of Flow ${flowId}`)
         return encoded.output
       })
@@ -1172,7 +1151,7 @@ const build = Effect.gen(function* () {
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: "true", at: now }
         yield* served(commit(tx, cache))
-        remember(p.requestId, "true", now)
+        replies.remember(p.requestId, "true", now)
         yield* pausePoint("reply", `Control ${c._tag} of Flow ${flowId}`)
         return true
       })

@@ -1,7 +1,7 @@
 // Requests to a Flow's owner, as effect/cluster entity messages. Start, Invoke and Control are volatile
 // (effect/cluster's non-persisted RPC: no message row, no stored cluster reply); the owner's transition stores
 // the answer under the request ID (`dex_replies`, or the Flow row's `request_id` for a start), and the client
-// sends a request whose answer it lost again with the same request ID (`Client.ts`, `deliver`). Only Wake,
+// sends a request whose answer it lost again with the same request ID (`request.ts`, `deliver`). Only Wake,
 // the timer of a waiting Flow, is persisted: it must outlive every process.
 import { createHash } from "node:crypto"
 import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
