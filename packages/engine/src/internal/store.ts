@@ -1,4 +1,5 @@
 // The engine's own SQL tables (SQLite and Postgres) and the queries over them.
+import * as Entity from "effect/cluster/Entity"
 import * as Snowflake from "effect/cluster/Snowflake"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -6,6 +7,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../Errors.ts"
 import { notifyOthers } from "./feed.ts"
+import { KEYED_PREFIX, REPLY_MEMORY_MS } from "./protocol.ts"
 import { channelKey, type FlowState, type StoredMessage } from "./state.ts"
 
 export const SCHEMA_VERSION = "3"
@@ -47,6 +49,9 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
     orElse: () => "INTEGER PRIMARY KEY AUTOINCREMENT"
   })
   const run = (statement: string) => orEngineError(sql.unsafe(statement), "cannot prepare the engine tables")
+  // SQLite: a table keyed by its primary key is stored as that key's B-tree (no rowid B-tree beside an index of
+  // the key), one B-tree instead of two (see `compactTable`)
+  const keyed = compactTable(sql)
   const probe = yield* Effect.mapError(
     sql.onDialectOrElse({
       pg: () =>
@@ -90,33 +95,33 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
       reason: `the database is not an engine database: it holds other tables (${foreign.slice(0, 5).join(", ")})`
     })
   }
-  yield* run(`CREATE TABLE IF NOT EXISTS dex_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`)
+  yield* run(`CREATE TABLE IF NOT EXISTS dex_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)${keyed}`)
   // `version` is the fence: every transition compare-and-sets it (one writer per Flow)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_flows (
     flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
     input TEXT NOT NULL, output TEXT, outputs TEXT, reason TEXT, error_type TEXT, request_id TEXT,
-    counters TEXT NOT NULL, version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
+    counters TEXT NOT NULL, version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)${keyed}`)
   // attribute values by the Flow version that wrote them; `value` NULL is a delete
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attrs (
     flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
     PRIMARY KEY (flow_id, name, key, version))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_messages (
     flow_id TEXT NOT NULL, id BIGINT NOT NULL, channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    published_at BIGINT NOT NULL, PRIMARY KEY (flow_id, id))`)
+    published_at BIGINT NOT NULL, PRIMARY KEY (flow_id, id))${keyed}`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_steps (
     flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, step_type TEXT NOT NULL, status TEXT NOT NULL,
     input TEXT NOT NULL, options TEXT NOT NULL, from_step_execution_id TEXT, wait TEXT, wait_result TEXT,
     wait_failed INTEGER NOT NULL DEFAULT 0, waiting_since BIGINT, attempt INTEGER NOT NULL DEFAULT 0,
     first_attempt_at BIGINT, retry_at BIGINT, view_version BIGINT, view_channels TEXT, recovery TEXT,
-    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, step_execution_id))`)
-  yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_active ON dex_steps (flow_id, status)`)
-  // the recovery sweep's lookup of Flows with running Steps
+    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, step_execution_id))${keyed}`)
+  // the recovery sweep's lookup of Flows with running Steps, and a Flow's active Steps (`status IN (...)` and the
+  // Flow: one lookup per status); a database made before keeps the index `dex_steps_active (flow_id, status)` too
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_status ON dex_steps (status, flow_id)`)
   // `runner`/`epoch`: the runner (and its ownership epoch) that started the attempt
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attempts (
     flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, started_at BIGINT NOT NULL,
     output_at BIGINT, heartbeat_at BIGINT, checkpoint TEXT, finished_at BIGINT, outcome TEXT,
-    error_type TEXT, detail TEXT, runner TEXT, epoch BIGINT, PRIMARY KEY (flow_id, step_execution_id, attempt))`)
+    error_type TEXT, detail TEXT, runner TEXT, epoch BIGINT, PRIMARY KEY (flow_id, step_execution_id, attempt))${keyed}`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_history (
     id ${autoId}, flow_id TEXT NOT NULL, at BIGINT NOT NULL, kind TEXT NOT NULL, step_execution_id TEXT,
     attempt INTEGER, data TEXT NOT NULL, runner TEXT)`)
@@ -125,7 +130,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
   // the stored reply instead of running twice
   yield* run(`CREATE TABLE IF NOT EXISTS dex_replies (
     flow_id TEXT NOT NULL, request_id TEXT NOT NULL, reply TEXT NOT NULL, at BIGINT NOT NULL,
-    PRIMARY KEY (flow_id, request_id))`)
+    PRIMARY KEY (flow_id, request_id))${keyed}`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream (
     seq ${autoId}, flow_type TEXT NOT NULL, stream TEXT NOT NULL, flow_id TEXT NOT NULL,
     step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL,
@@ -136,7 +141,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
   // count the last trim left, informational (the budget is kept by each runner in memory, see streams.ts)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream_usage (
     flow_type TEXT NOT NULL, stream TEXT NOT NULL, used BIGINT NOT NULL, trimmed_through BIGINT NOT NULL,
-    PRIMARY KEY (flow_type, stream))`)
+    PRIMARY KEY (flow_type, stream))${keyed}`)
   yield* createOwners(sql)
   yield* createRetentionMarks(sql)
   yield* orEngineError(
@@ -147,13 +152,27 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql) {
 })
 
 /**
+ * The clause that ends a new table's `CREATE TABLE` statement when the table has a primary key of its own (not
+ * an integer rowid). On SQLite, `WITHOUT ROWID`: the table is stored as its primary key's B-tree, instead of a
+ * rowid B-tree and an index B-tree that repeats the key's columns. That halves the bytes of a table like
+ * `dex_replies` (a key and a few bytes per row), and a table takes one page of the file at least instead of two
+ * (an embedded engine's file has a page per table and index even when they hold almost nothing). Not for
+ * `dex_attrs`, the table of large values (a session's message chunks): a `WITHOUT ROWID` row keeps at most about a
+ * quarter of a page on its B-tree page, a rowid row up to the whole page, so rows of 1-4 KiB would take an
+ * overflow page each; the other tables' rows are mostly a few hundred bytes (a larger value works the same, in
+ * overflow pages). A table made before keeps its layout (the statements are the same). Nothing on Postgres.
+ */
+export const compactTable = (sql: Sql): string =>
+  sql.onDialectOrElse({ sqlite: () => " WITHOUT ROWID", orElse: () => "" })
+
+/**
  * The ownership table: one row per Flow, the epoch of its current owner. An activation claims the Flow by
  * incrementing the epoch (`claimOwnership`); every write on the Flow's behalf checks it (`fenceCheck`).
  */
 const createOwners = (sql: Sql) =>
   orEngineError(
     sql.unsafe(`CREATE TABLE IF NOT EXISTS dex_owners (
-    flow_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, runner TEXT NOT NULL, claimed_at BIGINT NOT NULL)`),
+    flow_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, runner TEXT NOT NULL, claimed_at BIGINT NOT NULL)${compactTable(sql)}`),
     "cannot prepare the engine tables"
   )
 
@@ -816,7 +835,7 @@ export const loadCommittedState = (sql: Sql, flowId: string) =>
 const createRetentionMarks = (sql: Sql) =>
   orEngineError(
     sql.unsafe(`CREATE TABLE IF NOT EXISTS dex_retention (
-    flow_id TEXT NOT NULL, kind TEXT NOT NULL, kept_from BIGINT NOT NULL, PRIMARY KEY (flow_id, kind))`),
+    flow_id TEXT NOT NULL, kind TEXT NOT NULL, kept_from BIGINT NOT NULL, PRIMARY KEY (flow_id, kind))${compactTable(sql)}`),
     "cannot prepare the engine tables"
   )
 
@@ -838,14 +857,32 @@ export interface RetentionPass {
   /** The Flow's streams, each trimmed to its newest `streamMessages` messages. */
   readonly streams: ReadonlyArray<string>
   readonly streamMessages: number
-  /** Stored request replies written before this time (epoch ms) go. */
+  /** Stored replies of keyed requests (the caller's idempotency key, `idem/...`) written before this time (epoch ms) go. */
   readonly repliesBefore: number
+  /**
+   * Stored replies of the other requests (a random request ID that only the client's own resends repeat) written
+   * before this time (epoch ms) go: no resend of them can arrive any more (see `RESEND_WINDOW_MS`).
+   */
+  readonly resentRepliesBefore: number
   /**
    * effect/cluster's messages to the Flow's entity that were processed (their reply stored) and were sent before
    * this time (epoch ms) go, with their replies.
    */
   readonly clusterMessages: { readonly entityType: string; readonly sentBefore: number } | undefined
 }
+
+/**
+ * How long a stored reply of a request without an idempotency key can still be asked for: the client sends such a
+ * request again with its random request ID until its `requestTimeout`, which it clamps to `REPLY_MEMORY_MS`
+ * (10 minutes) from the first send, and never after; a minute more allows for clock skew between the client's host
+ * and the owner's (whose commit time the reply keeps) and for a resend still in flight. A reply older than this is
+ * never read again, so the retention pass deletes it whatever `replyRetention` says (that one is for keyed requests,
+ * which a caller may retry whenever it likes).
+ */
+export const RESEND_WINDOW_MS = REPLY_MEMORY_MS + 60_000
+
+/** effect/cluster's keep-alive message (`Entity.keepAlive`): a fresh request ID each time, never sent again. */
+const KEEP_ALIVE_TAG = Entity.KeepAliveRpc._tag
 
 const FINAL_STATUSES = ["completed", "failed", "cancelled"]
 
@@ -874,10 +911,13 @@ const snowflakeAt = (ms: number): string => String(BigInt(Math.max(0, ms - Snowf
  * - each stream's messages of this Flow before its newest `streamMessages` (the stream's own byte budget per Flow
  *   type still applies); the mark refuses resume tokens before the kept tail (`InvalidResumeToken`), so a reader
  *   never misses a message silently, and every token inside the tail reads on;
- * - stored replies older than the reply retention (a retry after it runs the request again);
+ * - stored replies of keyed requests older than the reply retention (a retry after it runs the request again),
+ *   and those of the other requests once no resend of them can arrive (`RESEND_WINDOW_MS`, or the reply
+ *   retention when it is shorter);
  * - effect/cluster's processed messages to the Flow's entity sent before the cutoff, and their replies: a
  *   processed message is never delivered again, and a sender that retries after the cutoff gets the engine's
- *   stored reply (`dex_replies`), which outlives it.
+ *   stored reply (`dex_replies`), which outlives it. A processed keep-alive message goes whatever its age: it has
+ *   no primary key to deduplicate by and its sender (the entity itself) never sends its request ID again.
  * On SQLite it then gives free pages back (`PRAGMA incremental_vacuum`; the embedded engine opens new files with
  * `auto_vacuum = INCREMENTAL`), so the file follows what is kept instead of its high-water mark.
  */
@@ -903,11 +943,15 @@ export const applyRetention = Effect.fnUntraced(function* (sql: Sql, flowId: str
     yield* writeMark(sql, flowId, streamRetentionKind(stream), through)
   }
   yield* sql`DELETE FROM dex_replies WHERE flow_id = ${flowId} AND at < ${pass.repliesBefore}`
+  if (pass.resentRepliesBefore > pass.repliesBefore) {
+    yield* sql`DELETE FROM dex_replies WHERE flow_id = ${flowId} AND at < ${pass.resentRepliesBefore}
+      AND request_id NOT LIKE ${`${KEYED_PREFIX}%`}`
+  }
   if (pass.clusterMessages !== undefined) {
     const { entityType, sentBefore } = pass.clusterMessages
     const processed = sql.onDialectOrElse({ pg: () => sql.literal("TRUE"), orElse: () => sql.literal("1") })
     const done = sql`SELECT id FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
-      AND kind = 0 AND processed = ${processed} AND id < ${snowflakeAt(sentBefore)}`
+      AND kind = 0 AND processed = ${processed} AND (id < ${snowflakeAt(sentBefore)} OR tag = ${KEEP_ALIVE_TAG})`
     yield* sql`DELETE FROM cluster_replies WHERE request_id IN (${done})`
     yield* sql`DELETE FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
       AND request_id IN (${done})`
