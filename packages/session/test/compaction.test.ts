@@ -643,35 +643,37 @@ describe("compaction: construction", () => {
     })
   })
 
-  it.live("the worker refuses a compacting Flow whose runner lacks the capability", () =>
-    Effect.gen(function* () {
-      const flow = AgentSessionFlow.make({
-        flowType: FLOW_TYPE,
-        compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 1000 })
+  for (const [name, engine] of [
+    ["embedded", embeddedEngine],
+    ["cluster", clusterEngine]
+  ] as const) {
+    it.live(`the worker refuses a compacting Flow whose runner lacks the capability (${name} engine)`, () =>
+      Effect.gen(function* () {
+        const flow = AgentSessionFlow.make({
+          flowType: FLOW_TYPE,
+          compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 1000 })
+        })
+        const runner: Runner.AgentFrameworkRunnerShape = {
+          name: "no-compaction",
+          buildUserMessage: (text) => Stepwise.toFrameworkMessage({ type: "user", text }),
+          runModelStep: () => Effect.die("not called"),
+          executeDeferredToolCall: () => Effect.die("not called"),
+          estimateInputTokens: () => 0
+        }
+        assert.isFalse(Runner.isContextCompactionRunner(runner))
+        const exit = yield* Effect.exit(
+          Layer.build(
+            AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(Runner.layer(runner)), Layer.provideMerge(engine({})))
+          ).pipe(Effect.scoped)
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        assert.include(
+          String(Exit.isFailure(exit) ? exit.cause : ""),
+          AgentSessionFlow.compactionNeedsRunnerSupport(FLOW_TYPE)
+        )
       })
-      const runner: Runner.AgentFrameworkRunnerShape = {
-        name: "no-compaction",
-        buildUserMessage: (text) => Stepwise.toFrameworkMessage({ type: "user", text }),
-        runModelStep: () => Effect.die("not called"),
-        executeDeferredToolCall: () => Effect.die("not called"),
-        estimateInputTokens: () => 0
-      }
-      assert.isFalse(Runner.isContextCompactionRunner(runner))
-      const exit = yield* Effect.exit(
-        Layer.build(
-          AgentSessionFlow.layerWorker(flow).pipe(
-            Layer.provide(Runner.layer(runner)),
-            Layer.provideMerge(embeddedEngine({}))
-          )
-        ).pipe(Effect.scoped)
-      )
-      assert.isTrue(Exit.isFailure(exit))
-      assert.include(
-        String(Exit.isFailure(exit) ? exit.cause : ""),
-        AgentSessionFlow.compactionNeedsRunnerSupport(FLOW_TYPE)
-      )
-    })
-  )
+    )
+  }
 })
 
 describe("compaction: a runner without the capability on a compacted session", () => {
