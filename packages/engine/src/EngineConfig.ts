@@ -91,8 +91,10 @@ export interface EngineConfigShape {
    */
   readonly retainedStreamMessages: number
   /**
-   * Retention of a running Flow: how long a request's stored reply is kept, so a retry of the request (its
-   * request ID or idempotency key) within it gets the first reply; a retry after it runs again. Default 7 days.
+   * Retention of a running Flow: how long the stored reply of a keyed request (an RPC's idempotency key) is
+   * kept, so a retry with the key within it gets the first reply; a retry after it runs again. Default 7 days.
+   * The reply of a request without a key (a random request ID, repeated only by the client's own resends, for
+   * at most 10 minutes) goes 11 minutes after its commit, or after this when it is shorter.
    */
   readonly replyRetention: Duration.Input
   /**

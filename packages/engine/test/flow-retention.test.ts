@@ -171,6 +171,50 @@ for (const engine of engines) {
       120_000
     )
 
+    it.live(
+      "with the default retention, a reply no resend can ask for any more goes, a keyed one stays, and a processed keep-alive goes at once",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          const sql = yield* SqlClient.SqlClient
+          yield* client.startFlow(Ticking, "w", 0)
+          // two replies committed 12 minutes ago: one of a request without a key (a random request ID, which only
+          // the client's own resends repeat, for at most 10 minutes) and one of a keyed request (idempotency key)
+          const longAgo = Date.now() - 12 * 60 * 1000
+          const keyed = `idem/${"0".repeat(64)}/order-1`
+          yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
+            VALUES ('w', 'old-request', 'true', ${longAgo}), ('w', ${keyed}, '"done"', ${longAgo})`
+          for (let n = 1; n <= 25; n++) {
+            yield* client.publish("w", Go, n)
+            yield* Effect.suspend(() => client.getAttribute("w", Count)).pipe(
+              Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (c) => Option.isSome(c) && c.value >= n }),
+              Effect.timeout("30 seconds")
+            )
+          }
+          // the passes ran (a pass every ten closings)
+          assert.isNotNull((yield* client.retention("w")).stepExecutionsFromSeq)
+          const ids = (yield* sql<{ request_id: string }>`SELECT request_id FROM dex_replies WHERE flow_id = 'w'`).map(
+            (r) => r.request_id
+          )
+          assert.notInclude(ids, "old-request", "no resend can ask for it: gone")
+          assert.include(ids, keyed, "a keyed reply is kept for the reply retention (7 days)")
+          // the publishes' own replies are seconds old: kept, a resend may still ask for them
+          assert.isAtLeast(ids.length - 1, 25)
+          // effect/cluster's keep-alive messages (one as each woken Step starts): a processed one is gone at the
+          // next pass, not after the processed-message retention (10 minutes)
+          const processed = sql.onDialectOrElse({ pg: () => sql.literal("TRUE"), orElse: () => sql.literal("1") })
+          const keepAlives = yield* count(sql`SELECT COUNT(*) AS n FROM cluster_messages WHERE entity_id = 'w'
+            AND tag = 'Cluster/Entity/keepAlive' AND processed = ${processed}`)
+          assert.isBelow(keepAlives, 12)
+          const orphanReplies = yield* count(sql`SELECT COUNT(*) AS n FROM cluster_replies r
+            WHERE NOT EXISTS (SELECT 1 FROM cluster_messages m WHERE m.id = r.request_id)`)
+          assert.strictEqual(orphanReplies, 0, "their replies went with them")
+        }).pipe(
+          Effect.provide(Worker.layer(Ticking).pipe(Layer.provideMerge(engine.layer({ retainedStepExecutions: 10 }))))
+        ),
+      120_000
+    )
+
     it.live("with the default retention, a running Flow keeps its replies and processed cluster messages", () =>
       Effect.gen(function* () {
         const client = yield* Client.Client

@@ -11,7 +11,8 @@
  * messages for 2 seconds). The database's bytes are its file after a WAL checkpoint (the WAL is a journal the
  * checkpoint folds back; the file plus the WAL before it is reported beside).
  *
- * Environment: `BENCH_COMPACTION_TURNS` (default 10000; the figure names the turns it ran).
+ * Environment: `BENCH_COMPACTION_TURNS` (default 10000; the figure names the turns it ran), `BENCH_DBSTAT=0` (leave
+ * out the table of every table's and index's pages), `BENCH_KEEP_DIR=1` (keep the database file to look at).
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -126,7 +127,20 @@ const run = (file: string) =>
       if (turn % CHECKPOINT_EVERY === 0 && turn < TURNS) {
         // an interim figure (outside the timed turns): what the run would report if it ended here
         const kept = yield* retainedBytes(id)
-        yield* (yield* SqlClient.SqlClient).unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+        const db = yield* SqlClient.SqlClient
+        yield* db.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+        // where the pages are: the freelist and every object of more than one page (dbstat)
+        const [count] = yield* db.unsafe<{ page_count: number }>("PRAGMA page_count")
+        const [freeNow] = yield* db.unsafe<{ freelist_count: number }>("PRAGMA freelist_count")
+        const big = yield* db
+          .unsafe<{ name: string; pages: number }>(
+            "SELECT name, COUNT(*) AS pages FROM dbstat GROUP BY name HAVING COUNT(*) > 1 ORDER BY pages DESC"
+          )
+          .pipe(Effect.orElseSucceed(() => []))
+        process.stderr.write(
+          `[long compaction bench] at turn ${turn}: ${count!.page_count} pages, ${freeNow!.freelist_count} free; ` +
+            `${big.map((t) => `${t.name} ${t.pages}`).join(", ")}\n`
+        )
         const early = summarize(turnMs.slice(SAMPLE, 2 * SAMPLE)).p50
         const late = summarize(turnMs.slice(-SAMPLE)).p50
         process.stderr.write(
@@ -158,8 +172,18 @@ const run = (file: string) =>
         Effect.map((rows) => Number(rows[0]?.bytes ?? 0)),
         Effect.orElseSucceed(() => 0)
       )
+    // every table and index: pages, payload and unused bytes (dbstat), and the freelist
+    const breakdown = yield* sql
+      .unsafe<{ name: string; pages: number; payload: number; unused: number; cells: number }>(
+        "SELECT name, COUNT(*) AS pages, SUM(payload) AS payload, SUM(unused) AS unused, SUM(ncell) AS cells FROM dbstat GROUP BY name ORDER BY pages DESC, name"
+      )
+      .pipe(Effect.orElseSucceed(() => []))
     const retention = yield* engine.retention(id)
     return {
+      breakdown,
+      pageSize: Number(size!.page_size),
+      pageCount: Number(pages!.page_count),
+      freePages: Number(free!.freelist_count),
       disk,
       withWal,
       retention,
@@ -257,6 +281,14 @@ const main = async () => {
         verdict: largestInput <= WINDOW ? "PASS" : "MISS"
       }
     ]
+    if (process.env.BENCH_DBSTAT !== "0") {
+      process.stdout.write(
+        `\ndbstat after ${TURNS} turns: page size ${r.pageSize} B, ${r.pageCount} pages, ${r.freePages} free\n` +
+          `name\tpages\tcells\tpayload\tunused\n` +
+          r.breakdown.map((t) => `${t.name}\t${t.pages}\t${t.cells}\t${t.payload}\t${t.unused}`).join("\n") +
+          "\n"
+      )
+    }
     process.stdout.write(
       `\nLong session with compaction and retention (${TURNS} turns, one tool call per turn; messages deleted before ${r.retained.deletedBefore ?? "none"})\n\n${renderTable(rows)}\n`
     )
@@ -303,7 +335,8 @@ const main = async () => {
       }
     })
   } finally {
-    rmSync(dir, { recursive: true, force: true })
+    if (process.env.BENCH_KEEP_DIR === "1") process.stderr.write(`[long compaction bench] kept ${dir}\n`)
+    else rmSync(dir, { recursive: true, force: true })
   }
 }
 

@@ -55,6 +55,8 @@ interface Kit {
 interface CompactionSetup {
   readonly model?: CompactionModelOptions | undefined
   readonly flow?: Partial<AgentSessionFlow.AgentSessionOptions> | undefined
+  /** The tool source, instead of `lookup` alone. */
+  readonly tools?: ToolSource.ToolSourceShape | undefined
 }
 
 /** A worker with compaction (the 1,000-token window) and a client on a fresh engine. */
@@ -79,7 +81,12 @@ const withCompaction = <A, E>(
   })
   const worker = AgentSessionFlow.layerWorker(flow).pipe(
     Layer.provide(Stepwise.layer(compactionAgent)),
-    Layer.provide(Layer.mergeAll(Layer.succeed(ModelClient.ModelClient, model), ToolSource.layer([lookupTool])))
+    Layer.provide(
+      Layer.mergeAll(
+        Layer.succeed(ModelClient.ModelClient, model),
+        setup.tools === undefined ? ToolSource.layer([lookupTool]) : Layer.succeed(ToolSource.ToolSource, setup.tools)
+      )
+    )
   )
   return body({ requests }).pipe(
     Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),
@@ -373,6 +380,162 @@ const compactionSuite = (engine: EngineFactory, turns: number) =>
       )
     })
 
+    it.live(
+      "compaction waits for the turn's pending approval, question, durable wait and task, and keeps each call with its result",
+      () => {
+        let released = false
+        // a tool call with a long text beside it: after it the context is over the trigger (850 of 1,000 tokens)
+        const LONG = "y".repeat(1_600)
+        const calls: Record<string, { readonly toolName: string; readonly arguments: string }> = {
+          approve: { toolName: "transfer", arguments: JSON.stringify({ amount: 5 }) },
+          ask: { toolName: "ask_user", arguments: JSON.stringify({ question: "Which account?" }) },
+          wait: { toolName: "durable_wait", arguments: JSON.stringify({ seconds: 1 }) },
+          task: { toolName: "deploy", arguments: "{}" }
+        }
+        const tools: ToolSource.ToolSourceShape = {
+          tools: [
+            {
+              name: "transfer",
+              description: "Moves money.",
+              parameters: { type: "object" },
+              effect: "non_idempotent_write"
+            },
+            {
+              name: "deploy",
+              description: "Deploys in a remote task.",
+              parameters: { type: "object" },
+              effect: "read"
+            },
+            { name: "lookup", description: "Looks a thing up.", parameters: { type: "object" }, effect: "read" }
+          ],
+          call: (request) =>
+            Effect.succeed(
+              request.toolName === "deploy"
+                ? Runner.toolTaskStarted(`task-${request.toolCallId}`, 1)
+                : { output: "done" }
+            ),
+          pollToolTask: () =>
+            Effect.sync(() =>
+              released ? { output: "deployed" } : { _tag: "ToolTaskPending" as const, pollIntervalSeconds: 1 }
+            )
+        }
+        return withCompaction(
+          engine,
+          {
+            tools,
+            flow: { builtInTools: ["ask_user", "durable_wait"] },
+            model: {
+              callFor: (_n, text) => {
+                const kind = /^question \d+ (\w+)/.exec(text)?.[1]
+                const call = kind === undefined ? undefined : calls[kind]
+                // beside each pending call a read that finishes at once: the turn's model call waits for both
+                return call === undefined
+                  ? undefined
+                  : { toolCalls: [call, { toolName: "lookup", arguments: "{}" }], text: LONG }
+              }
+            }
+          },
+          (kit) =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              const sessionId = "s-pending"
+              yield* runTurns(sessionId, 1, 2)
+              const cases: ReadonlyArray<{
+                readonly kind: string
+                readonly pending: string
+                readonly resolve: (
+                  toolCallId: string
+                ) => Effect.Effect<unknown, unknown, AgentSessionClient.AgentSessionClient>
+              }> = [
+                {
+                  kind: "approve",
+                  pending: "awaiting_approval",
+                  resolve: (id) => client.resolveInterrupt(sessionId, { interruptId: id, approved: true })
+                },
+                {
+                  kind: "ask",
+                  pending: "awaiting_answer",
+                  resolve: (id) => client.answerQuestion(sessionId, { interruptId: id, answer: "savings" })
+                },
+                // the timer ends by itself after its second
+                { kind: "wait", pending: "waiting_for_timer", resolve: () => Effect.void },
+                {
+                  kind: "task",
+                  pending: "waiting_for_task",
+                  resolve: () =>
+                    Effect.sync(() => {
+                      released = true
+                    })
+                }
+              ]
+              let turn = 2
+              for (const c of cases) {
+                turn++
+                const toolCallId = `${calls[c.kind]!.toolName}-${turn}`
+                assert.isTrue(
+                  yield* client.sendUserMessage(
+                    sessionId,
+                    question(turn, false).replace(`question ${turn}`, `question ${turn} ${c.kind}`)
+                  )
+                )
+                const waiting = yield* awaitSnapshot(
+                  sessionId,
+                  (s) =>
+                    s.toolCalls.some((t) => t.toolCallId === toolCallId && t.status === c.pending) &&
+                    s.toolCalls.some((t) => t.toolCallId === `lookup-${turn}` && t.status === "succeeded"),
+                  `the pending ${c.kind}`
+                )
+                // while it is pending the next model input (the request that got the call, the call with its text,
+                // and the result to come) is over the trigger, and no compaction runs
+                const asked = kit.requests.at(-1)!
+                assert.isFalse(isSummaryCall(asked))
+                const input = {
+                  instructions: asked.instructions,
+                  messages: [
+                    ...asked.messages,
+                    {
+                      role: "assistant" as const,
+                      text: LONG,
+                      toolCalls: [
+                        { toolCallId, toolName: calls[c.kind]!.toolName, arguments: calls[c.kind]!.arguments },
+                        { toolCallId: `lookup-${turn}`, toolName: "lookup", arguments: "{}" }
+                      ]
+                    }
+                  ]
+                }
+                assert.isAtLeast(tokensOf(input), 0.85 * WINDOW, `the context is over the trigger (${c.kind})`)
+                assert.notStrictEqual(waiting.state?.status, "compacting_context")
+                const before = (yield* allEvents(sessionId)).map((e) => e.event.type)
+                assert.strictEqual(
+                  before.filter((t) => t === "compaction_started").length,
+                  before.filter((t) => t === "compaction_finished").length,
+                  "no compaction is running"
+                )
+                yield* c.resolve(toolCallId)
+                const done = yield* awaitTurns(sessionId, turn)
+                assert.isNull(done.state?.lastTurnError, c.kind)
+                // the turn compacted once the call had its result, not before
+                const events = (yield* allEvents(sessionId)).map((e) => e.event)
+                const finished = events.findIndex(
+                  (e) =>
+                    e.type === "tool_call_finished" &&
+                    (e.payload as unknown as { tool_call_id?: string; toolCallId?: string }).toolCallId === toolCallId
+                )
+                assert.isAtLeast(finished, 0, `the ${c.kind} call finished`)
+                const started = events.findIndex((e, i) => i >= before.length && e.type === "compaction_started")
+                assert.isAbove(started, finished, `the ${c.kind} turn compacted after the call's result`)
+              }
+              // no request, summary calls included, separated a call from its result
+              for (const request of kit.requests) {
+                assert.isAtMost(tokensOf(request), WINDOW)
+                assertPairsKept(request)
+              }
+            })
+        )
+      },
+      120_000
+    )
+
     it.live("a blank summary fails the attempt; out of attempts the turn fails through RecordTurnFailure", () =>
       withCompaction(engine, { model: { summaryText: () => "  \n " } }, (kit) =>
         Effect.gen(function* () {
@@ -480,35 +643,37 @@ describe("compaction: construction", () => {
     })
   })
 
-  it.live("the worker refuses a compacting Flow whose runner lacks the capability", () =>
-    Effect.gen(function* () {
-      const flow = AgentSessionFlow.make({
-        flowType: FLOW_TYPE,
-        compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 1000 })
+  for (const [name, engine] of [
+    ["embedded", embeddedEngine],
+    ["cluster", clusterEngine]
+  ] as const) {
+    it.live(`the worker refuses a compacting Flow whose runner lacks the capability (${name} engine)`, () =>
+      Effect.gen(function* () {
+        const flow = AgentSessionFlow.make({
+          flowType: FLOW_TYPE,
+          compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: 1000 })
+        })
+        const runner: Runner.AgentFrameworkRunnerShape = {
+          name: "no-compaction",
+          buildUserMessage: (text) => Stepwise.toFrameworkMessage({ type: "user", text }),
+          runModelStep: () => Effect.die("not called"),
+          executeDeferredToolCall: () => Effect.die("not called"),
+          estimateInputTokens: () => 0
+        }
+        assert.isFalse(Runner.isContextCompactionRunner(runner))
+        const exit = yield* Effect.exit(
+          Layer.build(
+            AgentSessionFlow.layerWorker(flow).pipe(Layer.provide(Runner.layer(runner)), Layer.provideMerge(engine({})))
+          ).pipe(Effect.scoped)
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        assert.include(
+          String(Exit.isFailure(exit) ? exit.cause : ""),
+          AgentSessionFlow.compactionNeedsRunnerSupport(FLOW_TYPE)
+        )
       })
-      const runner: Runner.AgentFrameworkRunnerShape = {
-        name: "no-compaction",
-        buildUserMessage: (text) => Stepwise.toFrameworkMessage({ type: "user", text }),
-        runModelStep: () => Effect.die("not called"),
-        executeDeferredToolCall: () => Effect.die("not called"),
-        estimateInputTokens: () => 0
-      }
-      assert.isFalse(Runner.isContextCompactionRunner(runner))
-      const exit = yield* Effect.exit(
-        Layer.build(
-          AgentSessionFlow.layerWorker(flow).pipe(
-            Layer.provide(Runner.layer(runner)),
-            Layer.provideMerge(embeddedEngine({}))
-          )
-        ).pipe(Effect.scoped)
-      )
-      assert.isTrue(Exit.isFailure(exit))
-      assert.include(
-        String(Exit.isFailure(exit) ? exit.cause : ""),
-        AgentSessionFlow.compactionNeedsRunnerSupport(FLOW_TYPE)
-      )
-    })
-  )
+    )
+  }
 })
 
 describe("compaction: a runner without the capability on a compacted session", () => {
@@ -600,7 +765,7 @@ describe("compaction: a runner without the capability on a compacted session", (
 describe("embedded engine", () => {
   compactionSuite(embeddedEngine, 200)
 })
-// The cluster engine runs fewer turns (still several compactions): each of its turns costs Postgres round trips.
+// The issue's 200 turns on Postgres too (about 70 s at load 20 on 2 cores; the test waits up to 200 s).
 describe("cluster engine", () => {
-  compactionSuite(clusterEngine, 80)
+  compactionSuite(clusterEngine, 200)
 })

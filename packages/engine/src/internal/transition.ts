@@ -41,6 +41,7 @@ import {
   type FlowRow,
   type HistoryRow,
   NOT_RUN,
+  RESEND_WINDOW_MS,
   type RetentionPass,
   type StepRow,
   type StreamRow,
@@ -911,6 +912,8 @@ export class Transition {
       streams: this.def.streams.map((s) => s.name),
       streamMessages: settings.streamMessages,
       repliesBefore: this.now - settings.replyMs,
+      // a reply no resend can ask for any more goes sooner than the reply retention
+      resentRepliesBefore: this.now - Math.min(settings.replyMs, RESEND_WINDOW_MS),
       clusterMessages: { entityType: settings.entityType, sentBefore: this.now - settings.processedMessageMs }
     }
   }

@@ -52,6 +52,21 @@ export interface CompactionModelOptions {
   readonly beforeSummary?: ((request: ModelClient.ModelRequest) => Effect.Effect<void>) | undefined
   /** The summary text, instead of the default one (a blank one fails the attempt). */
   readonly summaryText?: ((request: ModelClient.ModelRequest) => string) | undefined
+  /**
+   * Other tool calls for a user message (`question <n> <word>` gives `n` and the text): the model asks for them
+   * (IDs `<toolName>-<n>`), with `text` beside them, instead of the script's answer. Undefined keeps the script.
+   */
+  readonly callFor?:
+    | ((
+        n: number,
+        text: string
+      ) =>
+        | {
+            readonly toolCalls: ReadonlyArray<{ readonly toolName: string; readonly arguments: string }>
+            readonly text: string
+          }
+        | undefined)
+    | undefined
 }
 
 /** The scripted model: counts tokens with {@link tokensOf} and answers as the module comment says. */
@@ -71,6 +86,15 @@ export const compactionModel = (options: CompactionModelOptions = {}): ModelClie
           return { text, reasoning: null, toolCalls: [], usage }
         }
         const last = request.messages.at(-1)
+        const other = last?.role === "user" ? options.callFor?.(n, last.text) : undefined
+        if (other !== undefined) {
+          return {
+            text: other.text,
+            reasoning: null,
+            toolCalls: other.toolCalls.map((c) => ({ toolCallId: `${c.toolName}-${n}`, ...c })),
+            usage
+          }
+        }
         if (last?.role === "user" && /^question \d+ call/.test(last.text)) {
           return {
             text: null,

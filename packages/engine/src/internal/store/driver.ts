@@ -14,6 +14,18 @@ export interface Driver {
   readonly dialect: "sqlite" | "pg"
   /** The column type of an auto-incremented primary key. */
   readonly autoId: string
+  /**
+   * The clause that ends a new table's `CREATE TABLE` statement when the table has a primary key of its own (not
+   * an integer rowid). On SQLite, `WITHOUT ROWID`: the table is stored as its primary key's B-tree, instead of a
+   * rowid B-tree and an index B-tree that repeats the key's columns. That halves the bytes of a table like
+   * `dex_replies` (a key and a few bytes per row), and a table takes one page of the file at least instead of two
+   * (an embedded engine's file has a page per table and index even when they hold almost nothing). Not for
+   * `dex_attrs`, the table of large values (a session's message chunks): a `WITHOUT ROWID` row keeps at most about a
+   * quarter of a page on its B-tree page, a rowid row up to the whole page, so rows of 1-4 KiB would take an
+   * overflow page each; the other tables' rows are mostly a few hundred bytes (a larger value works the same, in
+   * overflow pages). A table made before keeps its layout (the statements are the same). Empty on Postgres.
+   */
+  readonly keyedTable: string
   /** The names of the database's tables (`n`). */
   readonly tableNames: Effect.Effect<ReadonlyArray<{ readonly n: string }>, SqlError>
   /**

@@ -9,6 +9,7 @@ import { type Fence, orEngineError, type Sql } from "./rows.ts"
 export const make = (sql: Sql): Driver => ({
   dialect: "pg",
   autoId: "BIGSERIAL PRIMARY KEY",
+  keyedTable: "",
   tableNames: sql<{
     n: string
   }>`SELECT table_name AS n FROM information_schema.tables WHERE table_schema = current_schema()`,

@@ -1,6 +1,8 @@
 // Retention: the purge of closed Flows, the retention pass of a running one, and where kept records start.
+import * as Entity from "effect/cluster/Entity"
 import * as Snowflake from "effect/cluster/Snowflake"
 import * as Effect from "effect/Effect"
+import { KEYED_PREFIX } from "../protocol.ts"
 import type { Driver } from "./driver.ts"
 import {
   num,
@@ -10,6 +12,9 @@ import {
   type Sql,
   streamRetentionKind
 } from "./rows.ts"
+
+/** effect/cluster's keep-alive message (`Entity.keepAlive`): a fresh request ID each time, never sent again. */
+const KEEP_ALIVE_TAG = Entity.KeepAliveRpc._tag
 
 /** Every table that holds rows of a Flow, by its `flow_id` column. */
 // (not `dex_owners`: a Flow's ownership row stays, so its epochs never repeat for a Flow ID used again)
@@ -71,10 +76,13 @@ const snowflakeAt = (ms: number): string => String(BigInt(Math.max(0, ms - Snowf
  * - each stream's messages of this Flow before its newest `streamMessages` (the stream's own byte budget per Flow
  *   type still applies); the mark refuses resume tokens before the kept tail (`InvalidResumeToken`), so a reader
  *   never misses a message silently, and every token inside the tail reads on;
- * - stored replies older than the reply retention (a retry after it runs the request again);
+ * - stored replies of keyed requests older than the reply retention (a retry after it runs the request again),
+ *   and those of the other requests once no resend of them can arrive (`RESEND_WINDOW_MS`, or the reply
+ *   retention when it is shorter);
  * - effect/cluster's processed messages to the Flow's entity sent before the cutoff, and their replies: a
  *   processed message is never delivered again, and a sender that retries after the cutoff gets the engine's
- *   stored reply (`dex_replies`), which outlives it.
+ *   stored reply (`dex_replies`), which outlives it. A processed keep-alive message goes whatever its age: it has
+ *   no primary key to deduplicate by and its sender (the entity itself) never sends its request ID again.
  * On SQLite it then gives free pages back (`PRAGMA incremental_vacuum`; the embedded engine opens new files with
  * `auto_vacuum = INCREMENTAL`), so the file follows what is kept instead of its high-water mark.
  */
@@ -100,11 +108,15 @@ export const applyRetention = Effect.fnUntraced(function* (sql: Sql, d: Driver, 
     yield* writeMark(sql, flowId, streamRetentionKind(stream), through)
   }
   yield* sql`DELETE FROM dex_replies WHERE flow_id = ${flowId} AND at < ${pass.repliesBefore}`
+  if (pass.resentRepliesBefore > pass.repliesBefore) {
+    yield* sql`DELETE FROM dex_replies WHERE flow_id = ${flowId} AND at < ${pass.resentRepliesBefore}
+      AND request_id NOT LIKE ${`${KEYED_PREFIX}%`}`
+  }
   if (pass.clusterMessages !== undefined) {
     const { entityType, sentBefore } = pass.clusterMessages
     const processed = d.processedTrue
     const done = sql`SELECT id FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
-      AND kind = 0 AND processed = ${processed} AND id < ${snowflakeAt(sentBefore)}`
+      AND kind = 0 AND processed = ${processed} AND (id < ${snowflakeAt(sentBefore)} OR tag = ${KEEP_ALIVE_TAG})`
     yield* sql`DELETE FROM cluster_replies WHERE request_id IN (${done})`
     yield* sql`DELETE FROM cluster_messages WHERE entity_type = ${entityType} AND entity_id = ${flowId}
       AND request_id IN (${done})`

@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../../Errors.ts"
+import { REPLY_MEMORY_MS } from "../protocol.ts"
 import type { FlowState } from "../state.ts"
 
 /** The schema version of the engine's tables (`dex_meta.schema_version`). */
@@ -282,6 +283,16 @@ export type RetentionKind = "steps" | "history" | `stream:${string}`
 /** The kind of a stream's retention mark. */
 export const streamRetentionKind = (stream: string): RetentionKind => `stream:${stream}`
 
+/**
+ * How long a stored reply of a request without an idempotency key can still be asked for: the client sends such a
+ * request again with its random request ID until its `requestTimeout`, which it clamps to `REPLY_MEMORY_MS`
+ * (10 minutes) from the first send, and never after; a minute more allows for clock skew between the client's host
+ * and the owner's (whose commit time the reply keeps) and for a resend still in flight. A reply older than this is
+ * never read again, so the retention pass deletes it whatever `replyRetention` says (that one is for keyed requests,
+ * which a caller may retry whenever it likes).
+ */
+export const RESEND_WINDOW_MS = REPLY_MEMORY_MS + 60_000
+
 /** One retention pass over a running Flow, computed by its owner's transition (`Transition.batch`). */
 export interface RetentionPass {
   /** Closed Step executions scheduled before this sequence go, with their attempts (none when undefined). */
@@ -289,8 +300,13 @@ export interface RetentionPass {
   /** The Flow's streams, each trimmed to its newest `streamMessages` messages. */
   readonly streams: ReadonlyArray<string>
   readonly streamMessages: number
-  /** Stored request replies written before this time (epoch ms) go. */
+  /** Stored replies of keyed requests (the caller's idempotency key, `idem/...`) written before this time (epoch ms) go. */
   readonly repliesBefore: number
+  /**
+   * Stored replies of the other requests (a random request ID that only the client's own resends repeat) written
+   * before this time (epoch ms) go: no resend of them can arrive any more (see `RESEND_WINDOW_MS`).
+   */
+  readonly resentRepliesBefore: number
   /**
    * effect/cluster's messages to the Flow's entity that were processed (their reply stored) and were sent before
    * this time (epoch ms) go, with their replies.

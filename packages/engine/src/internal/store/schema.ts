@@ -37,8 +37,8 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
       })
     }
     if (meta.get("schema_version") === "2") {
-      yield* upgradeFrom2(sql)
-      return yield* createRetentionMarks(sql)
+      yield* upgradeFrom2(sql, d)
+      return yield* createRetentionMarks(sql, d)
     }
     if (meta.get("schema_version") !== SCHEMA_VERSION) {
       return yield* new EngineError({
@@ -46,7 +46,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
       })
     }
     // an additive table: a database of this version made before it gets it in place
-    return yield* createRetentionMarks(sql)
+    return yield* createRetentionMarks(sql, d)
   }
   const foreign = [...tables].filter(
     (t) => !t.startsWith("cluster_") && !t.startsWith("sqlite_") && !t.startsWith("dex_")
@@ -56,33 +56,35 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
       reason: `the database is not an engine database: it holds other tables (${foreign.slice(0, 5).join(", ")})`
     })
   }
-  yield* run(`CREATE TABLE IF NOT EXISTS dex_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`)
+  // SQLite: a table keyed by its primary key is stored as that key's B-tree (`Driver.keyedTable`)
+  const keyed = d.keyedTable
+  yield* run(`CREATE TABLE IF NOT EXISTS dex_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)${keyed}`)
   // `version` is the fence: every transition compare-and-sets it (one writer per Flow)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_flows (
     flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
     input TEXT NOT NULL, output TEXT, outputs TEXT, reason TEXT, error_type TEXT, request_id TEXT,
-    counters TEXT NOT NULL, version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)`)
+    counters TEXT NOT NULL, version BIGINT NOT NULL, started_at BIGINT NOT NULL, closed_at BIGINT)${keyed}`)
   // attribute values by the Flow version that wrote them; `value` NULL is a delete
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attrs (
     flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
     PRIMARY KEY (flow_id, name, key, version))`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_messages (
     flow_id TEXT NOT NULL, id BIGINT NOT NULL, channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    published_at BIGINT NOT NULL, PRIMARY KEY (flow_id, id))`)
+    published_at BIGINT NOT NULL, PRIMARY KEY (flow_id, id))${keyed}`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_steps (
     flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, step_type TEXT NOT NULL, status TEXT NOT NULL,
     input TEXT NOT NULL, options TEXT NOT NULL, from_step_execution_id TEXT, wait TEXT, wait_result TEXT,
     wait_failed INTEGER NOT NULL DEFAULT 0, waiting_since BIGINT, attempt INTEGER NOT NULL DEFAULT 0,
     first_attempt_at BIGINT, retry_at BIGINT, view_version BIGINT, view_channels TEXT, recovery TEXT,
-    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, step_execution_id))`)
-  yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_active ON dex_steps (flow_id, status)`)
-  // the recovery sweep's lookup of Flows with running Steps
+    locks TEXT NOT NULL, created_at BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (flow_id, step_execution_id))${keyed}`)
+  // the recovery sweep's lookup of Flows with running Steps, and a Flow's active Steps (`status IN (...)` and the
+  // Flow: one lookup per status); a database made before keeps the index `dex_steps_active (flow_id, status)` too
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_status ON dex_steps (status, flow_id)`)
   // `runner`/`epoch`: the runner (and its ownership epoch) that started the attempt
   yield* run(`CREATE TABLE IF NOT EXISTS dex_attempts (
     flow_id TEXT NOT NULL, step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, started_at BIGINT NOT NULL,
     output_at BIGINT, heartbeat_at BIGINT, checkpoint TEXT, finished_at BIGINT, outcome TEXT,
-    error_type TEXT, detail TEXT, runner TEXT, epoch BIGINT, PRIMARY KEY (flow_id, step_execution_id, attempt))`)
+    error_type TEXT, detail TEXT, runner TEXT, epoch BIGINT, PRIMARY KEY (flow_id, step_execution_id, attempt))${keyed}`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_history (
     id ${autoId}, flow_id TEXT NOT NULL, at BIGINT NOT NULL, kind TEXT NOT NULL, step_execution_id TEXT,
     attempt INTEGER, data TEXT NOT NULL, runner TEXT)`)
@@ -91,7 +93,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   // the stored reply instead of running twice
   yield* run(`CREATE TABLE IF NOT EXISTS dex_replies (
     flow_id TEXT NOT NULL, request_id TEXT NOT NULL, reply TEXT NOT NULL, at BIGINT NOT NULL,
-    PRIMARY KEY (flow_id, request_id))`)
+    PRIMARY KEY (flow_id, request_id))${keyed}`)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream (
     seq ${autoId}, flow_type TEXT NOT NULL, stream TEXT NOT NULL, flow_id TEXT NOT NULL,
     step_execution_id TEXT NOT NULL, attempt INTEGER NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL, at BIGINT NOT NULL,
@@ -102,9 +104,9 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   // count the last trim left, informational (the budget is kept by each runner in memory, see streams.ts)
   yield* run(`CREATE TABLE IF NOT EXISTS dex_stream_usage (
     flow_type TEXT NOT NULL, stream TEXT NOT NULL, used BIGINT NOT NULL, trimmed_through BIGINT NOT NULL,
-    PRIMARY KEY (flow_type, stream))`)
-  yield* createOwners(sql)
-  yield* createRetentionMarks(sql)
+    PRIMARY KEY (flow_type, stream))${keyed}`)
+  yield* createOwners(sql, d)
+  yield* createRetentionMarks(sql, d)
   yield* orEngineError(
     sql`INSERT INTO dex_meta (key, value) VALUES ('engine', ${ENGINE_NAME}), ('schema_version', ${SCHEMA_VERSION})
         ON CONFLICT (key) DO NOTHING`,
@@ -116,22 +118,22 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
  * The ownership table: one row per Flow, the epoch of its current owner. An activation claims the Flow by
  * incrementing the epoch (`claimOwnership`); every write on the Flow's behalf checks it (`fenceCheck`).
  */
-const createOwners = (sql: Sql) =>
+const createOwners = (sql: Sql, d: Driver) =>
   orEngineError(
     sql.unsafe(`CREATE TABLE IF NOT EXISTS dex_owners (
-    flow_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, runner TEXT NOT NULL, claimed_at BIGINT NOT NULL)`),
+    flow_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, runner TEXT NOT NULL, claimed_at BIGINT NOT NULL)${d.keyedTable}`),
     "cannot prepare the engine tables"
   )
 
 /** Schema version 2 to 3: runner identity on attempts, history and stream messages, and the ownership table. */
-const upgradeFrom2 = Effect.fnUntraced(function* (sql: Sql) {
+const upgradeFrom2 = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   const run = (statement: string) => orEngineError(sql.unsafe(statement), "cannot upgrade the engine tables")
   yield* run(`ALTER TABLE dex_attempts ADD COLUMN runner TEXT`)
   yield* run(`ALTER TABLE dex_attempts ADD COLUMN epoch BIGINT`)
   yield* run(`ALTER TABLE dex_history ADD COLUMN runner TEXT`)
   yield* run(`ALTER TABLE dex_stream ADD COLUMN runner TEXT`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_status ON dex_steps (status, flow_id)`)
-  yield* createOwners(sql)
+  yield* createOwners(sql, d)
   yield* orEngineError(
     sql`UPDATE dex_meta SET value = ${SCHEMA_VERSION} WHERE key = 'schema_version'`,
     "cannot upgrade the engine tables"
@@ -165,9 +167,9 @@ export const verify = Effect.fnUntraced(function* (sql: Sql) {
  * position from which the kind's records are complete. Written by the owner's fenced transition that deleted what lies before it; read by
  * `Inspect.retention` and by `Client.readStream` (a resume token before a stream's mark is refused).
  */
-const createRetentionMarks = (sql: Sql) =>
+const createRetentionMarks = (sql: Sql, d: Driver) =>
   orEngineError(
     sql.unsafe(`CREATE TABLE IF NOT EXISTS dex_retention (
-    flow_id TEXT NOT NULL, kind TEXT NOT NULL, kept_from BIGINT NOT NULL, PRIMARY KEY (flow_id, kind))`),
+    flow_id TEXT NOT NULL, kind TEXT NOT NULL, kept_from BIGINT NOT NULL, PRIMARY KEY (flow_id, kind))${d.keyedTable}`),
     "cannot prepare the engine tables"
   )

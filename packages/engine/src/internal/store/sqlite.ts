@@ -11,6 +11,7 @@ const VACUUM_PAGES = 256
 export const make = (sql: Sql): Driver => ({
   dialect: "sqlite",
   autoId: "INTEGER PRIMARY KEY AUTOINCREMENT",
+  keyedTable: " WITHOUT ROWID",
   tableNames: sql<{ n: string }>`SELECT name AS n FROM sqlite_master WHERE type = 'table'`,
   lockedMigration: (effect) => effect,
   forShare: sql.literal(""),
