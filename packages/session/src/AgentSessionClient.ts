@@ -258,6 +258,9 @@ const retryLockConflicts = <A, E extends { readonly _tag: string }, R>(self: Eff
 
 const encodeEnvelope = Schema.encodeSync(Wire.AgentEventEnvelope)
 
+/** What the client's reads read lazily: the message chunks (a snapshot or a page reads only the newest it needs). */
+const LAZY = [P.AgentMessageChunks]
+
 /**
  * A client-side definition of a session Flow type: its start input, RPCs and event Stream, without Step
  * bodies. Worker and client agree on it by Flow type and names.
@@ -304,9 +307,10 @@ export const makeAgentSessionClient = (flowType: string) =>
           options?.requestId === undefined ? undefined : { requestId: options.requestId }
         )
       )
-    // The reads run their handlers on committed state: they never write, queue or wait for a running Step.
+    // The reads run their handlers on committed state: they never write, queue or wait for a running Step. The
+    // message chunks are read as the handler pages through them (the newest a page needs), not all of them.
     const query = <I, O>(rpc: RpcDef<I, O, never>, sessionId: string, input: I) =>
-      engine.queryRpc<I, O>(flow, rpc, sessionId, input)
+      engine.queryRpc<I, O>(flow, rpc, sessionId, input, { readLazily: LAZY })
 
     const shape: AgentSessionClientShape = {
       flowType,
@@ -397,15 +401,10 @@ export const makeAgentSessionClient = (flowType: string) =>
                 s.state.turnCount >= (options?.turn ?? 0)))
           const timeout = options?.timeout ?? "60 seconds"
           // Settled Steps first: a queued message the engine took off the queue but whose turn has not started
-          // yet shows as a ready or running AwaitUserMessage, not in the snapshot.
-          const idle = Effect.map(engine.stepExecutions(sessionId), (steps) =>
-            steps.every(
-              (step) =>
-                step.status === "completed" ||
-                step.status === "failed" ||
-                step.status === "cancelled" ||
-                (step.status === "waiting" && step.stepType === "AwaitUserMessage")
-            )
+          // yet shows as a ready or running AwaitUserMessage, not in the snapshot. Only the open executions are
+          // read, so the check does not grow with the session's closed ones.
+          const idle = Effect.map(engine.openStepExecutions(sessionId), (steps) =>
+            steps.every((step) => step.status === "waiting" && step.stepType === "AwaitUserMessage")
           )
           const snapshot = query(rpcs.get_agent_snapshot, sessionId, null)
           const read = Effect.flatMap(idle, (steps) =>
