@@ -23,7 +23,7 @@ import {
   EngineError,
   type FlowAlreadyStarted,
   type FlowNotActive,
-  type FlowNotFound,
+  FlowNotFound,
   type IdempotencyKeyReused,
   InvalidInput,
   InvalidResumeToken,
@@ -157,19 +157,29 @@ export interface ClientShape {
    */
   readonly requestCommitted: (flowId: string, requestId: string) => Effect.Effect<boolean, EngineError>
   /**
-   * Runs a read-only RPC's handler on the Flow's committed state, read from the database in one statement:
-   * no cluster message, no history row, no stored reply, no task slot, no wait for a running Step, and no
-   * write. It returns what {@link invokeRpc} would return at that commit (the same handler on the same state,
-   * the output through the same codec), and fails as it does for a missing (FlowNotFound) or closed
-   * (FlowNotActive) Flow. A handler that stages a write, schedules or cancels Steps fails with RpcFailed
-   * (errorType `ReadOnlyViolation`), and so do a handler that fails and a read the database refuses
-   * (errorType `DatabaseError`). `flow` must declare what the handler reads.
+   * Runs a read-only RPC's handler on the Flow's committed state, read from the database: no cluster message,
+   * no history row, no stored reply, no task slot, no wait for a running Step, and no write. It returns what
+   * {@link invokeRpc} would return at that commit (the same handler on the same state, the output through the
+   * same codec), and fails as it does for a missing (FlowNotFound) or closed (FlowNotActive) Flow. A handler
+   * that stages a write, schedules or cancels Steps fails with RpcFailed (errorType `ReadOnlyViolation`), and so
+   * do a handler that fails and a read the database refuses (errorType `DatabaseError`). `flow` must declare
+   * what the handler reads.
+   *
+   * The state is read in one statement, except the AttributeMaps named in `readLazily` (say, a long history
+   * of which the handler reads the newest entries): their values are read as the handler asks for them, in one
+   * more statement per run of the handler that asked for values not read yet (the handler runs again), each
+   * checked to be the value of the first statement's commit (when one changed in between, the read starts
+   * again; after three starts it reads the state whole).
    */
   readonly queryRpc: <I, O>(
     flow: FlowDef<any, any>,
     rpc: RpcDef<I, O, never>,
     flowId: string,
-    input: I
+    input: I,
+    options?: {
+      /** AttributeMaps of `flow` whose values are read only as the handler reads them. */
+      readonly readLazily?: ReadonlyArray<AttributeMap<any>> | undefined
+    }
   ) => Effect.Effect<O, FlowNotFound | FlowNotActive | RpcFailed | InvalidInput>
   readonly publish: <A>(
     flowId: string,
@@ -213,6 +223,12 @@ export interface ClientShape {
   ) => Effect.Effect<Option.Option<A>, FlowNotFound | EngineError>
   readonly history: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.HistoryEvent>, EngineError>
   readonly stepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<Inspect.StepExecution>, EngineError>
+  /**
+   * The Step executions of the Flow that have not ended (`waiting`, `ready`, `running`), in scheduling order, in
+   * one statement without attempts: what a reader waiting for the Flow to settle checks, at a cost that does not
+   * grow with the executions that closed. An unknown Flow has none.
+   */
+  readonly openStepExecutions: (flowId: string) => Effect.Effect<ReadonlyArray<OpenStepExecution>, EngineError>
   /**
    * Where the retained part of a running Flow's Step executions, history and streams starts, once its retention
    * (`retainedStepExecutions`, `historyWindowEvents`, `retainedStreamMessages`) deleted older ones.
@@ -265,6 +281,18 @@ export interface ClientShape {
    * A reader reads, then calls `next`: a commit between the two is not missed.
    */
   readonly watchCommits: (flowId: string) => Effect.Effect<CommitWatch, never, Scope.Scope>
+}
+
+/**
+ * A Step execution that has not ended (`Client.openStepExecutions`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface OpenStepExecution {
+  readonly stepExecutionId: string
+  readonly stepType: string
+  readonly status: "waiting" | "ready" | "running"
 }
 
 /**
@@ -393,7 +421,7 @@ export const make = Effect.gen(function* () {
         store.loadKeyedRequestIds(flowId, key).pipe(Effect.mapError((e) => new EngineError({ reason: e.message }))),
         (ids) => ids.length > 0
       ),
-    queryRpc: (flow, rpc, flowId, input) => queryRpc(store, flow, rpc, flowId, input),
+    queryRpc: (flow, rpc, flowId, input, options) => queryRpc(store, flow, rpc, flowId, input, options),
     publish: (flowId, channel, value, key = "") =>
       Effect.gen(function* () {
         const text = yield* encodeInput(channel.schema, value, `message of ${channel.name}`)
@@ -426,6 +454,19 @@ export const make = Effect.gen(function* () {
       ),
     history: (flowId) => provideSql(Inspect.history(flowId)),
     stepExecutions: (flowId) => provideSql(Inspect.stepExecutions(flowId)),
+    openStepExecutions: (flowId) =>
+      store.loadOpenSteps(flowId).pipe(
+        Effect.map((rows) =>
+          rows.map(
+            (r): OpenStepExecution => ({
+              stepExecutionId: r.step_execution_id,
+              stepType: r.step_type,
+              status: r.status as OpenStepExecution["status"]
+            })
+          )
+        ),
+        Effect.mapError((e) => new EngineError({ reason: e.message }))
+      ),
     retention: (flowId) => provideSql(Inspect.retention(flowId)),
     flowOwner: (flowId) => provideSql(Inspect.flowOwner(flowId)),
     // a Step body that waits on the engine holds no slot meanwhile (`whileWaiting`): a child Flow it waits
@@ -477,21 +518,17 @@ export const make = Effect.gen(function* () {
         Effect.gen(function* () {
           const from = options?.from ?? "oldest"
           let after = from === "oldest" ? 0 : yield* parseToken(from.after, flowId, stream.name)
-          const flowType = yield* Effect.map(provideSql(Inspect.describeFlow(flowId)), (d) => d.flowType).pipe(
-            Effect.catchTag("FlowNotFound", (e) => Effect.fail(new EngineError({ reason: e.message })))
-          )
+          // one statement: that the Flow exists, and how far its stream was trimmed (by the stream's byte budget
+          // of the Flow type, and by the Flow's own retention, `retainedStreamMessages`)
+          const start = yield* store
+            .loadStreamStart(flowId, stream.name)
+            .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
+          if (start === undefined) return yield* new EngineError({ reason: new FlowNotFound({ flowId }).message })
           if (from !== "oldest") {
-            const trimmed = yield* store
-              .loadTrimmedThrough(flowType, stream.name)
-              .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
-            if (trimmed !== undefined && after < trimmed) {
+            if (start.trimmedThrough !== undefined && after < start.trimmedThrough) {
               return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
             }
-            // the Flow's own retention (`retainedStreamMessages`) may have trimmed further
-            const kept = yield* store
-              .loadStreamRetention(flowId, stream.name)
-              .pipe(Effect.mapError((e) => new EngineError({ reason: e.message })))
-            if (kept !== undefined && after < kept) {
+            if (start.keptFrom !== undefined && after < start.keptFrom) {
               return yield* new InvalidResumeToken({ token: from.after, reason: "the messages after it were trimmed" })
             }
           }
@@ -509,8 +546,7 @@ export const make = Effect.gen(function* () {
               while (true) {
                 // closed first: a Flow seen closed committed everything before, so the page read after has it all
                 const closed = options?.follow
-                  ? (yield* provideSql(Inspect.describeFlow(flowId)).pipe(Effect.orElseSucceed(() => undefined)))
-                      ?.status !== "running"
+                  ? (yield* store.loadFlow(flowId).pipe(Effect.orElseSucceed(() => undefined)))?.status !== "running"
                   : true
                 const rows = yield* page()
                 if (rows.length > 0) {

@@ -258,6 +258,29 @@ const retryLockConflicts = <A, E extends { readonly _tag: string }, R>(self: Eff
 
 const encodeEnvelope = Schema.encodeSync(Wire.AgentEventEnvelope)
 
+/** What the client's reads read lazily: the message chunks (a snapshot or a page reads only the newest it needs). */
+const LAZY = [P.AgentMessageChunks]
+
+const messageJson = Schema.toCodecJson(Wire.AgentMessage)
+const encodeMessage = Schema.encodeUnknownSync(messageJson)
+const decodeMessage = Schema.decodeUnknownSync(messageJson)
+/** Each stored message's trip through its JSON codec, by the decoded message (the engine decodes a stored value once). */
+const roundTrips = new WeakMap<Wire.AgentMessage, Wire.AgentMessage>()
+
+/**
+ * What a message of an RPC's reply decodes to: the message through `Wire.AgentMessage`'s JSON codec and back,
+ * as every element of the reply's `messages` goes (a Struct's fields and an Array's elements are coded one by
+ * one). Done once per decoded message, which the engine shares between reads of the same stored value.
+ */
+const roundTrip = (message: Wire.AgentMessage): Wire.AgentMessage => {
+  let out = roundTrips.get(message)
+  if (out === undefined) {
+    out = decodeMessage(JSON.parse(JSON.stringify(encodeMessage(message)))) as Wire.AgentMessage
+    roundTrips.set(message, out)
+  }
+  return out
+}
+
 /**
  * A client-side definition of a session Flow type: its start input, RPCs and event Stream, without Step
  * bodies. Worker and client agree on it by Flow type and names.
@@ -304,9 +327,33 @@ export const makeAgentSessionClient = (flowType: string) =>
           options?.requestId === undefined ? undefined : { requestId: options.requestId }
         )
       )
-    // The reads run their handlers on committed state: they never write, queue or wait for a running Step.
+    // The reads run their handlers on committed state: they never write, queue or wait for a running Step. The
+    // message chunks are read as the handler pages through them (the newest a page needs), not all of them.
     const query = <I, O>(rpc: RpcDef<I, O, never>, sessionId: string, input: I) =>
-      engine.queryRpc<I, O>(flow, rpc, sessionId, input)
+      engine.queryRpc<I, O>(flow, rpc, sessionId, input, { readLazily: LAZY })
+    // A reply's messages (200 in a snapshot) go through their codec apart, once per stored message: the engine
+    // codes the rest of the reply, and the answer is the same as the whole reply's trip through its codec.
+    const queryMessages = <I, O extends { readonly messages: ReadonlyArray<Wire.AgentMessage> }>(
+      rpc: RpcDef<I, O, never>,
+      sessionId: string,
+      input: I
+    ) =>
+      Effect.suspend(() => {
+        // the messages of the handler's last run: the run whose reply the query returns
+        let messages: ReadonlyArray<Wire.AgentMessage> = []
+        const apart: RpcDef<I, O, never> = {
+          ...rpc,
+          handler: (ctx, i) =>
+            Effect.map(rpc.handler(ctx, i), (result) => {
+              messages = result.output.messages
+              return { ...result, output: { ...result.output, messages: [] } }
+            })
+        }
+        return Effect.map(
+          query(apart, sessionId, input),
+          (output): O => ({ ...output, messages: messages.map(roundTrip) })
+        )
+      })
 
     const shape: AgentSessionClientShape = {
       flowType,
@@ -373,9 +420,9 @@ export const makeAgentSessionClient = (flowType: string) =>
         invoke<Wire.ExecutePlanRequest, boolean>(rpcs.execute_plan, sessionId, { revision }),
       deleteQueuedMessage: (sessionId, messageId) =>
         invoke<Wire.DeleteQueuedMessageRequest, boolean>(rpcs.delete_queued_message, sessionId, { messageId }),
-      getSnapshot: (sessionId) => query(rpcs.get_agent_snapshot, sessionId, null),
+      getSnapshot: (sessionId) => queryMessages(rpcs.get_agent_snapshot, sessionId, null),
       listMessages: (sessionId, request) =>
-        query(rpcs.list_agent_messages, sessionId, {
+        queryMessages(rpcs.list_agent_messages, sessionId, {
           beforeSequence: request?.beforeSequence ?? null,
           limit: request?.limit ?? Wire.DEFAULT_LIST_AGENT_MESSAGES_LIMIT
         }),
@@ -397,17 +444,12 @@ export const makeAgentSessionClient = (flowType: string) =>
                 s.state.turnCount >= (options?.turn ?? 0)))
           const timeout = options?.timeout ?? "60 seconds"
           // Settled Steps first: a queued message the engine took off the queue but whose turn has not started
-          // yet shows as a ready or running AwaitUserMessage, not in the snapshot.
-          const idle = Effect.map(engine.stepExecutions(sessionId), (steps) =>
-            steps.every(
-              (step) =>
-                step.status === "completed" ||
-                step.status === "failed" ||
-                step.status === "cancelled" ||
-                (step.status === "waiting" && step.stepType === "AwaitUserMessage")
-            )
+          // yet shows as a ready or running AwaitUserMessage, not in the snapshot. Only the open executions are
+          // read, so the check does not grow with the session's closed ones.
+          const idle = Effect.map(engine.openStepExecutions(sessionId), (steps) =>
+            steps.every((step) => step.status === "waiting" && step.stepType === "AwaitUserMessage")
           )
-          const snapshot = query(rpcs.get_agent_snapshot, sessionId, null)
+          const snapshot = queryMessages(rpcs.get_agent_snapshot, sessionId, null)
           const read = Effect.flatMap(idle, (steps) =>
             Effect.map(snapshot, (s) => (steps ? s : { ...s, queuedMessageCount: s.queuedMessageCount + 1 }))
           )

@@ -339,10 +339,23 @@ export const turnStream = (
         _event: Wire.AgentEvent,
         settledSince?: (snapshot: Wire.AgentSnapshot) => A | undefined
       ) =>
-        Effect.map(sessions.getSnapshot(sessionId), (snapshot) => {
+        Effect.map(pageSnapshot(), (snapshot) => {
           const found = check(snapshot)
           return Option.fromUndefinedOr(found !== undefined ? found : settledSince?.(snapshot))
         })
+      /**
+       * The snapshot read after the page of events being applied, read once for the page: it was read after every
+       * event of the page committed, so it serves each of them as a snapshot read after that event would.
+       */
+      let afterPage: Wire.AgentSnapshot | undefined
+      const pageSnapshot = () =>
+        afterPage !== undefined
+          ? Effect.succeed(afterPage)
+          : Effect.tap(sessions.getSnapshot(sessionId), (snapshot) =>
+              Effect.sync(() => {
+                afterPage = snapshot
+              })
+            )
 
       const ensureStart = (out: Array<TurnChunk>) => {
         if (!state.started) {
@@ -831,10 +844,13 @@ export const turnStream = (
         Effect.gen(function* () {
           const out: Array<UiPart> = []
           let events = yield* readEvents
+          afterPage = undefined
           if (events.length === 0) {
             // the snapshot first, then the events again: every record the snapshot shows had its events written
             const snapshot = yield* sessions.getSnapshot(sessionId)
             events = yield* readEvents
+            // that snapshot was read before these events: the page reads its own
+            afterPage = undefined
             if (events.length === 0) {
               out.push(...sync(snapshot))
               if (!done && out.length === 0) yield* watch.next(poll)

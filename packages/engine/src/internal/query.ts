@@ -1,10 +1,22 @@
-// The query path: a read-only RPC handler runs against a Flow's committed state, read from the database in
-// one statement. It reaches no owner: no cluster message, no history row, no stored reply, no task slot, and
-// it never waits for a running Step. What it returns is what the same RPC would return at that commit, since
-// the handler sees the state the RPC would see and its output goes through the same codec.
+// The query path: a read-only RPC handler runs against a Flow's committed state, read from the database. It
+// reaches no owner: no cluster message, no history row, no stored reply, no task slot, and it never waits for a
+// running Step. What it returns is what the same RPC would return at that commit, since the handler sees the
+// state the RPC would see and its output goes through the same codec.
+//
+// A read may name AttributeMaps to read lazily (`readLazily`: a long session's message chunks), so that the
+// bytes it reads follow what its handler reads rather than what the Flow stores. A first statement reads the
+// Flow's version and every other current value and queued message; a lazy map is read as the handler asks for
+// it: a key it reads (`getAt`), or the whole map when it lists the keys. A run of the handler that asked for
+// anything not read yet saw it as absent: its result is dropped, one statement reads everything it asked for
+// with the stored versions and the Flow's version, and the handler runs again. A value whose stored version is
+// at or below the first statement's Flow version is the value of that commit; a newer one, or (when the Flow
+// committed in between) a key with no row or a whole map, may not be, and the read starts again. After
+// READ_TRIES starts it reads the state whole, in one statement.
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
+import type { SqlError } from "effect/sql/SqlError"
 import { FlowNotActive, FlowNotFound, InvalidInput, RpcFailed } from "../Errors.ts"
-import type { FlowDef, RpcDef } from "../Flow.ts"
+import type { AttributeMap, FlowDef, RpcDef, RpcResult } from "../Flow.ts"
 import { errorInfo } from "./decision.ts"
 import {
   channelKey,
@@ -13,6 +25,7 @@ import {
   encodeJson,
   type FlowState,
   makeRpcView,
+  type Staged,
   type StoredMessage
 } from "./state.ts"
 import type { EngineStoreShape } from "./store/EngineStore.ts"
@@ -20,7 +33,17 @@ import type { EngineStoreShape } from "./store/EngineStore.ts"
 /** Why a query refuses a handler that staged writes. */
 export const READ_ONLY_VIOLATION = "ReadOnlyViolation"
 
-/** A Flow's committed state as a handler reads it. */
+/** How many times a lazy read starts again after a commit landed between its statements, before it reads whole. */
+const READ_TRIES = 3
+
+const addMessage = (state: FlowState, name: string, key: string, id: unknown, value: string) => {
+  const k = channelKey(name, key)
+  const list = (state.channels.get(k) as Array<StoredMessage> | undefined) ?? []
+  list.push({ id: String(id), value })
+  state.channels.set(k, list)
+}
+
+/** A Flow's committed state as a handler reads it, read whole in one statement. */
 export const committedState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string) {
   const rows = yield* store.loadCommittedState(flowId)
   const state: FlowState = { attrs: new Map(), channels: new Map() }
@@ -32,19 +55,167 @@ export const committedState = Effect.fnUntraced(function* (store: EngineStoreSha
         state.attrs.set(r.name, m)
       }
       m.set(r.key, r.value)
-    } else {
-      const k = channelKey(r.name, r.key)
-      const list = (state.channels.get(k) as Array<StoredMessage> | undefined) ?? []
-      list.push({ id: String(r.id), value: r.value })
-      state.channels.set(k, list)
-    }
+    } else addMessage(state, r.name, r.key, r.id, r.value)
   }
   return state
 })
 
+/**
+ * The values of one AttributeMap in a lazily read state, read as the handler asks for them: a key not read
+ * yet, or the keys before the map was read whole, read as absent (empty), and the request is recorded.
+ */
+class LazyMap extends Map<string, string> {
+  /** Every key of the map was read. */
+  whole = false
+  /** Keys whose value (or absence) was read. */
+  readonly known = new Set<string>()
+  /** Keys the handler read that were not read yet. */
+  readonly asked = new Set<string>()
+  /** The handler listed the keys before the map was read whole. */
+  askedAll = false
+  readonly name: string
+  private readonly misses: Set<LazyMap>
+  constructor(name: string, misses: Set<LazyMap>) {
+    super()
+    this.name = name
+    this.misses = misses
+  }
+  override get(key: string): string | undefined {
+    if (!this.whole && !this.known.has(key)) {
+      this.asked.add(key)
+      this.misses.add(this)
+    }
+    return super.get(key)
+  }
+  override has(key: string): boolean {
+    return this.get(key) !== undefined
+  }
+  override keys(): MapIterator<string> {
+    if (!this.whole) {
+      this.askedAll = true
+      this.misses.add(this)
+    }
+    return super.keys()
+  }
+}
+
+/** The first statement of a lazy read: the Flow's version, every value outside the lazy maps, the queue. */
+const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string, lazy: ReadonlyArray<string>) {
+  const rows = yield* store.loadCommittedAttributes(flowId, lazy)
+  const misses = new Set<LazyMap>()
+  const state: FlowState = { attrs: new Map(), channels: new Map() }
+  for (const name of lazy) state.attrs.set(name, new LazyMap(name, misses))
+  let version: number | undefined
+  for (const r of rows) {
+    if (r.kind === "flow") version = Number(r.version)
+    else if (r.kind === "attr") {
+      let m = state.attrs.get(r.name)
+      if (m === undefined) {
+        m = new Map()
+        state.attrs.set(r.name, m)
+      }
+      m.set(r.key, r.value as string)
+    } else addMessage(state, r.name, r.key, r.id, r.value as string)
+  }
+  return { state, misses, version }
+})
+
+/**
+ * Reads what the handler's run asked for into the state, in one statement; false when a value may have changed
+ * since the first statement (at Flow version `at.version`): the read starts again.
+ */
+const readAsked = (
+  store: EngineStoreShape,
+  flowId: string,
+  at: { readonly version: number | undefined; readonly runId: string },
+  misses: Set<LazyMap>
+) =>
+  Effect.gen(function* () {
+    const wanted: Array<{ name: string; key: string | undefined }> = []
+    for (const m of misses) {
+      if (m.askedAll) wanted.push({ name: m.name, key: undefined })
+      else for (const key of m.asked) wanted.push({ name: m.name, key })
+    }
+    const rows = yield* store.loadCommittedAttributesOf(flowId, wanted)
+    const flowRow = rows.find((r) => r.kind === "flow")
+    if (flowRow === undefined || at.version === undefined || flowRow.value !== at.runId) return false
+    const unchanged = Number(flowRow.version) === at.version
+    const found = new Set<string>()
+    for (const r of rows) {
+      if (r.kind !== "attr") continue
+      // written after the first statement: not that commit's value
+      if (Number(r.version) > at.version) return false
+      found.add(channelKey(r.name, r.key))
+    }
+    if (!unchanged) {
+      // a key with no row may have been deleted after the first statement, and a whole map may miss such keys
+      for (const m of misses) {
+        if (m.askedAll) return false
+        for (const key of m.asked) if (!found.has(channelKey(m.name, key))) return false
+      }
+    }
+    const byName = new Map<string, LazyMap>()
+    for (const m of misses) byName.set(m.name, m)
+    for (const r of rows) {
+      const m = r.kind === "attr" ? byName.get(r.name) : undefined
+      if (m !== undefined && !m.whole && r.value !== null) m.set(r.key, r.value)
+    }
+    for (const m of misses) {
+      if (m.askedAll) m.whole = true
+      for (const key of m.asked) m.known.add(key)
+      m.asked.clear()
+      m.askedAll = false
+    }
+    misses.clear()
+    return true
+  })
+
 /** A database failure of a query, as the RPC's own failure: the read did not happen. */
 const database = (flowId: string, rpc: string) => (e: { readonly message?: unknown }) =>
   new RpcFailed({ flowId, rpc, errorType: "DatabaseError", detail: String(e.message ?? e) })
+
+/** What a query reads lazily. */
+export interface QueryOptions {
+  /**
+   * AttributeMaps (declared by the Flow) whose values are read only as the handler asks for them: each key it
+   * reads with `getAt`, or the whole map when it lists the keys.
+   */
+  readonly readLazily?: ReadonlyArray<AttributeMap<any>> | undefined
+}
+
+/** The names of the lazy maps, each declared by the Flow as an AttributeMap (a defect otherwise). */
+const lazyNames = (flow: FlowDef<any, any>, maps: ReadonlyArray<AttributeMap<any>> | undefined) =>
+  (maps ?? []).map((m) => {
+    if (!flow.attributes.some((a) => a.name === m.name && a._tag === "AttributeMap")) {
+      throw new Error(`AttributeMap ${m.name} is not declared by Flow ${flow.type}`)
+    }
+    return m.name
+  })
+
+/**
+ * Runs a handler on a lazily read state until a run asks for nothing that was not read (see the top of this
+ * module); its exit and what it staged.
+ */
+const runLazily = <O>(
+  store: EngineStoreShape,
+  lazy: ReadonlyArray<string>,
+  flowId: string,
+  runId: string,
+  run: (state: FlowState, staged: Staged) => Effect.Effect<Exit.Exit<RpcResult<O>, unknown>>
+): Effect.Effect<{ readonly exit: Exit.Exit<RpcResult<O>, unknown>; readonly staged: Staged }, SqlError> =>
+  Effect.gen(function* () {
+    for (let tries = 0; tries < READ_TRIES; tries++) {
+      const { state, misses, version } = yield* lazyState(store, flowId, lazy)
+      while (true) {
+        const staged = emptyStaged()
+        const exit = yield* run(state, staged)
+        if (misses.size === 0) return { exit, staged }
+        if (!(yield* readAsked(store, flowId, { version, runId }, misses))) break
+      }
+    }
+    const staged = emptyStaged()
+    return { exit: yield* run(yield* committedState(store, flowId), staged), staged }
+  })
 
 /**
  * Runs `rpc`'s handler on the committed state of a running Flow and returns its output, decoded as the RPC's
@@ -57,7 +228,8 @@ export const queryRpc = <I, O>(
   flow: FlowDef<any, any>,
   rpc: RpcDef<I, O, never>,
   flowId: string,
-  input: I
+  input: I,
+  options?: QueryOptions
 ): Effect.Effect<O, FlowNotFound | FlowNotActive | RpcFailed | InvalidInput> =>
   Effect.gen(function* () {
     const text = yield* Effect.try({
@@ -67,10 +239,13 @@ export const queryRpc = <I, O>(
     const row = yield* Effect.mapError(store.loadFlow(flowId), database(flowId, rpc.name))
     if (row === undefined) return yield* new FlowNotFound({ flowId })
     if (row.status !== "running") return yield* new FlowNotActive({ flowId, status: row.status })
-    const state = yield* Effect.mapError(committedState(store, flowId), database(flowId, rpc.name))
-    const staged = emptyStaged()
-    const ctx = makeRpcView(flow, state, staged, { flowId, runId: row.run_id })
-    const exit = yield* Effect.exit(Effect.suspend(() => rpc.handler(ctx, decodeJson(rpc.input, text))))
+    const ids = { flowId, runId: row.run_id }
+    const run = (state: FlowState, staged: Staged) =>
+      Effect.exit(Effect.suspend(() => rpc.handler(makeRpcView(flow, state, staged, ids), decodeJson(rpc.input, text))))
+    const { exit, staged } = yield* Effect.mapError(
+      runLazily(store, lazyNames(flow, options?.readLazily), flowId, row.run_id, run),
+      database(flowId, rpc.name)
+    )
     if (exit._tag === "Failure") {
       const { errorType, detail } = errorInfo(exit.cause)
       return yield* new RpcFailed({ flowId, rpc: rpc.name, errorType, detail })

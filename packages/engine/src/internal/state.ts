@@ -45,7 +45,7 @@ export const decodeJson = <A>(schema: Codec<A>, text: string): A => jsonCodec(sc
 // ------------------------------------------------------------------------------------------------
 
 /** Stored texts shorter than this are decoded on every read: caching them would cost more than it saves. */
-const DECODE_CACHE_MIN_CHARS = 256
+const DECODE_CACHE_MIN_CHARS = 64
 /** The most text (in UTF-16 code units) whose decoded values the cache keeps. */
 const DECODE_CACHE_MAX_CHARS = 32 * 1024 * 1024
 

@@ -109,6 +109,33 @@ export const allMessages = (ctx: TxView): Array<Wire.AgentMessage> => {
 }
 
 /**
+ * Reads, before the page is merged, every chunk a page of `limit` messages before `before` needs: each range
+ * (newest first) with fewer than `limit` messages of the window and of newer ranges after its last message. A
+ * query reads large values lazily (the engine's `Client.queryRpc`): reading them all up front lets one run of
+ * the handler name every chunk the page needs, instead of one chunk per run.
+ */
+const touchChunks = (
+  ctx: TxView,
+  window: ReadonlyArray<Wire.AgentMessage>,
+  ranges: ReadonlyArray<Wire.AgentMessageChunkRange>,
+  before: number,
+  limit: number
+): void => {
+  let newer = 0
+  let w = window.length - 1
+  const newestFirst = [...ranges].sort((a, b) => b.lastSequence - a.lastSequence)
+  for (const range of newestFirst) {
+    while (w >= 0 && window[w]!.sequence > range.lastSequence) {
+      newer++
+      w--
+    }
+    if (newer >= limit) return
+    ctx.getAt(P.AgentMessageChunks, key(range.firstSequence))
+    newer += Math.min(range.lastSequence, before - 1) - range.firstSequence + 1
+  }
+}
+
+/**
  * The newest `limit` stored messages before `beforeSequence` (all when `null`), in sequence order. Reads the
  * window and then chunks from the newest back, only as many as the page needs.
  */
@@ -118,6 +145,7 @@ export const messagesBefore = (ctx: TxView, beforeSequence: number | null, limit
   // Newest first: the window's messages and the chunks' ranges, merged by sequence as the page fills.
   const window = windowMessages(ctx).filter((m) => m.sequence < before)
   const ranges = index.chunks.filter((r) => r.firstSequence < before)
+  touchChunks(ctx, window, ranges, before, limit)
   const page: Array<Wire.AgentMessage> = []
   let w = window.length - 1
   let c = ranges.length - 1

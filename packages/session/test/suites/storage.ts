@@ -225,6 +225,61 @@ export const storageSuite = (engine: EngineFactory) => {
       )
     )
 
+    it.live("reads that load the chunks lazily equal the RPCs' replies on a session with many chunks", () =>
+      withSession(
+        { script: answers(12), flow: { messageStorage: { messageWindowSize: 2, messageChunkSize: 2 } } },
+        () =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            const db = yield* Client.Client
+            const flow = AgentSessionClient.clientFlow(FLOW_TYPE)
+            yield* client.startSession("s-chunks", { initialMessage: "message 1" })
+            yield* awaitTurns("s-chunks", 1)
+            for (let turn = 2; turn <= 12; turn++) {
+              assert.isTrue(yield* client.sendUserMessage("s-chunks", `message ${turn}`))
+              yield* awaitTurns("s-chunks", turn)
+            }
+            const idx = Option.getOrThrow(yield* index("s-chunks"))
+            assert.isAtLeast(idx.chunks.length, 10)
+            const history = (yield* db.history("s-chunks")).length
+            // the client's reads (chunks read as the handlers ask for them), the whole-state query, and the RPCs
+            const snapshot = yield* client.getSnapshot("s-chunks")
+            const whole = yield* db.queryRpc(flow, flow.rpcs_.get_agent_snapshot, "s-chunks", null)
+            const pages: Array<{ readonly beforeSequence: number | null; readonly limit: number }> = [
+              { beforeSequence: null, limit: 3 },
+              { beforeSequence: 20, limit: 5 },
+              { beforeSequence: 7, limit: 4 },
+              { beforeSequence: 3, limit: 50 },
+              { beforeSequence: null, limit: 1 }
+            ]
+            const read = []
+            for (const request of pages) read.push(yield* client.listMessages("s-chunks", request))
+            assert.strictEqual((yield* db.history("s-chunks")).length, history, "no history row")
+            const viaRpc = yield* db.invokeRpc(flow, flow.rpcs_.get_agent_snapshot, "s-chunks", null)
+            assert.deepStrictEqual(snapshot, viaRpc)
+            assert.deepStrictEqual(whole, viaRpc)
+            assert.deepStrictEqual(
+              snapshot.messages.map((m) => m.sequence),
+              range(1, 24)
+            )
+            for (let i = 0; i < pages.length; i++) {
+              assert.deepStrictEqual(
+                read[i],
+                yield* db.invokeRpc(flow, flow.rpcs_.list_agent_messages, "s-chunks", pages[i]!)
+              )
+            }
+            assert.deepStrictEqual(
+              read[1]!.messages.map((m) => m.sequence),
+              range(15, 19)
+            )
+            assert.deepStrictEqual(
+              (yield* pageAll("s-chunks", 5)).messages.map((m) => m.sequence),
+              range(1, 24)
+            )
+          })
+      )
+    )
+
     it.live("a session stored the old way (every message in AgentMessages, no index) is upgraded in place", () =>
       withSession(
         {

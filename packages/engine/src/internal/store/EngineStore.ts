@@ -50,6 +50,11 @@ export interface EngineStoreShape {
   readonly loadAttribute: Op<typeof Flows.loadAttribute>
   /** The query path's read of a Flow's committed state (one statement). */
   readonly loadCommittedState: Op<typeof Flows.loadCommittedState>
+  /** The query path's first statement of a lazy read: everything but the lazily read AttributeMaps. */
+  readonly loadCommittedAttributes: Op<typeof Flows.loadCommittedAttributes>
+  /** The query path's read of the keys and maps a handler asked for, with their stored versions. */
+  readonly loadCommittedAttributesOf: Op<typeof Flows.loadCommittedAttributesOf>
+  readonly loadOpenSteps: Op<typeof Flows.loadOpenSteps>
   /** One transition's writes; the caller holds the transaction. `false` when the fence refused it. */
   readonly writeTransition: OpD<typeof Flows.writeTransition>
   readonly deleteRun: Op<typeof Flows.deleteRun>
@@ -83,6 +88,8 @@ export interface EngineStoreShape {
   readonly loadTrimmedThrough: Op<typeof Streams.loadTrimmedThrough>
   readonly readStreamPage: Op<typeof Streams.readStreamPage>
   readonly loadStreamRetention: Op<typeof Streams.loadStreamRetention>
+  /** A stream read's start in one statement: the Flow exists, the budget's trim, the retention mark. */
+  readonly loadStreamStart: Op<typeof Streams.loadStreamStart>
   /** Tells other processes a Flow committed, inside its transaction (the feed; nothing on SQLite). */
   readonly notifyCommit: Driver["notifyCommit"]
 
@@ -124,6 +131,9 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     loadCheckpoint: (...a) => Flows.loadCheckpoint(sql, ...a),
     loadAttribute: (...a) => Flows.loadAttribute(sql, ...a),
     loadCommittedState: (...a) => Flows.loadCommittedState(sql, ...a),
+    loadCommittedAttributes: (...a) => Flows.loadCommittedAttributes(sql, ...a),
+    loadCommittedAttributesOf: (...a) => Flows.loadCommittedAttributesOf(sql, ...a),
+    loadOpenSteps: (...a) => Flows.loadOpenSteps(sql, ...a),
     writeTransition: (...a) => Flows.writeTransition(sql, d, ...a),
     deleteRun: (...a) => Flows.deleteRun(sql, ...a),
     recordHeartbeat: (...a) => Flows.recordHeartbeat(sql, d, ...a),
@@ -144,6 +154,7 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     loadTrimmedThrough: (...a) => Streams.loadTrimmedThrough(sql, ...a),
     readStreamPage: (...a) => Streams.readStreamPage(sql, ...a),
     loadStreamRetention: (...a) => Streams.loadStreamRetention(sql, ...a),
+    loadStreamStart: (...a) => Streams.loadStreamStart(sql, ...a),
     notifyCommit: d.notifyCommit,
     purgeClosedFlows: (...a) => Retention.purgeClosedFlows(sql, ...a),
     loadRetentionMarks: (...a) => Retention.loadRetentionMarks(sql, ...a),

@@ -37,6 +37,22 @@ export const loadAttempt = (sql: Sql, flowId: string, step_execution_id: string,
     (rows) => (rows.length === 0 ? undefined : normalizeAttempt(rows[0]))
   )
 
+/** A Step execution that has not ended (waiting, ready or running), as {@link loadOpenSteps} reads it. */
+export interface OpenStepRow {
+  readonly step_execution_id: string
+  readonly step_type: string
+  readonly status: string
+}
+
+/**
+ * The Step executions of a Flow that have not ended (waiting, ready, running), in scheduling order, through the
+ * `(flow_id, status)` index: what a reader waiting for a Flow to settle needs, without the closed executions
+ * and their attempts. Writes nothing.
+ */
+export const loadOpenSteps = (sql: Sql, flowId: string) =>
+  sql<OpenStepRow>`SELECT step_execution_id, step_type, status FROM dex_steps
+    WHERE flow_id = ${flowId} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`
+
 /** Every stored attribute version of a Flow (at or below `atMost`, when given), oldest first. */
 export const loadAttrVersions = (sql: Sql, flowId: string, atMost?: number) =>
   Effect.map(
@@ -260,3 +276,66 @@ export const loadCommittedState = (sql: Sql, flowId: string) =>
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id FROM dex_messages m
       WHERE m.flow_id = ${flowId}
     ORDER BY kind, id`
+
+/** One row of {@link loadCommittedAttributes} or {@link loadCommittedAttributesOf}. */
+export interface QueryStateRow {
+  /** `flow`: the Flow's row (`value` its `run_id`, `version` its version); `attr`; `message` (queued). */
+  readonly kind: "flow" | "attr" | "message"
+  readonly name: string
+  readonly key: string
+  /** `null` only from {@link loadCommittedAttributesOf}: the key's newest version deletes it. */
+  readonly value: string | null
+  /** The message ID; `null` for the other kinds. */
+  readonly id: unknown
+  /** The Flow's version for `flow`, the value's stored version for `attr`; `null` for a message. */
+  readonly version: unknown
+}
+
+/**
+ * What a query reads first, in one statement (one consistent snapshot): the Flow's version and run, the current
+ * value of every attribute key except those of the attributes named in `lazy`, and every queued message, oldest
+ * first. The values of the `lazy` attributes (a long session's message chunks) are read as the handler asks for
+ * them ({@link loadCommittedAttributesOf}). Writes nothing.
+ */
+export const loadCommittedAttributes = (sql: Sql, flowId: string, lazy: ReadonlyArray<string>) =>
+  sql<QueryStateRow>`
+    SELECT 'flow' AS kind, '' AS name, '' AS key, f.run_id AS value, CAST(NULL AS BIGINT) AS id,
+      f.version AS version
+      FROM dex_flows f WHERE f.flow_id = ${flowId}
+    UNION ALL
+    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, CAST(NULL AS BIGINT) AS id,
+      a.version AS version
+      FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND ${lazy.length === 0 ? sql`1 = 1` : sql`a.name NOT IN ${sql.in(lazy as Array<string>)}`}
+        AND a.value IS NOT NULL AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)
+    UNION ALL
+    SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id, NULL AS version
+      FROM dex_messages m WHERE m.flow_id = ${flowId}
+    ORDER BY kind, id`
+
+/**
+ * The current values of some attribute keys (`key` given) and of whole attributes (`key` undefined: every key
+ * of the AttributeMap), with the Flow's version and run, in one statement: what a query's handler asked for
+ * after {@link loadCommittedAttributes}. Each value comes with its stored version, and the Flow with its
+ * current version, so a caller tells whether a value changed after its first statement. Writes nothing.
+ */
+export const loadCommittedAttributesOf = (
+  sql: Sql,
+  flowId: string,
+  wanted: ReadonlyArray<{ readonly name: string; readonly key: string | undefined }>
+) =>
+  sql<QueryStateRow>`
+    SELECT 'flow' AS kind, '' AS name, '' AS key, f.run_id AS value, CAST(NULL AS BIGINT) AS id,
+      f.version AS version
+      FROM dex_flows f WHERE f.flow_id = ${flowId}
+    UNION ALL
+    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, CAST(NULL AS BIGINT) AS id,
+      a.version AS version
+      FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND (${sql.or(
+        wanted.map((w) =>
+          w.key === undefined ? sql`(a.name = ${w.name})` : sql`(a.name = ${w.name} AND a.key = ${w.key})`
+        )
+      )}) AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`

@@ -6,6 +6,28 @@ import { num, rows, type Sql, type StreamRow, streamRetentionKind } from "./rows
 export const insertStreamRows = (sql: Sql, streamRows: ReadonlyArray<StreamRow>) =>
   streamRows.length === 0 ? Effect.void : Effect.asVoid(sql`INSERT INTO dex_stream ${sql.insert(rows(streamRows))}`)
 
+/**
+ * What a stream read checks before it reads, in one statement: that the Flow exists (`undefined` when not),
+ * how far the stream's byte budget of the Flow type trimmed it (`dex_stream_usage.trimmed_through`) and where the
+ * Flow's own retention keeps it from (its `stream:<name>` mark). Writes nothing.
+ */
+export const loadStreamStart = (sql: Sql, flowId: string, stream: string) =>
+  Effect.map(
+    sql<{ trimmed_through: unknown; kept_from: unknown }>`SELECT
+      (SELECT u.trimmed_through FROM dex_stream_usage u WHERE u.flow_type = f.flow_type AND u.stream = ${stream})
+        AS trimmed_through,
+      (SELECT r.kept_from FROM dex_retention r WHERE r.flow_id = f.flow_id AND r.kind = ${streamRetentionKind(stream)})
+        AS kept_from
+      FROM dex_flows f WHERE f.flow_id = ${flowId}`,
+    (rows) =>
+      rows.length === 0
+        ? undefined
+        : {
+            trimmedThrough: rows[0]!.trimmed_through == null ? undefined : num(rows[0]!.trimmed_through),
+            keptFrom: rows[0]!.kept_from == null ? undefined : num(rows[0]!.kept_from)
+          }
+  )
+
 /** The Flow's stream retention mark: the stream position before which its messages were deleted, if any. */
 export const loadStreamRetention = (sql: Sql, flowId: string, stream: string) =>
   Effect.map(
