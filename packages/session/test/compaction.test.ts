@@ -45,7 +45,8 @@ import {
   type EngineFactory,
   embeddedEngine,
   FLOW_TYPE,
-  makeGate
+  makeGate,
+  pageAll
 } from "./support.ts"
 
 interface Kit {
@@ -109,21 +110,6 @@ const runTurns = (sessionId: string, from: number, to: number) =>
         orElse: () => Effect.die(new Error(`timed out waiting for ${to} finished turns`))
       })
     )
-  })
-
-/** Every stored message through list_agent_messages, page by page from the newest, and the pages. */
-const pageAll = (sessionId: string, limit: number) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient.AgentSessionClient
-    const pages: Array<Wire.AgentMessagesPage> = []
-    let before: number | null = null
-    for (;;) {
-      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
-      pages.push(page)
-      if (page.nextBeforeSequence === null) break
-      before = page.nextBeforeSequence
-    }
-    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
   })
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)

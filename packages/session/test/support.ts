@@ -299,6 +299,21 @@ export const allEvents = (sessionId: string) =>
     )
   )
 
+/** Every stored message through list_agent_messages, page by page from the newest, and the pages. */
+export const pageAll = (sessionId: string, limit: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    const pages: Array<Wire.AgentMessagesPage> = []
+    let before: number | null = null
+    for (;;) {
+      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
+      pages.push(page)
+      if (page.nextBeforeSequence === null) break
+      before = page.nextBeforeSequence
+    }
+    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
+  })
+
 /** The types of the events written so far. */
 export const eventTypes = (sessionId: string) =>
   Effect.map(allEvents(sessionId), (events) => events.map((e) => e.event.type))

@@ -6,26 +6,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { AgentSessionClient, type ModelClient, Persistence as P, Wire } from "../../src/index.ts"
-import { allEvents, awaitTurns, type EngineFactory, FLOW_TYPE, sessionOn } from "../support.ts"
+import { allEvents, awaitTurns, type EngineFactory, FLOW_TYPE, pageAll, sessionOn } from "../support.ts"
 
 /** A scripted answer per turn. */
 const answers = (n: number): Array<ModelClient.ScriptedStep> =>
   Array.from({ length: n }, (_, i) => ({ text: `answer ${i + 1}` }))
-
-/** Every stored message through list_agent_messages, page by page from the newest, and the pages' cursors. */
-const pageAll = (sessionId: string, limit: number) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient.AgentSessionClient
-    const pages: Array<Wire.AgentMessagesPage> = []
-    let before: number | null = null
-    for (;;) {
-      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
-      pages.push(page)
-      if (page.nextBeforeSequence === null) break
-      before = page.nextBeforeSequence
-    }
-    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
-  })
 
 const index = (sessionId: string) =>
   Effect.flatMap(Client.Client, (client) => client.getAttribute(sessionId, P.AgentMessageIndex))
