@@ -46,7 +46,8 @@ import {
   embeddedEngine,
   FLOW_TYPE,
   makeGate,
-  pageAll
+  pageAll,
+  storeOldLayout
 } from "./support.ts"
 
 interface Kit {
@@ -394,29 +395,7 @@ const compactionSuite = (engine: EngineFactory, turns: number) =>
             yield* awaitTurns("s-old", 0)
             // 40 messages of 20 earlier turns, as 0.1.0 stored them: all in AgentMessages, no index, no summary
             const old = 40
-            for (let s = 1; s <= old; s++) {
-              const turn = Math.ceil(s / 2)
-              const user = s % 2 === 1
-              yield* db.setAttribute(
-                "s-old",
-                P.AgentMessages,
-                {
-                  sequence: s,
-                  turnId: Wire.formatTurnId(turn),
-                  role: user ? "user" : "assistant",
-                  text: user ? question(turn) : `answer ${turn}: old`,
-                  toolCallId: null,
-                  toolName: null,
-                  toolArguments: null,
-                  toolOutput: null,
-                  frameworkItem: JSON.stringify({ type: user ? "user" : "assistant_text" }),
-                  createdAt: "2026-01-01T00:00:00.000Z"
-                },
-                Wire.messageSequenceKey(s)
-              )
-            }
-            const state = Option.getOrThrow(yield* db.getAttribute("s-old", P.AgentState))
-            yield* db.setAttribute("s-old", P.AgentState, { ...state, turnCount: 20, nextMessageSequence: old + 1 })
+            yield* storeOldLayout("s-old", old, (turn, user) => (user ? question(turn) : `answer ${turn}: old`))
             assert.isTrue(yield* client.sendUserMessage("s-old", question(21)))
             const done = yield* awaitTurns("s-old", 21)
             assert.isNull(done.state?.lastTurnError)
