@@ -156,6 +156,24 @@ const textDeltasOf = (chat: Chat, sessionId: string, stepExecutionId: string) =>
     Effect.provide(Engine.layerEmbedded({ filename: chat.db, maxConcurrentTasks: 64 }))
   )
 
+/**
+ * Answers `y` to the pending write_file approval, waits for the write, the final answer and the prompt, checks
+ * summary.md, and opens /history: the write ran once. Returns the history screen.
+ */
+const approveTheWrite = (chat: Chat) =>
+  Effect.gen(function* () {
+    yield* type(chat, "y")
+    yield* waitFor(chat, "approve> write_file: approved")
+    yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded')
+    yield* waitFor(chat, FINAL)
+    yield* waitForPrompt(chat, "you>")
+    assert.include(readFileSync(summary(chat), "utf8"), "# Summary")
+    yield* type(chat, "/history")
+    const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
+    assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
+    assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
+    return history
+  })
 describe("the terminal chat", () => {
   it.live(
     "streams the answer, runs two reads in parallel, asks before the write, and shows the Step history",
@@ -325,18 +343,8 @@ describe("the terminal chat", () => {
         assert.include(resumed, 'approve> write_file(path: "summary.md") needs your approval')
         assert.isFalse(existsSync(summary(chat)))
 
-        yield* type(chat, "y")
-        yield* waitFor(chat, "approve> write_file: approved")
-        yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded')
-        yield* waitFor(chat, FINAL)
-        yield* waitForPrompt(chat, "you>")
-        assert.include(readFileSync(summary(chat), "utf8"), "# Summary")
-
-        yield* type(chat, "/history")
-        const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
+        const history = yield* approveTheWrite(chat)
         assert.match(history, /AwaitToolApproval-1\s+completed\s+waited [\d.]+ m?s across a restart, then #1 success/)
-        assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
-        assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
 
         yield* type(chat, "/quit")
         yield* waitForExit(chat)
@@ -365,17 +373,7 @@ describe("the terminal chat", () => {
         yield* start(chat, ["--runner", "pi"])
         yield* waitFor(chat, "the resumed turn", (s) => s.includes("Resuming session chat-1"))
         yield* waitForPrompt(chat, APPROVAL)
-        yield* type(chat, "y")
-        yield* waitFor(chat, "approve> write_file: approved")
-        yield* waitFor(chat, 'tool> ✓ write_file(path: "summary.md") succeeded')
-        yield* waitFor(chat, FINAL)
-        yield* waitForPrompt(chat, "you>")
-        assert.include(readFileSync(summary(chat), "utf8"), "# Summary")
-
-        yield* type(chat, "/history")
-        const history = yield* waitFor(chat, "the history", (s) => s.includes("AwaitUserMessage-2"))
-        assert.match(history, /CallSingleAttemptTool-1\s+completed\s+#1 success/)
-        assert.notInclude(history, "CallSingleAttemptTool-2", "the write ran once")
+        const history = yield* approveTheWrite(chat)
         assert.match(history, /RunModel-3\s+completed/)
         assert.notInclude(history, "RunModel-4", "one model call per RunModel")
 

@@ -24,6 +24,7 @@ import * as BenchResults from "../src/testing/BenchResults.ts"
 import { postgresBaseline, sqliteBaseline } from "./baseline.ts"
 import { type SqliteCost, withPgCost, withSqliteCost } from "./diagnostics.ts"
 import { allFlows, nowMs } from "./flows.ts"
+import { runBenchmark } from "./main.ts"
 import { measureMemory } from "./memory.ts"
 import { type ModeResult, memoryRows, modeFigures, modeRows, renderTable } from "./report.ts"
 import { fmtMs } from "./stats.ts"
@@ -150,20 +151,4 @@ const main = async () => {
   BenchResults.record(Object.assign({}, ...results.map(modeFigures)))
 }
 
-const interrupted = (signal: NodeJS.Signals) => {
-  progress(`${signal}: cleaning up`)
-  void cleanupAll().finally(() => process.exit(130))
-}
-process.once("SIGINT", interrupted)
-process.once("SIGTERM", interrupted)
-
-main().then(
-  () => process.exit(0),
-  async (error) => {
-    process.stderr.write(
-      `benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`
-    )
-    await cleanupAll()
-    process.exit(1)
-  }
-)
+runBenchmark("benchmark", main, cleanupAll, progress)

@@ -1,5 +1,6 @@
 // What the AI SDK runner adds to the runner kit's conformance suite (conformance.test.ts runs the spec's
 // matrix, the controls and the kill tests): the SDK's own message shape replays, providerOptions kept.
+import { assertReadToolTurn, READ_TOOL_TURN, READ_TOOL_TURN_STEPS } from "@durable-agent/runner-kit/Conformance"
 import { AgentSessionClient } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -10,43 +11,17 @@ describe("AI SDK runner: its own message shape", () => {
     "1. two model calls and a READ tool: RunModel -> CallTool -> ResumeTurn -> RunModel; the history replays, providerOptions kept",
     () =>
       withAiSdkSession(
-        [
-          {
-            text: "Checking.",
-            toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }],
-            providerMetadata: { openai: { itemId: "item-1" } },
-            usage: { inputTokens: 10, outputTokens: 3 }
-          },
-          { text: "It is 21 degrees in Paris.", usage: { inputTokens: 20, outputTokens: 7 } },
-          { text: "You are welcome." }
-        ],
+        // the kit's case 1, the first answer with the provider's part metadata
+        [{ ...READ_TOOL_TURN[0]!, providerMetadata: { openai: { itemId: "item-1" } } }, ...READ_TOOL_TURN.slice(1)],
         (kit) =>
           Effect.gen(function* () {
             const client = yield* AgentSessionClient.AgentSessionClient
             yield* client.startSession("m1", { initialMessage: "Weather in Paris?" })
             const first = yield* awaitTurns("m1", 1)
-            assert.deepStrictEqual(yield* stepShape("m1"), [
-              "StartAgentSession",
-              "RunModel",
-              "CallTool",
-              "ResumeTurn",
-              "RunModel",
-              "AwaitUserMessage"
-            ])
+            assert.deepStrictEqual(yield* stepShape("m1"), READ_TOOL_TURN_STEPS)
             assert.strictEqual(kit.count("get_weather"), 1)
             assert.strictEqual(kit.model.doStreamCalls.length, 2, "one model call per RunModel")
-            assert.deepStrictEqual(
-              first.messages.map((m) => [m.role, m.text, m.toolCallId, m.toolOutput]),
-              [
-                ["user", "Weather in Paris?", null, null],
-                ["assistant", "Checking.", null, null],
-                ["assistant", null, "call_1", null],
-                ["tool", null, "call_1", '{"city":"Paris","temperature":21}'],
-                ["assistant", "It is 21 degrees in Paris.", null, null]
-              ]
-            )
-            assert.strictEqual(first.usage.modelCalls, 2)
-            assert.strictEqual(first.usage.inputTokens, 30)
+            assertReadToolTurn(first)
             // the second call saw the tool result as a tool message
             assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), { call_1: '{"city":"Paris","temperature":21}' })
             // the next turn replays the stored history, with the provider's part metadata

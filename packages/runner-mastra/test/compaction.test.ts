@@ -5,18 +5,20 @@
 // limiter's estimator): every model input must pass Mastra's `TokenLimiterProcessor` at the window untrimmed. The
 // scripted model stands in for the provider.
 import { ScriptedModel } from "@durable-agent/runner-ai-sdk"
+import {
+  awaitTurns as awaitTurnsWithin,
+  COMPACTION_PAD,
+  compactsLongSession,
+  withRunnerSession
+} from "@durable-agent/runner-kit/Conformance"
 import { AgentSessionClient, AgentSessionFlow, Stepwise, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import { TokenLimiterProcessor } from "@mastra/core/processors"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import { MastraRunner } from "../src/index.ts"
 import { clusterEngine, type EngineFactory, embeddedEngine } from "./support.ts"
 
-const FLOW_TYPE = "MastraCompactingAgent"
 const WINDOW = 1_000
-const PAD = "and a few more words so that every message costs some tokens of the small window. ".repeat(2)
 const TURNS = 16
 
 /** The text parts of a prompt message (the SDK's provider prompt). */
@@ -47,39 +49,23 @@ const withSession = <A, E>(
   engine: EngineFactory,
   model: ReturnType<typeof ScriptedModel.make>,
   body: Effect.Effect<A, E, AgentSessionClient.AgentSessionClient>
-) => {
-  const flow = AgentSessionFlow.make({
-    flowType: FLOW_TYPE,
-    retryInitialInterval: "100 millis",
-    compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: WINDOW })
-  })
-  const worker = AgentSessionFlow.layerWorker(flow).pipe(
-    Layer.provide(
-      MastraRunner.layer({
+) =>
+  withRunnerSession(
+    {
+      flowType: "MastraCompactingAgent",
+      runner: MastraRunner.layer({
         name: "mastra-compacting",
         model,
         instructions: "You are a test agent.",
         modelSettings: { maxOutputTokens: 100 }
-      })
-    )
-  )
-  return body.pipe(
-    Effect.provide(Layer.mergeAll(worker, AgentSessionClient.layer(FLOW_TYPE)).pipe(Layer.provideMerge(engine({})))),
-    Effect.scoped
-  )
-}
-
-const awaitTurns = (id: string, turns: number) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient.AgentSessionClient
-    return yield* client.getSnapshot(id).pipe(
-      Effect.repeat({
-        schedule: Schedule.spaced("100 millis"),
-        until: (s) => s.state !== null && s.state.turnCount >= turns && s.state.activeTurnId === null
       }),
-      Effect.timeoutOrElse({ duration: "120 seconds", orElse: () => Effect.die(new Error("the turns did not end")) })
-    )
-  })
+      engine: engine({}),
+      flow: { compaction: AgentSessionFlow.CompactionPolicy({ contextWindowTokens: WINDOW }) }
+    },
+    body
+  )
+
+const awaitTurns = (id: string, turns: number) => awaitTurnsWithin(id, turns, "120 seconds")
 
 const scripted = () => {
   let summaries = 0
@@ -89,7 +75,7 @@ const scripted = () => {
       (): ScriptedModel.Step => (call) =>
         isSummaryCall(call)
           ? { text: `summary ${++summaries}` }
-          : { text: `answer to ${textOf(call.prompt.at(-1)!).slice(0, 12)} ${PAD}` }
+          : { text: `answer to ${textOf(call.prompt.at(-1)!).slice(0, 12)} ${COMPACTION_PAD}` }
     )
   )
 }
@@ -109,29 +95,13 @@ for (const [engineName, engine] of engines) {
           engine,
           model,
           Effect.gen(function* () {
-            const client = yield* AgentSessionClient.AgentSessionClient
-            yield* client.startSession("s-mastra", { initialMessage: `question 1 ${PAD}` })
-            for (let n = 2; n <= TURNS; n++) {
-              assert.isTrue(yield* client.sendUserMessage("s-mastra", `question ${n} ${PAD}`))
-            }
-            const snapshot = yield* awaitTurns("s-mastra", TURNS)
-            assert.isNull(snapshot.state?.lastTurnError)
-            const calls = model.doStreamCalls
-            const summaryCalls = calls.filter(isSummaryCall)
-            assert.isAtLeast(summaryCalls.length, 2, "the session compacted more than once")
-            assert.strictEqual(snapshot.contextSummary?.generation, summaryCalls.length)
-            assert.strictEqual(snapshot.contextSummary?.text, `summary ${summaryCalls.length}`)
-            // the second summary call starts with the first summary, asks for the summary last, offers no tool
-            const second = summaryCalls[1]!
-            assert.strictEqual(firstUser(second), `${Wire.CONTEXT_SUMMARY_PREFIX}\nsummary 1`)
-            assert.strictEqual(textOf(second.prompt.at(-1)!), Stepwise.SUMMARY_REQUEST_TEXT)
-            assert.deepStrictEqual(second.tools ?? [], [])
-            // the call after each summary starts with it
-            for (const [i, summary] of summaryCalls.entries()) {
-              const next = calls[calls.indexOf(summary) + 1]!
-              assert.isFalse(isSummaryCall(next))
-              assert.strictEqual(firstUser(next), `${Wire.CONTEXT_SUMMARY_PREFIX}\nsummary ${i + 1}`)
-            }
+            const { calls } = yield* compactsLongSession("s-mastra", TURNS, {
+              calls: () => model.doStreamCalls,
+              isSummary: isSummaryCall,
+              firstText: firstUser,
+              lastText: (call) => textOf(call.prompt.at(-1)!),
+              tools: (call) => call.tools
+            })
             // by Mastra's own count, every model input fit the window
             for (const call of calls) assert.isTrue(yield* fitsByMastra(call), "Mastra's limiter would trim")
           })

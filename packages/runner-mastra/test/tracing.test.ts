@@ -6,24 +6,10 @@
 import { AgentSessionClient } from "@durable-agent/session"
 import * as OpenTelemetry from "@durable-agent/session/OpenTelemetry"
 import { assert, describe, it } from "@effect/vitest"
-import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as Effect from "effect/Effect"
+import { ancestors, nanos } from "../../session/test/support/spans.ts"
 import { awaitTurns, clusterEngine, embeddedEngine, withMastraSession } from "./support.ts"
-
-const nanos = (t: readonly [number, number]) => BigInt(t[0]) * 1_000_000_000n + BigInt(t[1])
-
-/** The ancestors of `span` among `spans`, nearest first. */
-const ancestors = (spans: ReadonlyArray<ReadableSpan>, span: ReadableSpan): Array<ReadableSpan> => {
-  const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]))
-  const chain: Array<ReadableSpan> = []
-  let parent = span.parentSpanContext?.spanId
-  while (parent !== undefined && byId.has(parent)) {
-    const next = byId.get(parent)!
-    chain.push(next)
-    parent = next.parentSpanContext?.spanId
-  }
-  return chain
-}
 
 for (const [name, engine] of [
   ["embedded", embeddedEngine],

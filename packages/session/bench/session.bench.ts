@@ -38,6 +38,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as References from "effect/References"
 import { SqlClient } from "effect/sql"
+import { runBenchmark } from "../../engine/bench/main.ts"
 import { type Row, renderTable } from "../../engine/bench/report.ts"
 import { fmtBytes, fmtMs, fmtRate, fmtRatio, type Summary, summarize } from "../../engine/bench/stats.ts"
 import { createTestDatabase } from "../../engine/test/support/postgres.ts"
@@ -599,20 +600,4 @@ const main = async () => {
   )
 }
 
-const interrupted = (signal: NodeJS.Signals) => {
-  progress(`${signal}: cleaning up`)
-  void cleanupAll().finally(() => process.exit(130))
-}
-process.once("SIGINT", interrupted)
-process.once("SIGTERM", interrupted)
-
-main().then(
-  () => process.exit(0),
-  async (error) => {
-    process.stderr.write(
-      `session benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`
-    )
-    await cleanupAll()
-    process.exit(1)
-  }
-)
+runBenchmark("session benchmark", main, cleanupAll, progress)

@@ -45,7 +45,9 @@ import {
   type EngineFactory,
   embeddedEngine,
   FLOW_TYPE,
-  makeGate
+  makeGate,
+  pageAll,
+  storeOldLayout
 } from "./support.ts"
 
 interface Kit {
@@ -116,21 +118,6 @@ const runTurns = (sessionId: string, from: number, to: number) =>
         orElse: () => Effect.die(new Error(`timed out waiting for ${to} finished turns`))
       })
     )
-  })
-
-/** Every stored message through list_agent_messages, page by page from the newest, and the pages. */
-const pageAll = (sessionId: string, limit: number) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient.AgentSessionClient
-    const pages: Array<Wire.AgentMessagesPage> = []
-    let before: number | null = null
-    for (;;) {
-      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
-      pages.push(page)
-      if (page.nextBeforeSequence === null) break
-      before = page.nextBeforeSequence
-    }
-    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
   })
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
@@ -571,29 +558,7 @@ const compactionSuite = (engine: EngineFactory, turns: number) =>
             yield* awaitTurns("s-old", 0)
             // 40 messages of 20 earlier turns, as 0.1.0 stored them: all in AgentMessages, no index, no summary
             const old = 40
-            for (let s = 1; s <= old; s++) {
-              const turn = Math.ceil(s / 2)
-              const user = s % 2 === 1
-              yield* db.setAttribute(
-                "s-old",
-                P.AgentMessages,
-                {
-                  sequence: s,
-                  turnId: Wire.formatTurnId(turn),
-                  role: user ? "user" : "assistant",
-                  text: user ? question(turn) : `answer ${turn}: old`,
-                  toolCallId: null,
-                  toolName: null,
-                  toolArguments: null,
-                  toolOutput: null,
-                  frameworkItem: JSON.stringify({ type: user ? "user" : "assistant_text" }),
-                  createdAt: "2026-01-01T00:00:00.000Z"
-                },
-                Wire.messageSequenceKey(s)
-              )
-            }
-            const state = Option.getOrThrow(yield* db.getAttribute("s-old", P.AgentState))
-            yield* db.setAttribute("s-old", P.AgentState, { ...state, turnCount: 20, nextMessageSequence: old + 1 })
+            yield* storeOldLayout("s-old", old, (turn, user) => (user ? question(turn) : `answer ${turn}: old`))
             assert.isTrue(yield* client.sendUserMessage("s-old", question(21)))
             const done = yield* awaitTurns("s-old", 21)
             assert.isNull(done.state?.lastTurnError)

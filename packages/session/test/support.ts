@@ -5,9 +5,11 @@ import { Client, type Engine, type Inspect } from "@durable-agent/engine"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
-import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, type Wire } from "../src/index.ts"
+import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolSource, Wire } from "../src/index.ts"
+import * as Persistence from "../src/Persistence.ts"
 import * as SessionTesting from "../src/testing.ts"
 
 export const FLOW_TYPE = "TestAgent"
@@ -299,6 +301,57 @@ export const allEvents = (sessionId: string) =>
     )
   )
 
+/** Every stored message through list_agent_messages, page by page from the newest, and the pages. */
+export const pageAll = (sessionId: string, limit: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    const pages: Array<Wire.AgentMessagesPage> = []
+    let before: number | null = null
+    for (;;) {
+      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
+      pages.push(page)
+      if (page.nextBeforeSequence === null) break
+      before = page.nextBeforeSequence
+    }
+    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
+  })
+
+/**
+ * Stores `count` messages of `count / 2` earlier turns of a started session the way 0.1.0 did (all in
+ * AgentMessages, no AgentMessageIndex, no summary): a user message and an answer per turn, with the texts
+ * `text(turn, user)`, and moves the session's state past them.
+ */
+export const storeOldLayout = (sessionId: string, count: number, text: (turn: number, user: boolean) => string) =>
+  Effect.gen(function* () {
+    const db = yield* Client.Client
+    for (let s = 1; s <= count; s++) {
+      const turn = Math.ceil(s / 2)
+      const user = s % 2 === 1
+      yield* db.setAttribute(
+        sessionId,
+        Persistence.AgentMessages,
+        {
+          sequence: s,
+          turnId: Wire.formatTurnId(turn),
+          role: user ? "user" : "assistant",
+          text: text(turn, user),
+          toolCallId: null,
+          toolName: null,
+          toolArguments: null,
+          toolOutput: null,
+          frameworkItem: JSON.stringify({ type: user ? "user" : "assistant_text" }),
+          createdAt: "2026-01-01T00:00:00.000Z"
+        },
+        Wire.messageSequenceKey(s)
+      )
+    }
+    const state = Option.getOrThrow(yield* db.getAttribute(sessionId, Persistence.AgentState))
+    yield* db.setAttribute(sessionId, Persistence.AgentState, {
+      ...state,
+      turnCount: count / 2,
+      nextMessageSequence: count + 1
+    })
+  })
 /** The types of the events written so far. */
 export const eventTypes = (sessionId: string) =>
   Effect.map(allEvents(sessionId), (events) => events.map((e) => e.event.type))

@@ -2,6 +2,7 @@
 // the controls and the kill tests), registered once per engine (matrix-*.test.ts): Pi's context between the
 // RunModel Steps and across turns, sequential rounds, a retried tool, the unfinished-turn messages of a failed,
 // steered and cancelled turn, TypeBox validation, and text, thinking and tool-call deltas with usage and cost.
+import { assertReadToolTurn, READ_TOOL_TURN, READ_TOOL_TURN_STEPS } from "@durable-agent/runner-kit/Conformance"
 import { AgentSessionClient, Wire } from "@durable-agent/session"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -23,78 +24,48 @@ export const matrixSuite = (engineName: string, engine: EngineFactory) =>
     it.live(
       "Pi's context: the next RunModel continues it with the recorded result; the next turn replays Pi's messages",
       () =>
-        withPiSession(
-          [
-            {
-              text: "Checking.",
-              toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }],
-              usage: { inputTokens: 10, outputTokens: 3 }
-            },
-            { text: "It is 21 degrees in Paris.", usage: { inputTokens: 20, outputTokens: 7 } },
-            { text: "You are welcome." }
-          ],
-          { engine },
-          (kit) =>
-            Effect.gen(function* () {
-              const client = yield* AgentSessionClient.AgentSessionClient
-              yield* client.startSession("p1", { initialMessage: "Weather in Paris?" })
-              const first = yield* awaitTurns("p1", 1)
-              assert.deepStrictEqual(yield* stepShape("p1"), [
-                "StartAgentSession",
-                "RunModel",
-                "CallTool",
-                "ResumeTurn",
-                "RunModel",
-                "AwaitUserMessage"
-              ])
-              assert.strictEqual(kit.count("get_weather"), 1)
-              assert.strictEqual(kit.provider.calls.length, 2, "one model call per RunModel")
-              assert.deepStrictEqual(
-                first.messages.map((m) => [m.role, m.text, m.toolCallId, m.toolOutput]),
-                [
-                  ["user", "Weather in Paris?", null, null],
-                  ["assistant", "Checking.", null, null],
-                  ["assistant", null, "call_1", null],
-                  ["tool", null, "call_1", '{"city":"Paris","temperature":21}'],
-                  ["assistant", "It is 21 degrees in Paris.", null, null]
-                ]
-              )
-              assert.strictEqual(first.usage.modelCalls, 2)
-              assert.strictEqual(first.usage.inputTokens, 30)
-              assert.strictEqual(first.usage.outputTokens, 10)
-              // the second call continues Pi's context: the call, then its recorded result
-              assert.strictEqual(prompt(kit, 1).systemPrompt, "You are a test agent.")
-              assert.deepStrictEqual(promptShape(prompt(kit, 1)), [
-                "user",
-                "assistant[text,call_1]",
-                "toolResult[call_1]"
-              ])
-              assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), { call_1: '{"city":"Paris","temperature":21}' })
-              // the next turn replays the stored history: the call, its result and the answer
-              assert.isTrue(yield* client.sendUserMessage("p1", "Thanks!"))
-              yield* awaitTurns("p1", 2)
-              assert.deepStrictEqual(promptShape(prompt(kit, 2)), [
-                "user",
-                "assistant[text,call_1]",
-                "toolResult[call_1]",
-                "assistant[text]",
-                "user"
-              ])
-              const assistant = prompt(kit, 2).messages[1]!
-              assert.strictEqual(assistant.role, "assistant")
-              if (assistant.role === "assistant") {
-                assert.deepStrictEqual(assistant.content[1], {
-                  type: "toolCall",
-                  id: "call_1",
-                  name: "get_weather",
-                  arguments: { city: "Paris" }
-                })
-                // Pi's own message fields come back as they were: provider, model, usage, stop reason
-                assert.strictEqual(assistant.provider, "scripted")
-                assert.strictEqual(assistant.stopReason, "toolUse")
-                assert.strictEqual(assistant.usage.input, 10)
-              }
-            })
+        withPiSession(READ_TOOL_TURN, { engine }, (kit) =>
+          Effect.gen(function* () {
+            const client = yield* AgentSessionClient.AgentSessionClient
+            yield* client.startSession("p1", { initialMessage: "Weather in Paris?" })
+            const first = yield* awaitTurns("p1", 1)
+            assert.deepStrictEqual(yield* stepShape("p1"), READ_TOOL_TURN_STEPS)
+            assert.strictEqual(kit.count("get_weather"), 1)
+            assert.strictEqual(kit.provider.calls.length, 2, "one model call per RunModel")
+            assertReadToolTurn(first)
+            // the second call continues Pi's context: the call, then its recorded result
+            assert.strictEqual(prompt(kit, 1).systemPrompt, "You are a test agent.")
+            assert.deepStrictEqual(promptShape(prompt(kit, 1)), [
+              "user",
+              "assistant[text,call_1]",
+              "toolResult[call_1]"
+            ])
+            assert.deepStrictEqual(toolResultsIn(prompt(kit, 1)), { call_1: '{"city":"Paris","temperature":21}' })
+            // the next turn replays the stored history: the call, its result and the answer
+            assert.isTrue(yield* client.sendUserMessage("p1", "Thanks!"))
+            yield* awaitTurns("p1", 2)
+            assert.deepStrictEqual(promptShape(prompt(kit, 2)), [
+              "user",
+              "assistant[text,call_1]",
+              "toolResult[call_1]",
+              "assistant[text]",
+              "user"
+            ])
+            const assistant = prompt(kit, 2).messages[1]!
+            assert.strictEqual(assistant.role, "assistant")
+            if (assistant.role === "assistant") {
+              assert.deepStrictEqual(assistant.content[1], {
+                type: "toolCall",
+                id: "call_1",
+                name: "get_weather",
+                arguments: { city: "Paris" }
+              })
+              // Pi's own message fields come back as they were: provider, model, usage, stop reason
+              assert.strictEqual(assistant.provider, "scripted")
+              assert.strictEqual(assistant.stopReason, "toolUse")
+              assert.strictEqual(assistant.usage.input, 10)
+            }
+          })
         )
     )
 

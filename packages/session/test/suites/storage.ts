@@ -6,26 +6,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { AgentSessionClient, type ModelClient, Persistence as P, Wire } from "../../src/index.ts"
-import { allEvents, awaitTurns, type EngineFactory, FLOW_TYPE, sessionOn } from "../support.ts"
+import { allEvents, awaitTurns, type EngineFactory, FLOW_TYPE, pageAll, sessionOn, storeOldLayout } from "../support.ts"
 
 /** A scripted answer per turn. */
 const answers = (n: number): Array<ModelClient.ScriptedStep> =>
   Array.from({ length: n }, (_, i) => ({ text: `answer ${i + 1}` }))
-
-/** Every stored message through list_agent_messages, page by page from the newest, and the pages' cursors. */
-const pageAll = (sessionId: string, limit: number) =>
-  Effect.gen(function* () {
-    const client = yield* AgentSessionClient.AgentSessionClient
-    const pages: Array<Wire.AgentMessagesPage> = []
-    let before: number | null = null
-    for (;;) {
-      const page: Wire.AgentMessagesPage = yield* client.listMessages(sessionId, { beforeSequence: before, limit })
-      pages.push(page)
-      if (page.nextBeforeSequence === null) break
-      before = page.nextBeforeSequence
-    }
-    return { messages: pages.reverse().flatMap((p) => p.messages), pages }
-  })
 
 const index = (sessionId: string) =>
   Effect.flatMap(Client.Client, (client) => client.getAttribute(sessionId, P.AgentMessageIndex))
@@ -289,35 +274,11 @@ export const storageSuite = (engine: EngineFactory) => {
         (kit) =>
           Effect.gen(function* () {
             const client = yield* AgentSessionClient.AgentSessionClient
-            const db = yield* Client.Client
             yield* client.startSession("s-old")
             yield* awaitTurns("s-old", 0)
             // 40 messages of 20 earlier turns, as 0.1.0 stored them: all in AgentMessages, no AgentMessageIndex
             const old = 40
-            for (let s = 1; s <= old; s++) {
-              const turn = Math.ceil(s / 2)
-              const user = s % 2 === 1
-              const text = user ? `old question ${turn}` : `old answer ${turn}`
-              yield* db.setAttribute(
-                "s-old",
-                P.AgentMessages,
-                {
-                  sequence: s,
-                  turnId: Wire.formatTurnId(turn),
-                  role: user ? "user" : "assistant",
-                  text,
-                  toolCallId: null,
-                  toolName: null,
-                  toolArguments: null,
-                  toolOutput: null,
-                  frameworkItem: JSON.stringify({ type: user ? "user" : "assistant_text" }),
-                  createdAt: "2026-01-01T00:00:00.000Z"
-                },
-                Wire.messageSequenceKey(s)
-              )
-            }
-            const state = Option.getOrThrow(yield* db.getAttribute("s-old", P.AgentState))
-            yield* db.setAttribute("s-old", P.AgentState, { ...state, turnCount: 20, nextMessageSequence: old + 1 })
+            yield* storeOldLayout("s-old", old, (turn, user) => (user ? `old question ${turn}` : `old answer ${turn}`))
             // the old layout reads as one large window
             assert.deepStrictEqual(
               (yield* client.getSnapshot("s-old")).messages.map((m) => m.sequence),

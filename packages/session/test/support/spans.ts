@@ -105,3 +105,19 @@ export const countAttempts = (
 
 /** The Step types whose attempts make an `execute_tool` span. */
 export const TOOL_STEPS = ["CallTool", "CallSingleAttemptTool", "PollToolTask"]
+
+/** The ancestors of `span` among `spans`, nearest first. */
+export const ancestors = (spans: ReadonlyArray<ReadableSpan>, span: ReadableSpan): Array<ReadableSpan> => {
+  const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]))
+  const chain: Array<ReadableSpan> = []
+  let parent = span.parentSpanContext?.spanId
+  while (parent !== undefined && byId.has(parent)) {
+    const next = byId.get(parent)!
+    chain.push(next)
+    parent = next.parentSpanContext?.spanId
+  }
+  return chain
+}
+
+/** A span time (seconds, nanoseconds) in nanoseconds. */
+export const nanos = (t: readonly [number, number]) => BigInt(t[0]) * 1_000_000_000n + BigInt(t[1])
