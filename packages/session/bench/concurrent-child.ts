@@ -1,19 +1,22 @@
 /**
  * Many sessions running turns at once, in a clean worker process:
  *
- *   node --expose-gc concurrent-child.ts <embedded|cluster> <sqlite file | postgres url> <sessions> <turns>
+ *   node --expose-gc concurrent-child.ts <embedded|cluster> <sqlite file | postgres url> <sessions> <turns> [engine]
  *
  * Starts an engine with the benchmark session worker, then `<sessions>` sessions at once, each with `<turns>`
  * user messages (the first as the initial message, the rest queued at once), and polls until every session
- * ended its turns. It samples the process RSS every 50 ms and prints `RESULT <json>`: turns per second, the turn
+ * ended its turns. With `engine`, the same with the bare engine Flow of the turn's shape (engine-turn.ts) in
+ * place of each session: the baseline of the session figure. It samples the process RSS every 50 ms and prints `RESULT <json>`: turns per second, the turn
  * cycles under load, and RSS before, at peak and after (with garbage collected when `gc` is exposed).
  */
 import { setTimeout as sleep } from "node:timers/promises"
-import { Client } from "@durable-agent/engine"
+import { Client, Worker } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as References from "effect/References"
 import { AgentSessionClient, Persistence } from "../src/index.ts"
 import { cycles, engineFor, type Mode, type TurnStarts, userText, workerLayer } from "./agent.ts"
+import { engineTurnStarts, engineTurnsEnded, Messages, TurnShapeFlow } from "./engine-turn.ts"
 
 export interface ConcurrentResult {
   readonly sessions: number
@@ -31,7 +34,7 @@ export interface ConcurrentResult {
   readonly gcExposed: boolean
 }
 
-const [mode, location, sessionsText, turnsText] = process.argv.slice(2)
+const [mode, location, sessionsText, turnsText, kind] = process.argv.slice(2)
 if ((mode !== "embedded" && mode !== "cluster") || location === undefined) {
   process.stdout.write("ERROR usage: concurrent-child.ts <embedded|cluster> <location> <sessions> <turns>\n")
   process.exit(1)
@@ -49,60 +52,89 @@ const collect = async () => {
 
 const starts: TurnStarts = new Map()
 
-const program = Effect.gen(function* () {
-  const client = yield* AgentSessionClient.AgentSessionClient
-  const engine = yield* Client.Client
-  const before = yield* Effect.promise(collect)
-  let peak = before.rss
-  const sampler = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage.rss())
-  }, 50)
-  const ids = Array.from({ length: sessions }, (_, i) => `c-${i}`)
-  const t0 = performance.now()
-  yield* Effect.forEach(
-    ids,
-    (id) =>
-      Effect.gen(function* () {
-        yield* client.startSession(id, { initialMessage: userText(id, 1) })
-        for (let t = 2; t <= turns; t++) yield* client.sendUserMessage(id, userText(id, t))
-      }),
-    { concurrency: "unbounded", discard: true }
-  )
-  const pending = new Set(ids)
-  while (pending.size > 0) {
-    for (const id of [...pending]) {
-      const state = yield* engine.getAttribute(id, Persistence.AgentState)
-      if (state._tag === "Some" && state.value.turnCount >= turns && state.value.activeTurnId === null) {
-        pending.delete(id)
+/** Starts every session, each with its turns queued, and polls until each ended them. */
+const sessionTurns = (ids: ReadonlyArray<string>, t0: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    const engine = yield* Client.Client
+    yield* Effect.forEach(
+      ids,
+      (id) =>
+        Effect.gen(function* () {
+          yield* client.startSession(id, { initialMessage: userText(id, 1) })
+          for (let t = 2; t <= turns; t++) yield* client.sendUserMessage(id, userText(id, t))
+        }),
+      { concurrency: "unbounded", discard: true }
+    )
+    const pending = new Set(ids)
+    while (pending.size > 0) {
+      for (const id of [...pending]) {
+        const state = yield* engine.getAttribute(id, Persistence.AgentState)
+        if (state._tag === "Some" && state.value.turnCount >= turns && state.value.activeTurnId === null) {
+          pending.delete(id)
+        }
       }
+      if (pending.size > 0) yield* Effect.sleep("50 millis")
+      if (performance.now() - t0 > 240_000) return yield* Effect.die(new Error(`${pending.size} sessions unfinished`))
     }
-    if (pending.size > 0) yield* Effect.sleep("50 millis")
-    if (performance.now() - t0 > 240_000) return yield* Effect.die(new Error(`${pending.size} sessions unfinished`))
-  }
-  const wallMs = performance.now() - t0
-  clearInterval(sampler)
-  peak = Math.max(peak, process.memoryUsage.rss())
-  const after = yield* Effect.promise(collect)
-  return {
-    sessions,
-    turnsPerSession: turns,
-    turns: sessions * turns,
-    wallMs,
-    turnsPerSecond: (sessions * turns) / (wallMs / 1000),
-    cycles: cycles(starts, 1),
-    rssBefore: before.rss,
-    rssPeak: peak,
-    rssAfter: after.rss,
-    heapAfter: after.heapUsed,
-    gcExposed: typeof globalThis.gc === "function"
-  } satisfies ConcurrentResult
-})
+  })
+
+/** The same with the bare engine Flow of the turn's shape: its turns end in memory, checked as often. */
+const engineFlowTurns = (ids: ReadonlyArray<string>, t0: number) =>
+  Effect.gen(function* () {
+    const client = yield* Client.Client
+    yield* Effect.forEach(
+      ids,
+      (id) =>
+        Effect.gen(function* () {
+          yield* client.startFlow(TurnShapeFlow, id, null)
+          for (let t = 1; t <= turns; t++) yield* client.publish(id, Messages, `turn ${t}`)
+        }),
+      { concurrency: "unbounded", discard: true }
+    )
+    while (ids.some((id) => (engineTurnsEnded.get(id) ?? 0) < turns)) {
+      yield* Effect.sleep("50 millis")
+      if (performance.now() - t0 > 240_000) return yield* Effect.die(new Error("Flows unfinished"))
+    }
+  })
+
+const program = <E, R>(work: (ids: ReadonlyArray<string>, t0: number) => Effect.Effect<void, E, R>) =>
+  Effect.gen(function* () {
+    const before = yield* Effect.promise(collect)
+    let peak = before.rss
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage.rss())
+    }, 50)
+    const ids = Array.from({ length: sessions }, (_, i) => `c-${i}`)
+    const t0 = performance.now()
+    yield* work(ids, t0)
+    const wallMs = performance.now() - t0
+    clearInterval(sampler)
+    peak = Math.max(peak, process.memoryUsage.rss())
+    const after = yield* Effect.promise(collect)
+    return {
+      sessions,
+      turnsPerSession: turns,
+      turns: sessions * turns,
+      wallMs,
+      turnsPerSecond: (sessions * turns) / (wallMs / 1000),
+      cycles: cycles(kind === "engine" ? engineTurnStarts : starts, 1),
+      rssBefore: before.rss,
+      rssPeak: peak,
+      rssAfter: after.rss,
+      heapAfter: after.heapUsed,
+      gcExposed: typeof globalThis.gc === "function"
+    } satisfies ConcurrentResult
+  })
 
 try {
   const engine = await engineFor(mode as Mode, location)
+  const measured =
+    kind === "engine"
+      ? program(engineFlowTurns).pipe(Effect.provide(Worker.layer(TurnShapeFlow).pipe(Layer.provideMerge(engine))))
+      : program(sessionTurns).pipe(Effect.provide(workerLayer(starts, engine)))
   const result = await Effect.runPromise(
-    program.pipe(
-      Effect.provide(workerLayer(starts, engine)),
+    (measured as Effect.Effect<ConcurrentResult, unknown>).pipe(
       Effect.scoped,
       Effect.provideService(References.MinimumLogLevel, "Warn")
     ) as Effect.Effect<ConcurrentResult, unknown>

@@ -20,12 +20,16 @@ import {
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
-const Messages = Channel("Messages", Schema.String)
+/** The channel of the turn's user messages. */
+export const Messages = Channel("Messages", Schema.String)
 const Results = Channel("Results", Schema.String)
 const Last = Attribute("Last", Schema.String)
 
 /** When each turn's first Model Step started, per Flow (ms, `performance.now()`). */
 export const engineTurnStarts = new Map<string, Array<number>>()
+
+/** How many turns of each Flow ended (its second Model Step ran), per Flow. */
+export const engineTurnsEnded = new Map<string, number>()
 
 const AwaitMessage: StepDef<null> = Step({
   type: "AwaitMessage",
@@ -56,6 +60,7 @@ const Model: StepDef<number> = Step({
         )
       }
       ctx.set(Last, "answer")
+      engineTurnsEnded.set(ctx.flowId, (engineTurnsEnded.get(ctx.flowId) ?? 0) + 1)
       return StepDecision.goTo(AwaitMessage, null)
     })
 })

@@ -9,6 +9,8 @@
  * 2. per mode, the durable session, one session at a time, and the ratio to (1),
  * 3. per mode, 100 sessions running turns at once in a clean worker process: turns per second, turn cycles
  *    under load, and the worker's RSS,
+ *    and as its baseline 100 bare engine Flows of the turn's shape at once in another (bench/engine-turn.ts;
+ *    `session.<mode>.engine_concurrent_turns_per_s`, target: the sessions >= 0.7x),
  * 4. per mode, a bare engine Flow of the turn's shape (bench/engine-turn.ts), one at a time: the baseline of
  *    (2) (`session.<mode>.engine_turn_p50_ms`),
  * 5. per mode, the commits of one turn cycle from a statement trace (`session.<mode>.turn_commits`): on the
@@ -24,7 +26,8 @@
  * the run. Progress goes to stderr, the report to stdout; temporary files and databases are removed.
  *
  * Environment: `BENCH_MODES` (default `embedded,cluster`), as the engine benchmark; `SESSION_BENCH_ONLY=trace`
- * runs only (5) and prints it.
+ * runs only (5) and prints it, `SESSION_BENCH_ONLY=turns` only (2) and (4), `SESSION_BENCH_ONLY=concurrent` only (3)
+ * and its baseline (the bare engine Flows of the turn's shape at once, `session.<mode>.engine_concurrent_turns_per_s`).
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -259,16 +262,25 @@ const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
         const turns = TRACE_TURNS - 1 - SKIP_CYCLES
         if (mode === "embedded") {
           const window = log.filter((e) => e.at >= from && e.at < to)
+          // a commit is a transaction that writes (one WAL append and fsync); a BEGIN ... COMMIT that only read
+          // (effect/cluster's storage poll finding nothing) writes nothing to the file and is counted apart
           let inTx = false
+          let wrote = false
           let commits = 0
+          let readOnly = 0
           for (const e of window) {
             const verb = e.sql.trim().split(/\s+/)[0]!.toUpperCase()
-            if (verb === "BEGIN" || verb === "SAVEPOINT") inTx = true
-            else if (verb === "COMMIT" || verb === "END") {
+            const writes = verb === "INSERT" || verb === "UPDATE" || verb === "DELETE"
+            if (verb === "BEGIN") {
+              inTx = true
+              wrote = false
+            } else if (verb === "COMMIT" || verb === "END") {
               inTx = false
-              commits++
+              if (wrote) commits++
+              else readOnly++
             } else if (verb === "ROLLBACK") inTx = false
-            else if (!inTx && (verb === "INSERT" || verb === "UPDATE" || verb === "DELETE")) commits++
+            else if (writes && inTx) wrote = true
+            else if (writes) commits++
           }
           const one = log.filter((e) => e.at >= list[SKIP_CYCLES]! && e.at < list[SKIP_CYCLES + 1]!)
           const groups = new Map<string, number>()
@@ -280,7 +292,7 @@ const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
             commits: commits / turns,
             statements: window.length / turns,
             grouped: [...groups.entries()],
-            how: "statement trace of the SQLite file"
+            how: `statement trace of the SQLite file: write transactions; ${(readOnly / turns).toFixed(1)} read-only BEGIN/COMMIT per turn not counted`
           }
         }
         // the whole session: every turn after the first ends here, then the server's counters settle
@@ -309,7 +321,8 @@ const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
 
 const childPath = fileURLToPath(new URL("./concurrent-child.ts", import.meta.url))
 
-const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
+/** (3), or with `engine` its baseline: as many bare engine Flows of the turn's shape at once. */
+const concurrent = async (mode: Mode, kind: "session" | "engine" = "session"): Promise<ConcurrentResult> => {
   const storage = await makeStorage(mode)
   try {
     const lines: Array<string> = []
@@ -323,7 +336,8 @@ const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
         mode,
         storage.location,
         String(CONCURRENT_SESSIONS),
-        String(CONCURRENT_TURNS)
+        String(CONCURRENT_TURNS),
+        kind
       ],
       { stdio: ["ignore", "pipe", "pipe"] }
     )
@@ -343,7 +357,7 @@ const concurrent = async (mode: Mode): Promise<ConcurrentResult> => {
     const line = lines.find((l) => l.startsWith("RESULT "))
     if (code !== 0 || line === undefined) {
       const error = lines.find((l) => l.startsWith("ERROR")) ?? stderr.trim().split("\n").slice(-5).join(" | ")
-      throw new Error(`concurrent child (${mode}) exited with ${code}: ${error}`)
+      throw new Error(`concurrent child (${mode}, ${kind}) exited with ${code}: ${error}`)
     }
     return JSON.parse(line.slice("RESULT ".length)) as ConcurrentResult
   } finally {
@@ -366,6 +380,8 @@ interface ModeResult {
   /** The same turns with tracing on (embedded only), and the spans the exporter got. */
   readonly traced?: { readonly turns: Summary; readonly untraced: Summary; readonly spans: number } | undefined
   readonly concurrent: ConcurrentResult
+  /** (3)'s baseline: the bare engine Flows of the turn's shape at once. */
+  readonly engineConcurrent: ConcurrentResult
   readonly durationMs: number
 }
 
@@ -432,6 +448,13 @@ const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> =
       },
       {
         mode: r.mode,
+        metric: `3d. The same turn shape as ${c.sessions} bare engine Flows at once (baseline of 3a); session / engine`,
+        result: `${fmtRate(r.engineConcurrent.turnsPerSecond)} turns, wall ${fmtMs(r.engineConcurrent.wallMs)}; ${fmtRatio(c.turnsPerSecond / r.engineConcurrent.turnsPerSecond)}`,
+        target: "session >= 0.7x",
+        verdict: c.turnsPerSecond >= 0.7 * r.engineConcurrent.turnsPerSecond ? "PASS" : "MISS"
+      },
+      {
+        mode: r.mode,
         metric: "3b. Turn under that load",
         result: p50p99(load),
         target: "-",
@@ -462,8 +485,34 @@ const traceOnly = async () => {
   }
 }
 
+/**
+ * `SESSION_BENCH_ONLY=turns`: only (2) and its baseline (4), and `SESSION_BENCH_ONLY=concurrent` only (3) and its
+ * baseline, per mode, each pair back to back; printed with the load average, not recorded.
+ */
+const pairOnly = async (what: "turns" | "concurrent") => {
+  for (const mode of MODES) {
+    const load = loadavg()[0]!.toFixed(2)
+    if (what === "turns") {
+      const session = summarize(await sequential(mode))
+      const engine = summarize(await engineSequential(mode))
+      process.stdout.write(
+        `${mode} (load ${load}): session turn p50 ${fmtMs(session.p50)}, bare engine Flow p50 ${fmtMs(engine.p50)}: ${fmtRatio(session.p50 / engine.p50)}\n`
+      )
+    } else {
+      const session = await concurrent(mode)
+      const engine = await concurrent(mode, "engine")
+      process.stdout.write(
+        `${mode} (load ${load}): ${CONCURRENT_SESSIONS} sessions ${fmtRate(session.turnsPerSecond)} turns, bare engine Flows ${fmtRate(engine.turnsPerSecond)} turns: ${fmtRatio(session.turnsPerSecond / engine.turnsPerSecond)}\n`
+      )
+    }
+  }
+}
+
 const main = async () => {
   if (process.env.SESSION_BENCH_ONLY === "trace") return traceOnly()
+  if (process.env.SESSION_BENCH_ONLY === "turns" || process.env.SESSION_BENCH_ONLY === "concurrent") {
+    return pairOnly(process.env.SESSION_BENCH_ONLY)
+  }
   const load = () =>
     loadavg()
       .map((l) => l.toFixed(2))
@@ -496,6 +545,10 @@ const main = async () => {
     }
     progress(`${mode}: ${CONCURRENT_SESSIONS} sessions x ${CONCURRENT_TURNS} turns at once (child process)`)
     const concurrentResult = await concurrent(mode)
+    progress(
+      `${mode}: ${CONCURRENT_SESSIONS} bare engine Flows of the turn's shape x ${CONCURRENT_TURNS} turns at once`
+    )
+    const engineConcurrent = await concurrent(mode, "engine")
     results.push({
       mode,
       turns,
@@ -503,6 +556,7 @@ const main = async () => {
       trace,
       traced,
       concurrent: concurrentResult,
+      engineConcurrent,
       durationMs: performance.now() - t0
     })
   }
@@ -586,13 +640,23 @@ const main = async () => {
           {
             value: r.concurrent.turnsPerSecond,
             unit: "1/s",
-            baseline: { name: "turns per second in memory", value: 1000 / memory.p50, unit: "1/s" },
-            ...(r.mode === "embedded"
-              ? {
-                  target: `>= ${CONCURRENT_TARGET_PER_S}/s`,
-                  met: r.concurrent.turnsPerSecond >= CONCURRENT_TARGET_PER_S
-                }
-              : {})
+            baseline: {
+              name: "the same turn shape as bare engine Flows at once",
+              value: r.engineConcurrent.turnsPerSecond,
+              unit: "1/s"
+            },
+            inMemoryBaseline: { name: "turns per second in memory", value: 1000 / memory.p50, unit: "1/s" },
+            target: `>= 0.7x session.${r.mode}.engine_concurrent_turns_per_s`,
+            met: r.concurrent.turnsPerSecond >= 0.7 * r.engineConcurrent.turnsPerSecond
+          }
+        ],
+        [
+          `session.${r.mode}.engine_concurrent_turns_per_s`,
+          {
+            value: r.engineConcurrent.turnsPerSecond,
+            unit: "1/s",
+            target: `session.${r.mode}.concurrent_turns_per_s >= 0.7x this`,
+            met: r.concurrent.turnsPerSecond >= 0.7 * r.engineConcurrent.turnsPerSecond
           }
         ]
       ])

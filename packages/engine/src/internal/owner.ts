@@ -61,6 +61,7 @@ import {
 import { pausePoint } from "./faults.ts"
 import { Notices } from "./feed.ts"
 import { GroupCommit } from "./groupCommit.ts"
+import * as KeepAlive from "./keepAlive.ts"
 import {
   type ControlPayload,
   FlowEntity,
@@ -136,6 +137,8 @@ const build = Effect.gen(function* () {
   let keptAlive = false
   /** The replies this activation committed (`request.ts`). */
   const replies = new ReplyMemory()
+  /** The keep-alive's pending release (`KEEP_ALIVE_LINGER` after the Flow's last running Step ended). */
+  let lingering: Fiber.Fiber<void> | undefined
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
   runner.counters.flowsCached++
@@ -283,6 +286,9 @@ const build = Effect.gen(function* () {
       if (result._tag === "Loaded" && result.cache.flow.status === "running") {
         yield* recover(result.cache, result.openAttempts ?? [])
       }
+      // a keep-alive redelivered to this activation (a crash or a shard move) of a Flow with nothing running
+      // is answered now (a Flow with running Steps holds its own from the recovery's commit)
+      if (!keptAlive) yield* KeepAlive.release.pipe(Effect.provideContext(clusterContext))
       return loaded
     }).pipe(
       // a load or recovery that failed leaves the Flow to the sweep (a failed commit also reloads it at once)
@@ -385,6 +391,10 @@ const build = Effect.gen(function* () {
           tx.historyWindow = config.historyWindowEvents
           tx.retention = retention
           claimed = claimSlots(tx)
+          // the keep-alive this transition starts (its Flow has running Steps now and had none) is written in the
+          // transition's own transaction (effect/cluster's outbox, as `Wake` is): no commit of its own, and the
+          // Steps the transition starts do not wait for one
+          const holdKeepAlive = !keptAlive && hasRunningSteps(tx)
           const { batch, versions } = tx.batch(visibleVersions, cache, owner)
           const written = yield* groupCommit
             .run(
@@ -401,6 +411,7 @@ const build = Effect.gen(function* () {
                     }
                   )
                 }
+                if (holdKeepAlive) yield* KeepAlive.hold.pipe(Effect.provideContext(clusterContext))
                 // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
                 yield* store.requireLease(flowId, owner)
                 return true
@@ -429,6 +440,7 @@ const build = Effect.gen(function* () {
               reason: `Flow ${flowId} was changed by another owner; this runner no longer owns it`
             })
           }
+          if (holdKeepAlive) keptAlive = true
           loaded = { _tag: "Loaded", cache: tx.result(versions) }
           // the Flow's readers in this process look again
           notices.notify(flowId)
@@ -509,11 +521,41 @@ const build = Effect.gen(function* () {
       cache !== undefined &&
       cache.flow.status === "running" &&
       [...cache.steps.values()].some((s) => s.status === "running")
-    if (running !== keptAlive) {
-      keptAlive = running
-      yield* Entity.keepAlive(running).pipe(Effect.provideContext(clusterContext))
+    // a commit that starts running Steps holds the keep-alive in its transaction; the release waits for the
+    // linger (keepAlive.ts), and a Flow that runs again meanwhile keeps it
+    if (running) {
+      if (lingering !== undefined) {
+        const f = lingering
+        lingering = undefined
+        yield* Effect.forkDetach(Fiber.interrupt(f))
+      }
+      if (!keptAlive) {
+        // (a Flow with running Steps whose commit did not hold it)
+        keptAlive = true
+        yield* KeepAlive.hold.pipe(Effect.provideContext(clusterContext), Effect.orDie)
+      }
+    } else if (keptAlive && lingering === undefined) {
+      lingering = yield* Effect.sleep(KeepAlive.KEEP_ALIVE_LINGER).pipe(
+        Effect.andThen(lock.withPermits(1)(releaseKeepAlive)),
+        Effect.forkIn(attemptScope)
+      )
     }
     yield* armTimer(cache)
+  })
+
+  /**
+   * The keep-alive's release once its linger ran out: only by an activation that still owns the Flow, while it has
+   * no running Step (a superseded one leaves it to the current owner, see `supersede`).
+   */
+  const releaseKeepAlive = Effect.suspend(() => {
+    lingering = undefined
+    const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
+    if (!keptAlive || fence === undefined || cache === undefined) return Effect.void
+    if (cache.flow.status === "running" && [...cache.steps.values()].some((s) => s.status === "running")) {
+      return Effect.void
+    }
+    keptAlive = false
+    return KeepAlive.release.pipe(Effect.provideContext(clusterContext))
   })
 
   /** One in-memory timer: the earliest deadline of a waiting Step. */
@@ -1177,6 +1219,13 @@ const stateBytesOf = (state: FlowState): number => {
     if (Array.isArray(list)) for (const msg of list as ReadonlyArray<{ value: string }>) bytes += byteLength(msg.value)
   }
   return bytes
+}
+
+/** Whether the Flow has running Steps after the transition. */
+const hasRunningSteps = (tx: Transition): boolean => {
+  if (!tx.running) return false
+  for (const s of tx.steps.values()) if (s.status === "running") return true
+  return false
 }
 
 /** No slots claimed by a commit. */
