@@ -2,9 +2,16 @@
  * The long-session benchmark with compaction and retention on (issue 23): one session on the embedded engine,
  * one tool call per turn, the scripted model of the compaction tests (a 1,000-token window, its token counts in
  * the script), `retainedMessageLimit` 1,000. It reports the database on disk (file plus WAL) against the bytes of
- * the messages retention keeps (target <= 2x, `session.long.database_bytes_vs_retained`), the turn p50 of the
- * last 10 turns against turns 11-20 (target <= 1.3x, `session.long.turn_p50_ms_10000`, named for the spec's
- * 10,000 turns whatever `BENCH_COMPACTION_TURNS` is), and the largest model input against the window.
+ * the messages retention keeps (target <= 2x, `session.long.database_bytes_vs_retained`), the turn p50 late in the
+ * session against turns 11-20 (target <= 1.3x, `session.long.turn_p50_ms_10000`, named for the spec's 10,000
+ * turns whatever `BENCH_COMPACTION_TURNS` is), and the largest model input against the window.
+ *
+ * The turn figure is recorded against a baseline measured in the same minutes, so that a machine whose load
+ * changes during the run (other engineers' tests) does not move the ratio: after the last turn, and after every
+ * bytes figure, the model input and the retention were measured, a second session on the same engine (the same
+ * settings) runs to turn 10, then its turns 11-20 alternate with 10 more turns of the long session (turns
+ * 10,001-10,010 at the default). The figure in order (turns 11-20 against the last 10 of the run, hours apart at
+ * the default) is printed and recorded beside it (`session.long.turn_p50_ms_10000_in_order`).
  *
  * The engine runs with a running Flow's retention set for a long-lived session (`RETENTION`: the newest 20 closed
  * Step executions, 50 history events, 50 messages of each stream, replies for 10 seconds, processed cluster
@@ -104,6 +111,27 @@ const onDisk = (file: string) => {
   return size(file) + size(`${file}-wal`)
 }
 
+/** Runs turn `turn` of session `id` (the first starts it) and waits until it ended; its wall time. */
+const runTurn = (id: string, turn: number) =>
+  Effect.gen(function* () {
+    const client = yield* AgentSessionClient.AgentSessionClient
+    const engine = yield* Client.Client
+    const t0 = performance.now()
+    if (turn === 1) yield* client.startSession(id, { initialMessage: question(turn, true) })
+    else yield* client.sendUserMessage(id, question(turn, true))
+    while (true) {
+      const state = yield* engine.getAttribute(id, Persistence.AgentState)
+      if (state._tag === "Some" && state.value.turnCount >= turn && state.value.activeTurnId === null) {
+        if (state.value.lastTurnError !== null) {
+          throw new Error(`${id} turn ${turn} failed: ${state.value.lastTurnError}`)
+        }
+        break
+      }
+      yield* Effect.sleep("1 millis")
+    }
+    return performance.now() - t0
+  })
+
 const run = (file: string) =>
   Effect.gen(function* () {
     const client = yield* AgentSessionClient.AgentSessionClient
@@ -111,18 +139,7 @@ const run = (file: string) =>
     const id = "long-compaction"
     const turnMs: Array<number> = []
     for (let turn = 1; turn <= TURNS; turn++) {
-      const t0 = performance.now()
-      if (turn === 1) yield* client.startSession(id, { initialMessage: question(turn, true) })
-      else yield* client.sendUserMessage(id, question(turn, true))
-      while (true) {
-        const state = yield* engine.getAttribute(id, Persistence.AgentState)
-        if (state._tag === "Some" && state.value.turnCount >= turn && state.value.activeTurnId === null) {
-          if (state.value.lastTurnError !== null) throw new Error(`turn ${turn} failed: ${state.value.lastTurnError}`)
-          break
-        }
-        yield* Effect.sleep("1 millis")
-      }
-      turnMs.push(performance.now() - t0)
+      turnMs.push(yield* runTurn(id, turn))
       if (turn % 100 === 0) process.stderr.write(`[long compaction bench] turn ${turn}\n`)
       if (turn % CHECKPOINT_EVERY === 0 && turn < TURNS) {
         // an interim figure (outside the timed turns): what the run would report if it ended here
@@ -179,7 +196,22 @@ const run = (file: string) =>
       )
       .pipe(Effect.orElseSucceed(() => []))
     const retention = yield* engine.retention(id)
+    // the model input of the run's turns, before the paired turns add theirs
+    const largest = largestInput
+    const summaries = summaryCalls
+    // a fresh session to turn 10, then its turns 11-20 each before one more turn of the long session
+    const refTurnMs: Array<number> = []
+    const pairedTurnMs: Array<number> = []
+    for (let t = 1; t <= SAMPLE; t++) yield* runTurn("fresh", t)
+    for (let t = 1; t <= SAMPLE; t++) {
+      refTurnMs.push(yield* runTurn("fresh", SAMPLE + t))
+      pairedTurnMs.push(yield* runTurn(id, TURNS + t))
+    }
     return {
+      largest,
+      summaries,
+      turnRef: summarize(refTurnMs).p50,
+      turnPaired: summarize(pairedTurnMs).p50,
       breakdown,
       pageSize: Number(size!.page_size),
       pageCount: Number(pages!.page_count),
@@ -222,7 +254,8 @@ const main = async () => {
       ) as Effect.Effect<Effect.Success<ReturnType<typeof run>>, unknown>
     )
     const bytesRatio = r.disk / r.retained.bytes
-    const turnRatio = r.turnLate / r.turnEarly
+    const turnRatio = r.turnPaired / r.turnRef
+    const inOrderRatio = r.turnLate / r.turnEarly
     const rows: Array<Row> = [
       {
         mode: "embedded",
@@ -261,10 +294,17 @@ const main = async () => {
       },
       {
         mode: "embedded",
-        metric: `turn p50, turns ${SAMPLE + 1}-${2 * SAMPLE} vs the last ${SAMPLE} of ${TURNS}`,
-        result: `${fmtMs(r.turnEarly)} vs ${fmtMs(r.turnLate)} (${fmtRatio(turnRatio)})`,
+        metric: `turn p50, a fresh session's turns ${SAMPLE + 1}-${2 * SAMPLE} vs turns ${TURNS + 1}-${TURNS + SAMPLE}, alternately`,
+        result: `${fmtMs(r.turnRef)} vs ${fmtMs(r.turnPaired)} (${fmtRatio(turnRatio)})`,
         target: `<= ${RATIO_TARGET}x`,
         verdict: turnRatio <= RATIO_TARGET ? "PASS" : "MISS"
+      },
+      {
+        mode: "embedded",
+        metric: `turn p50, turns ${SAMPLE + 1}-${2 * SAMPLE} (run then) vs the last ${SAMPLE} of ${TURNS}`,
+        result: `${fmtMs(r.turnEarly)} vs ${fmtMs(r.turnLate)} (${fmtRatio(inOrderRatio)})`,
+        target: `<= ${RATIO_TARGET}x`,
+        verdict: inOrderRatio <= RATIO_TARGET ? "PASS" : "MISS"
       },
       {
         mode: "embedded",
@@ -275,10 +315,10 @@ const main = async () => {
       },
       {
         mode: "embedded",
-        metric: `largest model input (${summaryCalls} summary calls, generation ${r.generation})`,
-        result: `${largestInput} tokens`,
+        metric: `largest model input (${r.summaries} summary calls, generation ${r.generation})`,
+        result: `${r.largest} tokens`,
         target: `<= ${WINDOW}`,
-        verdict: largestInput <= WINDOW ? "PASS" : "MISS"
+        verdict: r.largest <= WINDOW ? "PASS" : "MISS"
       }
     ]
     if (process.env.BENCH_DBSTAT !== "0") {
@@ -317,21 +357,34 @@ const main = async () => {
         met: r.attrs > 0 && r.attrs / r.retained.bytes <= BYTES_TARGET
       },
       "session.long.turn_p50_ms_10000": {
+        value: r.turnPaired,
+        unit: "ms",
+        baseline: {
+          name: `turn p50 of a fresh session's turns ${SAMPLE + 1}-${2 * SAMPLE}, alternately`,
+          value: r.turnRef,
+          unit: "ms"
+        },
+        target: `<= ${RATIO_TARGET}x the baseline`,
+        met: turnRatio <= RATIO_TARGET,
+        note: `the long session's turns ${TURNS + 1}-${TURNS + SAMPLE} (of ${TURNS} turns run), each after one of the baseline's`
+      },
+      "session.long.turn_p50_ms_10000_in_order": {
         value: r.turnLate,
         unit: "ms",
         baseline: {
-          name: `turn p50, turns ${SAMPLE + 1}-${2 * SAMPLE} (of ${TURNS} turns run)`,
+          name: `turn p50, turns ${SAMPLE + 1}-${2 * SAMPLE} (of ${TURNS} turns run), run then`,
           value: r.turnEarly,
           unit: "ms"
         },
         target: `<= ${RATIO_TARGET}x the baseline`,
-        met: turnRatio <= RATIO_TARGET
+        met: inOrderRatio <= RATIO_TARGET,
+        note: `the long session's last ${SAMPLE} turns against its turns ${SAMPLE + 1}-${2 * SAMPLE}, measured in order`
       },
       "session.long.model_input_tokens_max": {
-        value: largestInput,
+        value: r.largest,
         unit: "tokens",
         target: `<= ${WINDOW}`,
-        met: largestInput <= WINDOW
+        met: r.largest <= WINDOW
       }
     })
   } finally {
