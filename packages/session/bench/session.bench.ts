@@ -14,8 +14,13 @@
  * 4. per mode, a bare engine Flow of the turn's shape (bench/engine-turn.ts), one at a time: the baseline of
  *    (2) (`session.<mode>.engine_turn_p50_ms`),
  * 5. per mode, the commits of one turn cycle from a statement trace (`session.<mode>.turn_commits`): on the
- *    embedded engine every statement the engine runs on the file (printed, grouped), on Postgres the server's
- *    committed transactions (`pg_stat_database.xact_commit`) less the idle rate measured right after.
+ *    embedded engine every statement the engine runs on the file (printed, grouped), on Postgres every reply
+ *    the server sends on the process's own connections (the session worker's and the client's pool), read
+ *    client-side beside the driver (printed, grouped by command tag). Both count the same way: a transaction
+ *    with an INSERT, UPDATE or DELETE, or such a statement outside a transaction, is a commit; a read-only
+ *    BEGIN/COMMIT is reported apart; the statements per cycle are printed too. On Postgres the server's
+ *    committed transactions (`pg_stat_database.xact_commit`, every backend of the database) less the idle
+ *    rate measured right after are printed as a cross-check only: on a busy machine the idle rate swamps it.
  * 6. on the embedded engine, (2) again with the session's tracing on (the OpenTelemetry SDK with an in-memory
  *    span exporter), and its ratio to (2) with tracing off (target <= 1.15x).
  *
@@ -30,7 +35,9 @@
  * and its baseline (the bare engine Flows of the turn's shape at once, `session.<mode>.engine_concurrent_turns_per_s`).
  */
 import { spawn } from "node:child_process"
+import * as diagnostics from "node:diagnostics_channel"
 import { mkdtempSync, rmSync } from "node:fs"
+import type { Socket } from "node:net"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -210,9 +217,88 @@ const TRACE_TURNS = 12
 interface TurnTrace {
   readonly commits: number
   readonly statements: number
-  /** The statements of one turn cycle, grouped by text (embedded only). */
+  /** The statements of one turn cycle, grouped by text (embedded), or per turn cycle by command tag (Postgres). */
   readonly grouped: ReadonlyArray<readonly [string, number]>
   readonly how: string
+}
+
+/** What one of the bench process's own Postgres connections reported finishing, from its server's replies. */
+interface PgEvent {
+  readonly at: number
+  /** The connection (numbered in the order the process opened them). */
+  readonly connection: number
+  /** A statement's command tag (`SELECT`, `INSERT`, `BEGIN`, ...; `ERROR` for an error reply), or `commit` for
+   * a transaction that wrote, `read-only` for one that did not, `rollback` for one rolled back. */
+  readonly what: string
+}
+
+/**
+ * A client-side statement trace of every Postgres connection this process opens to `port` while it runs (the
+ * engine's pool: the session worker's and the client's connections): each connection's replies from the server
+ * are read beside the client (a second `data` listener, found through the `net.client.socket` diagnostics
+ * channel) and their messages parsed: a CommandComplete is a statement, its tag says which; a `BEGIN` ... `COMMIT`
+ * with an INSERT, UPDATE or DELETE in it, or such a statement outside a transaction, is a commit; a `BEGIN` ...
+ * `COMMIT` without one is read-only. `stop` ends the trace for connections opened later.
+ */
+const tracePgConnections = (port: number) => {
+  const log: Array<PgEvent> = []
+  let connections = 0
+  const onSocket = (message: unknown) => {
+    const socket = (message as { readonly socket: Socket }).socket
+    socket.once("connect", () => {
+      if (socket.remotePort !== port) return
+      const connection = connections++
+      let pending: Buffer = Buffer.alloc(0)
+      let started = false
+      let inTx = false
+      let wrote = false
+      let lost = false
+      const push = (what: string) => void log.push({ at: performance.now(), connection, what })
+      socket.on("data", (chunk: Buffer) => {
+        if (lost) return
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
+        // an SSLRequest's one-byte answer comes before the first message
+        if (!started && (pending[0] === 0x4e || pending[0] === 0x53) && pending.length === 1) {
+          pending = Buffer.alloc(0)
+          return
+        }
+        started = true
+        let at = 0
+        while (!lost && pending.length - at >= 5) {
+          const length = pending.readInt32BE(at + 1)
+          if (length < 4) {
+            // not a message boundary: stop tracing this connection rather than miscount it
+            lost = true
+            push("LOST")
+            break
+          }
+          if (pending.length - at < 1 + length) break
+          const type = String.fromCharCode(pending[at]!)
+          if (type === "C") {
+            const tag = pending.toString("utf8", at + 5, at + length).replace(/\0$/, "")
+            const verb = tag.split(" ")[0]!
+            push(verb)
+            const writes = verb === "INSERT" || verb === "UPDATE" || verb === "DELETE" || verb === "MERGE"
+            if (verb === "BEGIN") {
+              inTx = true
+              wrote = false
+            } else if (verb === "COMMIT") {
+              inTx = false
+              push(wrote ? "commit" : "read-only")
+            } else if (verb === "ROLLBACK") {
+              inTx = false
+              push("rollback")
+            } else if (writes && inTx) wrote = true
+            else if (writes) push("commit")
+          } else if (type === "E") push("ERROR")
+          at += 1 + length
+        }
+        pending = pending.subarray(at)
+      })
+    })
+  }
+  diagnostics.subscribe("net.client.socket", onSocket)
+  return { log, stop: () => diagnostics.unsubscribe("net.client.socket", onSocket) }
 }
 
 /** Waits (in memory, no query) until the session's `turns`-th turn made its first model call. */
@@ -228,6 +314,8 @@ const awaitTurnStart = (starts: TurnStarts, id: string, turns: number) =>
 /** One session of {@link TRACE_TURNS} queued turns, and the commits (and statements) of its turn cycles. */
 const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
   const storage = await makeStorage(mode)
+  // on Postgres, the process's own connections, traced from before the engine opens its pool
+  const pg = mode === "cluster" ? tracePgConnections(Number(new URL(storage.location).port || 5432)) : undefined
   try {
     const starts: TurnStarts = new Map()
     const log: Array<{ readonly at: number; readonly sql: string }> = []
@@ -295,18 +383,36 @@ const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
             how: `statement trace of the SQLite file: write transactions; ${(readOnly / turns).toFixed(1)} read-only BEGIN/COMMIT per turn not counted`
           }
         }
-        // the whole session: every turn after the first ends here, then the server's counters settle
+        // the client-side count: what the process's own connections ran between the cycles' first model calls
+        if (pg!.log.some((e) => e.what === "LOST"))
+          return yield* Effect.die(new Error("lost a Postgres connection's message boundaries: no count"))
+        const window = pg!.log.filter((e) => e.at >= from && e.at < to)
+        const count = (what: string) => window.filter((e) => e.what === what).length
+        const derived = new Set(["commit", "read-only", "rollback"])
+        const statements = window.filter((e) => !derived.has(e.what))
+        const groups = new Map<string, number>()
+        for (const e of statements) groups.set(e.what, (groups.get(e.what) ?? 0) + 1)
+        const perTurn = (n: number) => (n / turns).toFixed(1)
+        // the cross-check, not recorded: the server's committed transactions over the whole session (every turn
+        // after the first ends here, then the counters settle) less the idle rate measured right after; it
+        // counts every backend of the database (read-only transactions too) and is noisy on a busy machine
         yield* Effect.sleep("1500 millis")
         const after = yield* xact
         yield* Effect.sleep("3000 millis")
         const idle = yield* xact
         const idleRate = (idle.n - after.n - 1) / (idle.at - after.at)
-        const commits = (after.n - before!.n - 1 - idleRate * (after.at - before!.at)) / TRACE_TURNS
+        const server = (after.n - before!.n - 1 - idleRate * (after.at - before!.at)) / TRACE_TURNS
         return {
-          commits,
-          statements: Number.NaN,
-          grouped: [],
-          how: `pg_stat_database.xact_commit per turn over the session, less ${fmtRate(idleRate * 1000)} idle commits`
+          commits: count("commit") / turns,
+          statements: statements.length / turns,
+          grouped: [...groups.entries()]
+            .sort((a, b) => b[1] - a[1])
+            .map(([tag, n]) => [`${tag} (per turn cycle)`, Number(perTurn(n))] as const),
+          how:
+            `the replies on the process's ${new Set(window.map((e) => e.connection)).size} Postgres connections: ` +
+            `write transactions; ${perTurn(count("read-only"))} read-only BEGIN/COMMIT and ` +
+            `${perTurn(count("rollback"))} rollbacks per turn not counted; cross-check: pg_stat_database.xact_commit ` +
+            `${server.toFixed(1)} per turn, less ${fmtRate(idleRate * 1000)} idle commits`
         }
       }).pipe(
         Effect.provide(workerLayer(starts, engine)),
@@ -315,6 +421,7 @@ const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
       ) as Effect.Effect<TurnTrace, unknown>
     )
   } finally {
+    pg?.stop()
     await storage.cleanup()
   }
 }
