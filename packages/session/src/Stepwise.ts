@@ -351,6 +351,48 @@ const itemTypes = new Set(["user", "assistant_text", "tool_call", "tool_result"]
  * @since 0.1.0
  */
 export const fromStoredMessage = (message: Wire.AgentMessage): StepwiseItem => {
+  const known = storedItems.get(message)
+  if (known !== undefined) return known
+  const item = readStoredMessage(message)
+  storedItems.set(message, item)
+  return item
+}
+
+/**
+ * The items of stored messages already read, by message: a stored message is an immutable decoded value that
+ * the engine's decode cache hands to every Step, so a long session's history is parsed once, not once per turn.
+ */
+const storedItems = new WeakMap<Wire.AgentMessage, StepwiseItem>()
+
+/** A list of stored messages read as items, kept by its first message to read the next list from. */
+interface ReadHistory {
+  readonly messages: ReadonlyArray<Wire.AgentMessage>
+  readonly items: ReadonlyArray<StepwiseItem>
+}
+
+const readHistories = new WeakMap<Wire.AgentMessage, ReadHistory>()
+
+/**
+ * A turn's stored messages as items, in order. A session's next turn reads the same stored messages again
+ * (the same decoded values) and some more: the items of the messages it shares with the list read last are
+ * reused, and only the rest is read, so a long session's turn does not look every stored message up again.
+ */
+const storedHistory = (messages: ReadonlyArray<Wire.AgentMessage>): ReadonlyArray<StepwiseItem> => {
+  const first = messages[0]
+  if (first === undefined) return []
+  const known = readHistories.get(first)
+  let same = 0
+  if (known !== undefined) {
+    const n = Math.min(known.messages.length, messages.length)
+    while (same < n && known.messages[same] === messages[same]) same++
+  }
+  const items = same === 0 ? [] : known!.items.slice(0, same)
+  for (let i = same; i < messages.length; i++) items.push(fromStoredMessage(messages[i]!))
+  readHistories.set(first, { messages, items })
+  return items
+}
+
+const readStoredMessage = (message: Wire.AgentMessage): StepwiseItem => {
   const parsed = parseToolArguments(message.frameworkItem)
   if (Option.isSome(parsed) && typeof parsed.value.type === "string" && itemTypes.has(parsed.value.type)) {
     // The item's own fields, else the projection's (items stored before 0.1.1 carry both)
@@ -535,7 +577,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
 
   /** The next model input of a turn, as `runModelStep` would send it (without a continuation's message). */
   const nextRequest = (turn: AgentTurnContext) =>
-    modelRequest(turn, turn.messages.map(fromStoredMessage), unstoredItems(turn, parseRunState(turn.frameworkRunState)))
+    modelRequest(turn, storedHistory(turn.messages), unstoredItems(turn, parseRunState(turn.frameworkRunState)))
 
   const estimateInputTokens = (turn: AgentTurnContext) => countTokens(modelOf(turn), nextRequest(turn))
 
@@ -596,7 +638,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
 
   const runModelStep = Effect.fn(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
-    const history = turn.messages.map(fromStoredMessage)
+    const history = storedHistory(turn.messages)
     const runState = parseRunState(turn.frameworkRunState)
     const turnItems = unstoredItems(turn, runState)
     let continuations = runState?.consecutive_continuations ?? 0

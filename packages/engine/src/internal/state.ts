@@ -50,8 +50,10 @@ const DECODE_CACHE_MIN_CHARS = 64
 const DECODE_CACHE_MAX_CHARS = 32 * 1024 * 1024
 
 /** Decoded attribute values by stored text, least recently used first. */
-const decodeCache = new Map<string, { readonly schema: Codec<any>; readonly value: unknown }>()
+const decodeCache = new Map<string, { readonly schema: Codec<any>; readonly value: unknown; used: number }>()
 let decodeCacheChars = 0
+/** Counts the cache's insertions and moves: an entry's `used` is the count when it last moved to the end. */
+let decodeCacheClock = 0
 
 /**
  * Decodes a stored attribute value once per stored text: an owner keeps a Flow's values as the JSON text it
@@ -64,13 +66,18 @@ export const decodeAttr = <A>(schema: Codec<A>, text: string): A => {
   if (text.length < DECODE_CACHE_MIN_CHARS) return decodeJson(schema, text)
   const hit = decodeCache.get(text)
   if (hit !== undefined && hit.schema === schema) {
-    decodeCache.delete(text)
-    decodeCache.set(text, hit)
+    // least recently used first, approximately: an entry among the newer half of the moves stays where it is,
+    // so the values a Step reads on every turn (a long session's chunks) do not each cost a delete and insert
+    if (decodeCacheClock - hit.used > decodeCache.size / 2) {
+      decodeCache.delete(text)
+      hit.used = ++decodeCacheClock
+      decodeCache.set(text, hit)
+    }
     return hit.value as A
   }
   const value = decodeJson(schema, text)
   if (hit !== undefined || text.length > DECODE_CACHE_MAX_CHARS / 4) return value
-  decodeCache.set(text, { schema, value })
+  decodeCache.set(text, { schema, value, used: ++decodeCacheClock })
   decodeCacheChars += text.length
   for (const [oldest] of decodeCache) {
     if (decodeCacheChars <= DECODE_CACHE_MAX_CHARS) break

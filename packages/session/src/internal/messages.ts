@@ -74,9 +74,10 @@ export const messageIndex = (ctx: TxView): Wire.AgentMessageIndex =>
 const chunkMessages = (ctx: TxView, range: Wire.AgentMessageChunkRange): ReadonlyArray<Wire.AgentMessage> => {
   const chunk = ctx.getAt(P.AgentMessageChunks, key(range.firstSequence))
   const messages = Option.isSome(chunk) ? chunk.value.messages : []
-  const holds =
-    messages.length === range.lastSequence - range.firstSequence + 1 &&
-    messages.every((m, i) => m.sequence === range.firstSequence + i)
+  const count = range.lastSequence - range.firstSequence + 1
+  if (checkedChunks.get(messages) === range.firstSequence && messages.length === count) return messages
+  const holds = messages.length === count && messages.every((m, i) => m.sequence === range.firstSequence + i)
+  if (holds && messages.length > 0) checkedChunks.set(messages, range.firstSequence)
   if (!holds) {
     throw new Error(
       `AgentMessageChunks[${key(range.firstSequence)}] does not hold the messages ${range.firstSequence}..${range.lastSequence} its index lists`
@@ -84,6 +85,13 @@ const chunkMessages = (ctx: TxView, range: Wire.AgentMessageChunkRange): Readonl
   }
   return messages
 }
+
+/**
+ * Chunks whose messages were checked against their range, with the range's first sequence: a decoded chunk is
+ * an immutable value shared by every read (the engine's decode cache), so each is checked once, not per Step.
+ * A range's last sequence is fixed by its messages' count, which the check covers.
+ */
+const checkedChunks = new WeakMap<ReadonlyArray<Wire.AgentMessage>, number>()
 
 /** The window's messages, in sequence order (keys are zero-padded, so they sort numerically). */
 const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
@@ -94,18 +102,60 @@ const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
  * oversized message's chunk sits among the window's sequences). The model input of a turn.
  */
 export const allMessages = (ctx: TxView): Array<Wire.AgentMessage> => {
-  const index = messageIndex(ctx)
-  const out: Array<Wire.AgentMessage> = []
-  for (const range of index.chunks) for (const m of chunkMessages(ctx, range)) out.push(m)
+  const prefix = chunkPrefix(ctx, messageIndex(ctx).chunks)
   const window = windowMessages(ctx)
-  if (out.length === 0) return window
-  for (const m of window) out.push(m)
+  if (prefix.messages.length === 0) return window
+  const out = prefix.messages.concat(window)
   // Chunks are listed oldest first and the window follows them, except single oversized messages stored
   // among the window's sequences: sort only when that happened.
-  for (let i = 1; i < out.length; i++) {
+  if (!prefix.sorted) return out.sort((a, b) => a.sequence - b.sequence)
+  for (let i = Math.max(1, prefix.messages.length); i < out.length; i++) {
     if (out[i]!.sequence < out[i - 1]!.sequence) return out.sort((a, b) => a.sequence - b.sequence)
   }
   return out
+}
+
+/** The chunks' messages in index order, with whether they are in sequence order. */
+interface ChunkPrefix {
+  readonly parts: ReadonlyArray<ReadonlyArray<Wire.AgentMessage>>
+  readonly messages: ReadonlyArray<Wire.AgentMessage>
+  readonly sorted: boolean
+}
+
+/**
+ * The chunks' messages joined, by the session's first chunk: a long session's chunks are immutable decoded
+ * values (the engine's decode cache), so each Step joins only the chunks added since the last join instead of
+ * copying every stored message one by one. An entry is used only when its chunks are the ones read now.
+ */
+const joinedChunks = new WeakMap<ReadonlyArray<Wire.AgentMessage>, ChunkPrefix>()
+
+const noChunks: ChunkPrefix = { parts: [], messages: [], sorted: true }
+
+const chunkPrefix = (ctx: TxView, ranges: ReadonlyArray<Wire.AgentMessageChunkRange>): ChunkPrefix => {
+  if (ranges.length === 0) return noChunks
+  const parts = ranges.map((range) => chunkMessages(ctx, range))
+  const known = joinedChunks.get(parts[0]!)
+  let from = 0
+  let messages: Array<Wire.AgentMessage> | ReadonlyArray<Wire.AgentMessage> = []
+  let sorted = true
+  if (known !== undefined && known.parts.length <= parts.length && known.parts.every((p, i) => p === parts[i])) {
+    if (known.parts.length === parts.length) return known
+    from = known.parts.length
+    messages = known.messages
+    sorted = known.sorted
+  }
+  const added: Array<Wire.AgentMessage> = []
+  let last = messages.length === 0 ? undefined : messages[messages.length - 1]!.sequence
+  for (let i = from; i < parts.length; i++) {
+    for (const m of parts[i]!) {
+      if (last !== undefined && m.sequence < last) sorted = false
+      last = m.sequence
+      added.push(m)
+    }
+  }
+  const joined: ChunkPrefix = { parts, messages: messages.concat(added), sorted }
+  joinedChunks.set(parts[0]!, joined)
+  return joined
 }
 
 /**
