@@ -40,7 +40,7 @@ import {
   FlowEntity,
   InvokePayload,
   keyedRequestId,
-  REPLY_MEMORY_MS,
+  MAX_RESEND_MS,
   StartPayload
 } from "./internal/protocol.ts"
 import { queryRpc } from "./internal/query.ts"
@@ -335,10 +335,9 @@ export const make = Effect.gen(function* () {
   const config = yield* EngineConfig
   const flows = yield* FlowEntity.client
   const metrics = yield* Metrics.currentRegistry
-  // an owner remembers the replies it committed for REPLY_MEMORY_MS, past which a resend reads them from the database
   const sharding = yield* Sharding.Sharding
   const shuttingDown = sharding.isShutdown
-  const timeoutMs = Math.min(millis(config.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT), REPLY_MEMORY_MS)
+  const timeoutMs = Math.min(millis(config.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT), MAX_RESEND_MS)
   const provideSql = <A, E>(e: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(e, SqlClient.SqlClient, sql)
   const requestId = () => crypto.randomUUID()

@@ -71,7 +71,6 @@ import {
   WakePayload
 } from "./protocol.ts"
 import { FlowRegistry, type RegisteredFlow } from "./registry.ts"
-import { ReplyMemory } from "./request.ts"
 import { type ActiveAttempt, CurrentTaskSlot, type Lease, RunnerState, type SlotKind } from "./runner.ts"
 import {
   type AttrWrite,
@@ -135,8 +134,6 @@ const build = Effect.gen(function* () {
   /** This activation's ownership of the Flow; `undefined` until claimed, and again after a refused write. */
   let fence: Fence | undefined
   let keptAlive = false
-  /** The replies this activation committed (`request.ts`). */
-  const replies = new ReplyMemory()
   /** The keep-alive's pending release (`KEEP_ALIVE_LINGER` after the Flow's last running Step ended). */
   let lingering: Fiber.Fiber<void> | undefined
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
@@ -394,7 +391,7 @@ const build = Effect.gen(function* () {
           // the keep-alive this transition starts (its Flow has running Steps now and had none) is written in the
           // transition's own transaction (effect/cluster's outbox, as `Wake` is): no commit of its own, and the
           // Steps the transition starts do not wait for one
-          const holdKeepAlive = !keptAlive && hasRunningSteps(tx)
+          const holdKeepAlive = !keptAlive && tx.running && hasRunning(tx.steps)
           const { batch, versions } = tx.batch(visibleVersions, cache, owner)
           const written = yield* groupCommit
             .run(
@@ -517,10 +514,7 @@ const build = Effect.gen(function* () {
       )
     }
     const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
-    const running =
-      cache !== undefined &&
-      cache.flow.status === "running" &&
-      [...cache.steps.values()].some((s) => s.status === "running")
+    const running = cache !== undefined && cache.flow.status === "running" && hasRunning(cache.steps)
     // a commit that starts running Steps holds the keep-alive in its transaction; the release waits for the
     // linger (keepAlive.ts), and a Flow that runs again meanwhile keeps it
     if (running) {
@@ -551,7 +545,7 @@ const build = Effect.gen(function* () {
     lingering = undefined
     const cache = loaded?._tag === "Loaded" ? loaded.cache : undefined
     if (!keptAlive || fence === undefined || cache === undefined) return Effect.void
-    if (cache.flow.status === "running" && [...cache.steps.values()].some((s) => s.status === "running")) {
+    if (cache.flow.status === "running" && hasRunning(cache.steps)) {
       return Effect.void
     }
     keptAlive = false
@@ -928,8 +922,11 @@ const build = Effect.gen(function* () {
 
   // --- requests from other processes ----------------------------------------------------------------
 
-  /** The stored reply of a request, if it committed (see `ReplyMemory`). */
-  const replyOf = (requestId: string) => replies.replyOf(requestId, (id) => sqlDefect(store.loadReply(flowId, id)))
+  /**
+   * The stored reply of a request, if it committed (one primary-key read): a request sent again after its answer
+   * was lost gets it and runs once.
+   */
+  const replyOf = (requestId: string) => sqlDefect(store.loadReply(flowId, requestId))
 
   /**
    * A request's commit that was refused (another owner) or failed committed nothing the owner knows of: the
@@ -1114,7 +1111,6 @@ const build = Effect.gen(function* () {
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: encoded.output, at: now }
         yield* served(commit(tx, cache))
-        replies.remember(p.requestId, encoded.output, now)
         yield* pausePoint("reply", `Invoke ${p.rpc} of Flow ${flowId}`)
         return encoded.output
       })
@@ -1193,7 +1189,6 @@ const build = Effect.gen(function* () {
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: "true", at: now }
         yield* served(commit(tx, cache))
-        replies.remember(p.requestId, "true", now)
         yield* pausePoint("reply", `Control ${c._tag} of Flow ${flowId}`)
         return true
       })
@@ -1221,10 +1216,9 @@ const stateBytesOf = (state: FlowState): number => {
   return bytes
 }
 
-/** Whether the Flow has running Steps after the transition. */
-const hasRunningSteps = (tx: Transition): boolean => {
-  if (!tx.running) return false
-  for (const s of tx.steps.values()) if (s.status === "running") return true
+/** Whether any of a Flow's Step executions is running. */
+const hasRunning = (steps: ReadonlyMap<string, StepRow>): boolean => {
+  for (const s of steps.values()) if (s.status === "running") return true
   return false
 }
 

@@ -71,10 +71,10 @@ export class InvokePayload extends Schema.Class<InvokePayload>("@durable-agent/e
 }) {}
 
 /**
- * How long an owner remembers a reply it committed, for a request sent again to it (`owner.ts`, `replyOf`):
- * longer than any client's `requestTimeout` (the client clamps it to this).
+ * The longest a client sends one request again (`request.ts`, `deliver`): it clamps its `requestTimeout` to this,
+ * so a stored reply of a request without an idempotency key is asked for no later (`RESEND_WINDOW_MS`).
  */
-export const REPLY_MEMORY_MS = 10 * 60 * 1000
+export const MAX_RESEND_MS = 10 * 60 * 1000
 
 /** The prefix of a keyed request ID; the key starts after it and a 64-digit fingerprint (70 characters). */
 export const KEYED_PREFIX = "idem/"

@@ -1,8 +1,8 @@
 // The request path: a client's request (start, RPC, publish, skip timer, set attribute, stop) reaches the
 // Flow's owner as a volatile cluster message (`protocol.ts`), and the transition that serves it stores its
 // answer under the request ID. Both ends of the retry live here: the client sends a request whose answer it lost
-// again with the same ID (`deliver`), and the owner answers a request it already served from its memory of the
-// replies it committed, or from the stored reply (`ReplyMemory`).
+// again with the same ID (`deliver`), and the owner answers a request it already served from the stored reply,
+// read by its primary key (`owner.ts`, `replyOf`).
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -10,25 +10,20 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { EngineError } from "../Errors.ts"
-import { REPLY_MEMORY_MS } from "./protocol.ts"
 
 /** The failures after which a request is sent again: the owner did not serve it, or the answer was lost. */
-const RESEND_TAGS = new Set([
+const RESENT = [
   "MailboxFull",
   "AlreadyProcessingMessage",
   "PersistenceError",
   "EntityNotAssignedToRunner",
   "RunnerUnavailable",
   "RequestNotServed"
-])
+] as const
 
-type Resent =
-  | "MailboxFull"
-  | "AlreadyProcessingMessage"
-  | "PersistenceError"
-  | "EntityNotAssignedToRunner"
-  | "RunnerUnavailable"
-  | "RequestNotServed"
+type Resent = (typeof RESENT)[number]
+
+const RESEND_TAGS: ReadonlySet<string> = new Set(RESENT)
 
 /**
  * The pauses between two sends of one request: 20 ms, doubling, at most 1 s apart (the request's timeout ends
@@ -95,37 +90,4 @@ export const deliver = <A, E>(
         )
     })
   )
-}
-
-/** The longest reply an owner keeps in memory; a longer one is read again from the database. */
-const REMEMBERED_REPLY_CHARS = 4096
-
-/**
- * An owner activation's memory of the replies it committed (kept `REPLY_MEMORY_MS`, each up to 4 KiB), so a
- * request sent again is answered without a read; any other is read by the reply's primary key. No clock decides
- * it: whatever the client's clock says, a request not remembered here is read.
- */
-export class ReplyMemory {
-  /** The replies this activation committed, oldest first; `reply` undefined when it was too long to keep. */
-  private readonly committed = new Map<string, { readonly reply: string | undefined; readonly at: number }>()
-
-  /** The stored reply of a request, if it committed: from memory, else `read` (one primary-key SELECT). */
-  replyOf<E>(
-    requestId: string,
-    read: (requestId: string) => Effect.Effect<string | undefined, E>
-  ): Effect.Effect<string | undefined, E> {
-    const known = this.committed.get(requestId)
-    if (known?.reply !== undefined) return Effect.succeed(known.reply)
-    return read(requestId)
-  }
-
-  /** Remembers a reply this activation committed, forgetting those older than the memory. */
-  remember(requestId: string, reply: string, at: number): void {
-    // a large reply is read from the database when asked for again
-    this.committed.set(requestId, { reply: reply.length <= REMEMBERED_REPLY_CHARS ? reply : undefined, at })
-    for (const [id, r] of this.committed) {
-      if (r.at >= at - REPLY_MEMORY_MS) break
-      this.committed.delete(id)
-    }
-  }
 }

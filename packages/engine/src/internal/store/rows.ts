@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import type { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { EngineError } from "../../Errors.ts"
-import { REPLY_MEMORY_MS } from "../protocol.ts"
+import { MAX_RESEND_MS } from "../protocol.ts"
 import type { FlowState } from "../state.ts"
 
 /** The schema version of the engine's tables (`dex_meta.schema_version`). */
@@ -285,13 +285,13 @@ export const streamRetentionKind = (stream: string): RetentionKind => `stream:${
 
 /**
  * How long a stored reply of a request without an idempotency key can still be asked for: the client sends such a
- * request again with its random request ID until its `requestTimeout`, which it clamps to `REPLY_MEMORY_MS`
+ * request again with its random request ID until its `requestTimeout`, which it clamps to `MAX_RESEND_MS`
  * (10 minutes) from the first send, and never after; a minute more allows for clock skew between the client's host
  * and the owner's (whose commit time the reply keeps) and for a resend still in flight. A reply older than this is
  * never read again, so the retention pass deletes it whatever `replyRetention` says (that one is for keyed requests,
  * which a caller may retry whenever it likes).
  */
-export const RESEND_WINDOW_MS = REPLY_MEMORY_MS + 60_000
+export const RESEND_WINDOW_MS = MAX_RESEND_MS + 60_000
 
 /** One retention pass over a running Flow, computed by its owner's transition (`Transition.batch`). */
 export interface RetentionPass {
