@@ -85,5 +85,20 @@ for (const engine of engines) {
         }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
       120_000
     )
+
+    it.live(
+      "a lazy map the Flow does not declare is refused with InvalidInput",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "book-2", null)
+          const error = yield* Effect.flip(
+            client.queryRpc(Book, ReadNewest, "book-2", null, { readLazily: [AttributeMap("other", Schema.String)] })
+          )
+          assert.strictEqual(error._tag, "InvalidInput")
+          assert.include(error.message, "AttributeMap other is not declared by Flow Book")
+        }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
   })
 }

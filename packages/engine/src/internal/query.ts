@@ -43,19 +43,22 @@ const addMessage = (state: FlowState, name: string, key: string, id: unknown, va
   state.channels.set(k, list)
 }
 
+const addAttr = (state: FlowState, name: string, key: string, value: string) => {
+  let m = state.attrs.get(name)
+  if (m === undefined) {
+    m = new Map()
+    state.attrs.set(name, m)
+  }
+  m.set(key, value)
+}
+
 /** A Flow's committed state as a handler reads it, read whole in one statement. */
 export const committedState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string) {
   const rows = yield* store.loadCommittedState(flowId)
   const state: FlowState = { attrs: new Map(), channels: new Map() }
   for (const r of rows) {
-    if (r.kind === "attr") {
-      let m = state.attrs.get(r.name)
-      if (m === undefined) {
-        m = new Map()
-        state.attrs.set(r.name, m)
-      }
-      m.set(r.key, r.value)
-    } else addMessage(state, r.name, r.key, r.id, r.value)
+    if (r.kind === "attr") addAttr(state, r.name, r.key, r.value)
+    else addMessage(state, r.name, r.key, r.id, r.value)
   }
   return state
 })
@@ -108,14 +111,8 @@ const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: 
   let version: number | undefined
   for (const r of rows) {
     if (r.kind === "flow") version = Number(r.version)
-    else if (r.kind === "attr") {
-      let m = state.attrs.get(r.name)
-      if (m === undefined) {
-        m = new Map()
-        state.attrs.set(r.name, m)
-      }
-      m.set(r.key, r.value as string)
-    } else addMessage(state, r.name, r.key, r.id, r.value as string)
+    else if (r.kind === "attr") addAttr(state, r.name, r.key, r.value as string)
+    else addMessage(state, r.name, r.key, r.id, r.value as string)
   }
   return { state, misses, version }
 })
@@ -183,14 +180,18 @@ export interface QueryOptions {
   readonly readLazily?: ReadonlyArray<AttributeMap<any>> | undefined
 }
 
-/** The names of the lazy maps, each declared by the Flow as an AttributeMap (a defect otherwise). */
+/** The names of the lazy maps, each declared by the Flow as an AttributeMap (InvalidInput otherwise). */
 const lazyNames = (flow: FlowDef<any, any>, maps: ReadonlyArray<AttributeMap<any>> | undefined) =>
-  (maps ?? []).map((m) => {
-    if (!flow.attributes.some((a) => a.name === m.name && a._tag === "AttributeMap")) {
-      throw new Error(`AttributeMap ${m.name} is not declared by Flow ${flow.type}`)
-    }
-    return m.name
-  })
+  Effect.forEach(maps ?? [], (m) =>
+    flow.attributes.some((a) => a.name === m.name && a._tag === "AttributeMap")
+      ? Effect.succeed(m.name)
+      : Effect.fail(
+          new InvalidInput({
+            what: "readLazily",
+            detail: `AttributeMap ${m.name} is not declared by Flow ${flow.type}`
+          })
+        )
+  )
 
 /**
  * Runs a handler on a lazily read state until a run asks for nothing that was not read (see the top of this
@@ -242,8 +243,9 @@ export const queryRpc = <I, O>(
     const ids = { flowId, runId: row.run_id }
     const run = (state: FlowState, staged: Staged) =>
       Effect.exit(Effect.suspend(() => rpc.handler(makeRpcView(flow, state, staged, ids), decodeJson(rpc.input, text))))
+    const lazy = yield* lazyNames(flow, options?.readLazily)
     const { exit, staged } = yield* Effect.mapError(
-      runLazily(store, lazyNames(flow, options?.readLazily), flowId, row.run_id, run),
+      runLazily(store, lazy, flowId, row.run_id, run),
       database(flowId, rpc.name)
     )
     if (exit._tag === "Failure") {

@@ -1,5 +1,6 @@
 // A Flow's state and its transitions: the owner's loads, the transition's one write, heartbeats.
 import * as Effect from "effect/Effect"
+import type { Fragment } from "effect/sql/Statement"
 import { channelKey, type StoredMessage } from "../state.ts"
 import type { Driver } from "./driver.ts"
 import { fenceCheck, ownerHolds } from "./ownership.ts"
@@ -299,20 +300,27 @@ export interface QueryStateRow {
  */
 export const loadCommittedAttributes = (sql: Sql, flowId: string, lazy: ReadonlyArray<string>) =>
   sql<QueryStateRow>`
-    SELECT 'flow' AS kind, '' AS name, '' AS key, f.run_id AS value, CAST(NULL AS BIGINT) AS id,
-      f.version AS version
-      FROM dex_flows f WHERE f.flow_id = ${flowId}
+    ${flowVersionRow(sql, flowId)}
     UNION ALL
-    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, CAST(NULL AS BIGINT) AS id,
-      a.version AS version
-      FROM dex_attrs a
-      WHERE a.flow_id = ${flowId} AND ${lazy.length === 0 ? sql`1 = 1` : sql`a.name NOT IN ${sql.in(lazy as Array<string>)}`}
-        AND a.value IS NOT NULL AND a.version = (
-        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)
+    ${currentAttrRows(sql, flowId, sql`${lazy.length === 0 ? sql`1 = 1` : sql`a.name NOT IN ${sql.in(lazy as Array<string>)}`} AND a.value IS NOT NULL`)}
     UNION ALL
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id, NULL AS version
       FROM dex_messages m WHERE m.flow_id = ${flowId}
     ORDER BY kind, id`
+
+/** The Flow's row of a query read: its run (`value`) and version. */
+const flowVersionRow = (sql: Sql, flowId: string) =>
+  sql`SELECT 'flow' AS kind, '' AS name, '' AS key, f.run_id AS value, CAST(NULL AS BIGINT) AS id,
+      f.version AS version
+      FROM dex_flows f WHERE f.flow_id = ${flowId}`
+
+/** The newest stored version of each attribute key of the Flow that `where` selects, with that version. */
+const currentAttrRows = (sql: Sql, flowId: string, where: Fragment) =>
+  sql`SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, CAST(NULL AS BIGINT) AS id,
+      a.version AS version
+      FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND ${where} AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
 
 /**
  * The current values of some attribute keys (`key` given) and of whole attributes (`key` undefined: every key
@@ -326,16 +334,14 @@ export const loadCommittedAttributesOf = (
   wanted: ReadonlyArray<{ readonly name: string; readonly key: string | undefined }>
 ) =>
   sql<QueryStateRow>`
-    SELECT 'flow' AS kind, '' AS name, '' AS key, f.run_id AS value, CAST(NULL AS BIGINT) AS id,
-      f.version AS version
-      FROM dex_flows f WHERE f.flow_id = ${flowId}
+    ${flowVersionRow(sql, flowId)}
     UNION ALL
-    SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, CAST(NULL AS BIGINT) AS id,
-      a.version AS version
-      FROM dex_attrs a
-      WHERE a.flow_id = ${flowId} AND (${sql.or(
+    ${currentAttrRows(
+      sql,
+      flowId,
+      sql`(${sql.or(
         wanted.map((w) =>
           w.key === undefined ? sql`(a.name = ${w.name})` : sql`(a.name = ${w.name} AND a.key = ${w.key})`
         )
-      )}) AND a.version = (
-        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
+      )})`
+    )}`
