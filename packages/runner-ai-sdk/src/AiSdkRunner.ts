@@ -200,10 +200,10 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
   }
 
   /** The stored history as the model sees it: after a compaction, the summary first. */
-  const historyOf = (turn: Runner.AgentTurnContext): Array<ModelMessage> => [
-    ...(turn.contextSummary == null ? [] : [summaryMessage(turn.contextSummary.text)]),
-    ...fromStoredMessages(turn.messages)
-  ]
+  const historyOf = (turn: Runner.AgentTurnContext): Array<ModelMessage> => {
+    const stored = fromStoredMessages(turn.messages)
+    return turn.contextSummary == null ? stored : [summaryMessage(turn.contextSummary.text), ...stored]
+  }
 
   const estimateInputTokens = (turn: Runner.AgentTurnContext) => {
     const instructions = typeof agent.instructions === "function" ? agent.instructions(info(turn)) : agent.instructions

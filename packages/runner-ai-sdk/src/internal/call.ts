@@ -6,11 +6,11 @@ import {
   type LanguageModel,
   type LanguageModelUsage,
   type ModelMessage,
+  type StreamTextEndEvent,
   streamText,
   type ToolSet
 } from "ai"
 import * as Effect from "effect/Effect"
-import * as Stream from "effect/Stream"
 import { toJsonSafe } from "./convert.ts"
 import { recordTelemetry } from "./telemetry.ts"
 
@@ -61,6 +61,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     const frameworkSpans = yield* SessionTracer.FrameworkSpans
     const telemetry = frameworkSpans.enabled ? recordTelemetry(frameworkSpans) : undefined
     yield* Effect.addFinalizer(() => Effect.sync(() => telemetry?.finish("the call ended without a result")))
+    // the call's final values, from the SDK's `onEnd` (its result getters would each replay the whole stream)
+    let ended: StreamTextEndEvent | undefined
     const result = streamText({
       model: options.model,
       ...(options.instructions ? { instructions: options.instructions } : {}),
@@ -71,32 +73,40 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
       abortSignal: signal,
       // errors surface as ModelCallError below; the SDK's default would also log them to stderr
       onError: () => {},
+      onEnd: (event: StreamTextEndEvent) => {
+        ended = event
+      },
       ...(telemetry === undefined ? {} : { telemetry: { isEnabled: true, integrations: [telemetry.integration] } }),
       ...(options.providerOptions ? { providerOptions: options.providerOptions } : {}),
       ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
       ...(options.toolChoice === undefined ? {} : { toolChoice: options.toolChoice })
     } as Parameters<typeof streamText>[0])
-    yield* Stream.fromAsyncIterable(
-      result.stream as AsyncIterable<any>,
-      (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
-    ).pipe(
-      Stream.runForEach((part: any) => {
+    // the stream's parts one by one, in this fiber (its interruption aborts the call)
+    const parts = (result.stream as AsyncIterable<any>)[Symbol.asyncIterator]()
+    const nextPart = Effect.tryPromise({
+      try: () => parts.next(),
+      catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
+    })
+    yield* Effect.gen(function* () {
+      while (true) {
+        const next = yield* nextPart
+        if (next.done === true) return
+        const part = next.value
         switch (part.type) {
           case "text-delta":
             fullText += part.text
-            return text.push(part.text)
+            yield* text.push(part.text)
+            break
           case "reasoning-delta":
             fullReasoning += part.text
-            return reasoning.push(part.text)
+            yield* reasoning.push(part.text)
+            break
           case "error":
             streamError = part.error
-            return Effect.void
-          default:
-            return Effect.void
+            break
         }
-      }),
-      Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
-    )
+      }
+    }).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
     yield* text.flush
     yield* reasoning.flush
     // an aborted call is never an answer, however the SDK ended the stream
@@ -104,32 +114,24 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     if (streamError !== undefined) {
       return yield* new Errors.ModelCallError({ message: errorMessage(streamError) })
     }
-    const settled = yield* Effect.tryPromise({
-      try: () =>
-        Promise.all([result.toolCalls, result.responseMessages, result.usage, result.finishReason, result.finalStep]),
-      catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
-    })
-    const [toolCalls, responseMessages, usage, finishReason, finalStep] = settled as [
-      any[],
-      ModelMessage[],
-      any,
-      string,
-      any
-    ]
+    // the SDK calls `onEnd` before it closes the stream; without it the call ended without a result
+    if (ended === undefined) {
+      return yield* new Errors.ModelCallError({ message: "the model call ended without a result" })
+    }
     return {
       text: fullText,
       reasoning: fullReasoning,
-      toolCalls: toolCalls
+      toolCalls: ended.toolCalls
         .filter((c) => c.providerExecuted !== true)
         .map((c) => ({ toolCallId: c.toolCallId, toolName: c.toolName, input: c.input })),
-      responseMessages: toJsonSafe(responseMessages) as ReadonlyArray<ModelMessage>,
-      usage,
+      responseMessages: toJsonSafe(ended.responseMessages) as ReadonlyArray<ModelMessage>,
+      usage: ended.totalUsage,
       metadata: {
         requestModel: typeof options.model === "string" ? options.model : options.model.modelId,
-        responseModel: finalStep?.response?.modelId,
+        responseModel: ended.finalStep?.response?.modelId,
         providerName: typeof options.model === "string" ? undefined : options.model.provider,
-        responseId: finalStep?.response?.id,
-        finishReasons: [finishReason]
+        responseId: ended.finalStep?.response?.id,
+        finishReasons: [ended.finishReason]
       }
     } satisfies CallResult
   }).pipe(Effect.scoped)

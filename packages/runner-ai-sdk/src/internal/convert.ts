@@ -129,38 +129,85 @@ const parseItem = (text: string): StoredItem | undefined => {
   }
 }
 
+/**
+ * The items of stored messages already read, by message, with the text each was read from: the session hands
+ * every Step the same decoded messages (the engine's decode cache), so each turn reads only its new messages
+ * instead of parsing the whole history again. An item is never changed after it is read.
+ */
+const readItems = new WeakMap<StoredMessageView, { readonly text: string; readonly item: StoredItem | undefined }>()
+
+const storedItem = (message: StoredMessageView): StoredItem | undefined => {
+  const known = readItems.get(message)
+  if (known !== undefined && known.text === message.frameworkItem) return known.item
+  const item = parseItem(message.frameworkItem)
+  readItems.set(message, { text: message.frameworkItem, item })
+  return item
+}
+
+/** A list of stored messages read, with the messages rebuilt from it and the message id its last message has. */
+interface ReadHistory {
+  readonly stored: ReadonlyArray<StoredMessageView>
+  readonly messages: ReadonlyArray<ModelMessage>
+  readonly currentId: string | undefined
+}
+
+/**
+ * The list read last, by its first stored message. A session's next Step reads the same stored messages again
+ * (the same decoded values) and some more: the messages rebuilt from the list read last are reused when it is a
+ * prefix of the new one, and only the rest is read, so a long session's Step does not rebuild its whole history.
+ * A stored message is an immutable value; a rebuilt message is not changed once it is returned.
+ */
+const readHistories = new WeakMap<StoredMessageView, ReadHistory>()
+
+/** Whether `known` is a prefix of `stored`, message by message. */
+const isPrefix = (known: ReadonlyArray<StoredMessageView>, stored: ReadonlyArray<StoredMessageView>): boolean => {
+  if (known.length > stored.length) return false
+  for (let i = 0; i < known.length; i++) if (known[i] !== stored[i]) return false
+  return true
+}
+
 /** Rebuilds AI SDK messages from stored ones, regrouping parts; messages stored by others use their projection. */
 export const fromStoredMessages = (stored: ReadonlyArray<StoredMessageView>): Array<ModelMessage> => {
-  const out: Array<ModelMessage> = []
-  let currentId: string | undefined
-  for (const message of stored) {
-    const item = parseItem(message.frameworkItem)
+  const first = stored[0]
+  if (first === undefined) return []
+  const known = readHistories.get(first)
+  const reused = known !== undefined && isPrefix(known.stored, stored) ? known : undefined
+  const out: Array<ModelMessage> = reused === undefined ? [] : [...reused.messages]
+  let currentId = reused?.currentId
+  // the last reused message is shared with earlier reads: it takes more parts only as a copy
+  let lastShared = out.length > 0
+  for (let i = reused?.stored.length ?? 0; i < stored.length; i++) {
+    const message = stored[i]!
+    const item = storedItem(message)
     if (item === undefined) {
       currentId = undefined
       out.push(...projectionToMessages(message))
-      continue
-    }
-    if (item.content !== undefined) {
+    } else if (item.content !== undefined) {
       currentId = item.message_id
       out.push({
         role: item.role,
         content: item.content,
         ...(item.provider_options !== undefined ? { providerOptions: item.provider_options } : {})
       } as ModelMessage)
-      continue
-    }
-    const last = out[out.length - 1] as { role: string; content: unknown } | undefined
-    if (currentId === item.message_id && last !== undefined && Array.isArray(last.content)) {
-      last.content.push(item.part)
     } else {
-      currentId = item.message_id
-      out.push({
-        role: item.role,
-        content: [item.part],
-        ...(item.provider_options !== undefined ? { providerOptions: item.provider_options } : {})
-      } as ModelMessage)
+      const last = out[out.length - 1] as { role: string; content: unknown } | undefined
+      if (currentId === item.message_id && last !== undefined && Array.isArray(last.content)) {
+        const continued = lastShared ? ({ ...last, content: [...last.content] } as typeof last) : last
+        ;(continued.content as Array<unknown>).push(item.part)
+        out[out.length - 1] = continued as ModelMessage
+      } else {
+        currentId = item.message_id
+        out.push({
+          role: item.role,
+          content: [item.part],
+          ...(item.provider_options !== undefined ? { providerOptions: item.provider_options } : {})
+        } as ModelMessage)
+      }
     }
+    lastShared = false
   }
+  // copies: the caller may change its list, or the one returned
+  readHistories.set(first, { stored: [...stored], messages: [...out], currentId })
   return out
 }
 
