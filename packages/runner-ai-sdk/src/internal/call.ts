@@ -49,6 +49,22 @@ const errorMessage = (error: unknown): string =>
  */
 export const callModel = (options: CallOptions): Effect.Effect<CallResult, Errors.ModelCallError> =>
   Effect.gen(function* () {
+    // with the session's tracing on, the SDK's own telemetry nests under the attempt's chat span
+    const frameworkSpans = yield* SessionTracer.FrameworkSpans
+    if (!frameworkSpans.enabled) return yield* streamCall(options, undefined)
+    const telemetry = recordTelemetry(frameworkSpans)
+    return yield* Effect.ensuring(
+      streamCall(options, telemetry),
+      Effect.sync(() => telemetry.finish("the call ended without a result"))
+    )
+  })
+
+/** The call itself, with the SDK's telemetry recorded by `telemetry` when tracing is on. */
+const streamCall = (
+  options: CallOptions,
+  telemetry: ReturnType<typeof recordTelemetry> | undefined
+): Effect.Effect<CallResult, Errors.ModelCallError> =>
+  Effect.gen(function* () {
     const text = DeltaBuffer.make(options.onTextDelta ?? (() => Effect.void))
     const reasoning = DeltaBuffer.make(options.onReasoningDelta ?? (() => Effect.void))
     let fullText = ""
@@ -57,10 +73,6 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
     const controller = new AbortController()
     const signal =
       options.abortSignal === undefined ? controller.signal : AbortSignal.any([controller.signal, options.abortSignal])
-    // with the session's tracing on, the SDK's own telemetry nests under the attempt's chat span
-    const frameworkSpans = yield* SessionTracer.FrameworkSpans
-    const telemetry = frameworkSpans.enabled ? recordTelemetry(frameworkSpans) : undefined
-    yield* Effect.addFinalizer(() => Effect.sync(() => telemetry?.finish("the call ended without a result")))
     // the call's final values, from the SDK's `onEnd` (its result getters would each replay the whole stream)
     let ended: StreamTextEndEvent | undefined
     const result = streamText({
@@ -81,29 +93,32 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
       ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
       ...(options.toolChoice === undefined ? {} : { toolChoice: options.toolChoice })
     } as Parameters<typeof streamText>[0])
-    // the stream's parts one by one, in this fiber (its interruption aborts the call)
+    // the stream's parts, read without the fiber up to the next delta (the only part that needs it for its event);
+    // the fiber's interruption aborts the call
     const parts = (result.stream as AsyncIterable<any>)[Symbol.asyncIterator]()
-    const nextPart = Effect.tryPromise({
-      try: () => parts.next(),
+    const nextDelta = async (): Promise<{ readonly type: string; readonly text: string } | undefined> => {
+      while (true) {
+        const next = await parts.next()
+        if (next.done === true) return undefined
+        const part = next.value
+        if (part.type === "text-delta" || part.type === "reasoning-delta") return part
+        if (part.type === "error") streamError = part.error
+      }
+    }
+    const readDelta = Effect.tryPromise({
+      try: nextDelta,
       catch: (cause) => new Errors.ModelCallError({ message: errorMessage(cause) })
     })
     yield* Effect.gen(function* () {
       while (true) {
-        const next = yield* nextPart
-        if (next.done === true) return
-        const part = next.value
-        switch (part.type) {
-          case "text-delta":
-            fullText += part.text
-            yield* text.push(part.text)
-            break
-          case "reasoning-delta":
-            fullReasoning += part.text
-            yield* reasoning.push(part.text)
-            break
-          case "error":
-            streamError = part.error
-            break
+        const delta = yield* readDelta
+        if (delta === undefined) return
+        if (delta.type === "text-delta") {
+          fullText += delta.text
+          yield* text.push(delta.text)
+        } else {
+          fullReasoning += delta.text
+          yield* reasoning.push(delta.text)
         }
       }
     }).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
@@ -134,4 +149,4 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Error
         finishReasons: [ended.finishReason]
       }
     } satisfies CallResult
-  }).pipe(Effect.scoped)
+  })
