@@ -54,6 +54,37 @@ describe("AI SDK message storage", () => {
     })
   )
 
+  it.effect(
+    "a longer list of the same stored messages is rebuilt as a whole list would be, the earlier result unchanged",
+    () =>
+      Effect.sync(() => {
+        const messages: Array<ModelMessage> = [
+          { role: "user", content: "read it" },
+          {
+            role: "assistant",
+            content: [
+              { type: "text", text: "Reading." },
+              { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" } }
+            ]
+          },
+          {
+            role: "tool",
+            content: [{ type: "tool-result", toolCallId: "c1", toolName: "read", output: { type: "text", value: "A" } }]
+          }
+        ]
+        const stored = JSON.parse(JSON.stringify(toFrameworkMessages(messages, (i) => `turn-1/${i}`)))
+        // the list ends inside the assistant message (its text part only), then grows by its tool call and more
+        const short = fromStoredMessages(stored.slice(0, 2))
+        const shortCopy = JSON.parse(JSON.stringify(short))
+        const whole = fromStoredMessages(stored)
+        assert.deepStrictEqual(whole, messages)
+        assert.deepStrictEqual(short, shortCopy)
+        // the same list again, and a different one of the same first message
+        assert.deepStrictEqual(fromStoredMessages([...stored]), messages)
+        assert.deepStrictEqual(fromStoredMessages([stored[0], stored[3]]), [messages[0], messages[2]])
+      })
+  )
+
   it.effect("binary file data becomes base64 text", () =>
     Effect.sync(() => {
       assert.deepStrictEqual(toJsonSafe({ data: new Uint8Array([1, 2, 3]), url: new URL("https://x.test/a") }), {
