@@ -1,11 +1,14 @@
 // The query path (`Client.queryRpc`) with AttributeMaps read lazily (`readLazily`), on both engine layers: the
 // handler sees one commit even when the Flow commits between the query's statements, and it reads the same as
-// the whole-state query and the RPC through the owner.
+// the whole-state query and the RPC through the owner. The lazily read values this process holds (by stored row)
+// serve a read only while they are the stored ones: not after a rewrite or a delete of the key, nor in a new run
+// of the same Flow ID whose row has the same version.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { SqlClient } from "effect/sql"
 import {
   Attribute,
   AttributeMap,
@@ -21,6 +24,8 @@ import { engines } from "./support/engines.ts"
 
 const Pages = AttributeMap("pages", Schema.String)
 const Newest = Attribute("newest", Schema.Number)
+/** A large value outside the lazy map: the text of the last `put`. */
+const Note = Attribute("note", Schema.String)
 
 /** Writes page `n` and moves `newest` to it, in one transition. */
 const Write = FlowRpc({
@@ -49,8 +54,71 @@ const ReadNewest = FlowRpc({
   handler: (ctx) => Effect.sync(() => ({ output: readNewest(ctx) }))
 })
 
+/** Sets page `n` to `text` (`null`: deletes it) and moves `newest` to it, in one transition. */
+const Put = FlowRpc({
+  name: "put",
+  input: Schema.Struct({ n: Schema.Number, text: Schema.NullOr(Schema.String) }),
+  output: Schema.Null,
+  handler: (ctx, { n, text }) =>
+    Effect.sync(() => {
+      if (text === null) ctx.deleteAt(Pages, String(n))
+      else ctx.setAt(Pages, String(n), text)
+      ctx.set(Newest, n)
+      ctx.set(Note, `put ${n}: ${text}`)
+      return { output: null }
+    })
+})
+
+/** The page `newest` names (without listing the keys, so that a held page serves the whole read), and the note. */
+const ReadPage = FlowRpc({
+  name: "read_page",
+  input: Schema.Null,
+  output: Schema.Struct({ page: Schema.NullOr(Schema.String), note: Schema.NullOr(Schema.String) }),
+  handler: (ctx) =>
+    Effect.sync(() => ({
+      output: {
+        page: Option.getOrNull(ctx.getAt(Pages, String(Option.getOrElse(ctx.get(Newest), () => 0)))),
+        note: Option.getOrNull(ctx.get(Note))
+      }
+    }))
+})
+
 const Idle = Step({ type: "Idle", input: Schema.Null, execute: () => Effect.succeed(StepDecision.deadEnd()) })
-const Book = Flow({ type: "Book", start: Idle, attributes: [Pages, Newest], rpcs: [Write, ReadNewest] })
+const Book = Flow({
+  type: "Book",
+  start: Idle,
+  attributes: [Pages, Newest, Note],
+  rpcs: [Write, ReadNewest, Put, ReadPage]
+})
+
+/** `ReadPage` read lazily, with how many times its handler ran (twice when the page was not held). */
+const readPage = (flowId: string) =>
+  Effect.gen(function* () {
+    const client = yield* Client.Client
+    let runs = 0
+    const Counted = FlowRpc({
+      ...ReadPage,
+      handler: (ctx: RpcContext, input: null) => {
+        runs++
+        return ReadPage.handler(ctx, input)
+      }
+    })
+    const read = yield* client.queryRpc(Book, Counted, flowId, null, { readLazily: [Pages] })
+    // the same as the RPC through the owner and the whole-state query
+    assert.deepStrictEqual(yield* client.invokeRpc(Book, ReadPage, flowId, null), read)
+    assert.deepStrictEqual(yield* client.queryRpc(Book, ReadPage, flowId, null), read)
+    return { page: read.page, note: read.note, runs }
+  })
+
+/** The stored version of a page's newest row, and the Flow's version. */
+const versions = (flowId: string, n: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [attr] = yield* sql<{ version: unknown }>`SELECT version FROM dex_attrs WHERE flow_id = ${flowId}
+      AND name = ${Pages.name} AND key = ${String(n)} ORDER BY version DESC LIMIT 1`
+    const [flow] = yield* sql<{ version: unknown }>`SELECT version FROM dex_flows WHERE flow_id = ${flowId}`
+    return { page: attr === undefined ? undefined : Number(attr.version), flow: Number(flow!.version) }
+  })
 
 for (const engine of engines) {
   describe(`${engine.name} engine: queries that read AttributeMaps lazily`, () => {
@@ -82,6 +150,61 @@ for (const engine of engines) {
           assert.deepStrictEqual(yield* client.queryRpc(Book, ReadNewest, "book", null), read)
           assert.deepStrictEqual(yield* client.invokeRpc(Book, ReadNewest, "book", null), read)
           assert.deepStrictEqual(yield* client.queryRpc(Book, ReadNewest, "book", null, { readLazily: [Pages] }), read)
+        }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
+
+    it.live(
+      "a held page serves a read while it is the stored one, and is read again after a rewrite or a delete",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "held", null)
+          yield* client.invokeRpc(Book, Put, "held", { n: 1, text: `first ${"x".repeat(3000)}` })
+          const first = yield* readPage("held")
+          assert.strictEqual(first.page?.slice(0, 7), "first x")
+          assert.strictEqual(first.runs, 2, "the page was read with a second statement")
+          const again = yield* readPage("held")
+          assert.deepStrictEqual(again, { ...first, runs: 1 }, "the held page served the read")
+          // the same key rewritten: the held text is of an older row
+          yield* client.invokeRpc(Book, Put, "held", { n: 1, text: `second ${"y".repeat(3000)}` })
+          const rewritten = yield* readPage("held")
+          assert.strictEqual(rewritten.page?.slice(0, 8), "second y")
+          assert.strictEqual(rewritten.note?.slice(0, 15), "put 1: second y")
+          assert.strictEqual(rewritten.runs, 2)
+          assert.strictEqual((yield* readPage("held")).runs, 1)
+          // the key deleted: no held text stands for it
+          yield* client.invokeRpc(Book, Put, "held", { n: 1, text: null })
+          assert.deepStrictEqual((yield* readPage("held")).page, null)
+          // written again after the delete
+          yield* client.invokeRpc(Book, Put, "held", { n: 1, text: `third ${"z".repeat(3000)}` })
+          assert.strictEqual((yield* readPage("held")).page?.slice(0, 7), "third z")
+        }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
+
+    it.live(
+      "a Flow ID started again does not read the old run's held page, though its row has the same version",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "again", null)
+          // pages of filler first, so that the held page's version is one the new run reaches after its start
+          for (let n = 100; n < 110; n++) yield* client.invokeRpc(Book, Put, "again", { n, text: `filler ${n}` })
+          yield* client.invokeRpc(Book, Put, "again", { n: 1, text: `old run ${"o".repeat(3000)}` })
+          assert.strictEqual((yield* readPage("again")).page?.slice(0, 9), "old run o")
+          assert.strictEqual((yield* readPage("again")).runs, 1, "the page is held")
+          const held = (yield* versions("again", 1)).page!
+          yield* client.stopFlow("again", { mode: "cancel" })
+          yield* client.startFlow(Book, "again", null, { idReusePolicy: "allowIfClosed" })
+          // the new run's writes up to the version before the held one, then page 1 at the held version
+          let n = 200
+          while ((yield* versions("again", 1)).flow < held - 1) {
+            yield* client.invokeRpc(Book, Put, "again", { n: n++, text: `filler ${n}` })
+          }
+          yield* client.invokeRpc(Book, Put, "again", { n: 1, text: `new run ${"n".repeat(3000)}` })
+          assert.strictEqual((yield* versions("again", 1)).page, held, "the new run's row has the held version")
+          assert.strictEqual((yield* readPage("again")).page?.slice(0, 9), "new run n")
         }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
       120_000
     )

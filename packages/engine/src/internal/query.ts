@@ -12,12 +12,19 @@
 // at or below the first statement's Flow version is the value of that commit; a newer one, or (when the Flow
 // committed in between) a key with no row or a whole map, may not be, and the read starts again. After
 // READ_TRIES starts it reads the state whole, in one statement.
+//
+// The texts a lazy read read are held in this process by their stored rows (`lazyValues.ts`): the first statement
+// also reads the newest version of each held key of a lazy map, and a held text of that version (in that run) is
+// the key's value at that commit, so a snapshot of a long session reads its chunks' versions, not their bytes, and
+// needs no second statement while its chunks stay the same. A value of the first statement whose row is held
+// comes as the held text, which the decode cache finds without hashing it again.
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import type { SqlError } from "effect/sql/SqlError"
 import { FlowNotActive, FlowNotFound, InvalidInput, RpcFailed } from "../Errors.ts"
 import type { AttributeMap, FlowDef, RpcDef, RpcResult } from "../Flow.ts"
 import { errorInfo } from "./decision.ts"
+import * as LazyValues from "./lazyValues.ts"
 import {
   channelKey,
   decodeJson,
@@ -29,6 +36,7 @@ import {
   type StoredMessage
 } from "./state.ts"
 import type { EngineStoreShape } from "./store/EngineStore.ts"
+import type { QueryStateRow } from "./store/flows.ts"
 
 /** Why a query refuses a handler that staged writes. */
 export const READ_ONLY_VIOLATION = "ReadOnlyViolation"
@@ -102,20 +110,53 @@ class LazyMap extends Map<string, string> {
   }
 }
 
-/** The first statement of a lazy read: the Flow's version, every value outside the lazy maps, the queue. */
+/**
+ * The first statement of a lazy read: the Flow's version, every value outside the lazy maps, the queue, and the
+ * newest versions of the lazy keys whose values this process holds (`LazyValues`): a held value of that version
+ * is the key's value at this commit, read without another statement.
+ */
 const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string, lazy: ReadonlyArray<string>) {
-  const rows = yield* store.loadCommittedAttributes(flowId, lazy)
+  const rows = yield* store.loadCommittedAttributes(flowId, lazy, LazyValues.heldKeys(flowId, lazy))
   const misses = new Set<LazyMap>()
   const state: FlowState = { attrs: new Map(), channels: new Map() }
   for (const name of lazy) state.attrs.set(name, new LazyMap(name, misses))
-  let version: number | undefined
+  // the statement's rows come in no order
+  const flowRow = rows.find((r) => r.kind === "flow")
+  const version = flowRow === undefined ? undefined : Number(flowRow.version)
+  const runId = flowRow?.value ?? undefined
+  const texts = runId === undefined ? undefined : LazyValues.readRows(flowId, runId)
+  const messages: Array<QueryStateRow> = []
   for (const r of rows) {
-    if (r.kind === "flow") version = Number(r.version)
-    else if (r.kind === "attr") addAttr(state, r.name, r.key, r.value as string)
-    else addMessage(state, r.name, r.key, r.id, r.value as string)
+    if (r.kind === "attr") {
+      const value = r.value as string
+      addAttr(state, r.name, r.key, texts === undefined ? value : texts.text(r.name, r.key, Number(r.version), value))
+    } else if (r.kind === "held") {
+      const text = runId === undefined ? undefined : LazyValues.lookup(flowId, runId, r.name, r.key, Number(r.version))
+      if (text === undefined) continue
+      const m = state.attrs.get(r.name) as LazyMap
+      m.set(r.key, text)
+      m.known.add(r.key)
+    } else if (r.kind === "message") messages.push(r)
   }
+  texts?.done()
+  // the queues oldest first
+  messages.sort((a, b) => Number(a.id) - Number(b.id))
+  for (const r of messages) addMessage(state, r.name, r.key, r.id, r.value as string)
   return { state, misses, version }
 })
+
+/**
+ * Holds the values of the keys a run asked for by name (not those of a map read whole), each by its stored row:
+ * a row of run `runId` read in one statement with it, whatever the read makes of it.
+ */
+const hold = (flowId: string, runId: string, misses: Set<LazyMap>, rows: ReadonlyArray<QueryStateRow>) => {
+  const asked = new Set<string>()
+  for (const m of misses) for (const key of m.asked) asked.add(channelKey(m.name, key))
+  for (const r of rows) {
+    if (r.kind !== "attr" || r.value === null || !asked.has(channelKey(r.name, r.key))) continue
+    LazyValues.remember(flowId, runId, r.name, r.key, Number(r.version), r.value)
+  }
+}
 
 /**
  * Reads what the handler's run asked for into the state, in one statement; false when a value may have changed
@@ -135,6 +176,7 @@ const readAsked = (
     }
     const rows = yield* store.loadCommittedAttributesOf(flowId, wanted)
     const flowRow = rows.find((r) => r.kind === "flow")
+    if (flowRow !== undefined) hold(flowId, flowRow.value as string, misses, rows)
     if (flowRow === undefined || at.version === undefined || flowRow.value !== at.runId) return false
     const unchanged = Number(flowRow.version) === at.version
     const found = new Set<string>()

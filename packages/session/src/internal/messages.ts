@@ -173,8 +173,9 @@ const touchChunks = (
 ): void => {
   let newer = 0
   let w = window.length - 1
-  const newestFirst = [...ranges].sort((a, b) => b.lastSequence - a.lastSequence)
-  for (const range of newestFirst) {
+  // the index lists its ranges in sequence order (disjoint ranges: by first and by last sequence alike)
+  for (let c = ranges.length - 1; c >= 0; c--) {
+    const range = ranges[c]!
     while (w >= 0 && window[w]!.sequence > range.lastSequence) {
       newer++
       w--

@@ -280,33 +280,43 @@ export const loadCommittedState = (sql: Sql, flowId: string) =>
 
 /** One row of {@link loadCommittedAttributes} or {@link loadCommittedAttributesOf}. */
 export interface QueryStateRow {
-  /** `flow`: the Flow's row (`value` its `run_id`, `version` its version); `attr`; `message` (queued). */
-  readonly kind: "flow" | "attr" | "message"
+  /**
+   * `flow`: the Flow's row (`value` its `run_id`, `version` its version); `attr`; `held`: the newest stored
+   * version of a key the caller holds a value of (`value` `null`); `message` (queued).
+   */
+  readonly kind: "flow" | "attr" | "held" | "message"
   readonly name: string
   readonly key: string
-  /** `null` only from {@link loadCommittedAttributesOf}: the key's newest version deletes it. */
+  /** `null` for `held`, and from {@link loadCommittedAttributesOf} when the key's newest version deletes it. */
   readonly value: string | null
   /** The message ID; `null` for the other kinds. */
   readonly id: unknown
-  /** The Flow's version for `flow`, the value's stored version for `attr`; `null` for a message. */
+  /** The Flow's version for `flow`, the stored version for `attr` and `held`; `null` for a message. */
   readonly version: unknown
 }
 
 /**
  * What a query reads first, in one statement (one consistent snapshot): the Flow's version and run, the current
- * value of every attribute key except those of the attributes named in `lazy`, and every queued message, oldest
- * first. The values of the `lazy` attributes (a long session's message chunks) are read as the handler asks for
- * them ({@link loadCommittedAttributesOf}). Writes nothing.
+ * value of every attribute key except those of the attributes named in `lazy`, the newest stored version (not
+ * the value) of each `held` key, and every queued message. The values of the `lazy` attributes (a
+ * long session's message chunks) are read as the handler asks for them ({@link loadCommittedAttributesOf}),
+ * unless the caller holds the value of the version read here. The rows come in no order (an `ORDER BY` would
+ * sort every value the statement reads): the caller puts the messages in ID order. Writes nothing.
  */
-export const loadCommittedAttributes = (sql: Sql, flowId: string, lazy: ReadonlyArray<string>) =>
+export const loadCommittedAttributes = (
+  sql: Sql,
+  flowId: string,
+  lazy: ReadonlyArray<string>,
+  held: ReadonlyArray<{ readonly name: string; readonly key: string }> = []
+) =>
   sql<QueryStateRow>`
     ${flowVersionRow(sql, flowId)}
     UNION ALL
     ${currentAttrRows(sql, flowId, sql`${lazy.length === 0 ? sql`1 = 1` : sql`a.name NOT IN ${sql.in(lazy as Array<string>)}`} AND a.value IS NOT NULL`)}
+    ${held.length === 0 ? sql`` : sql`UNION ALL ${newestVersionRows(sql, flowId, held)}`}
     UNION ALL
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id, NULL AS version
-      FROM dex_messages m WHERE m.flow_id = ${flowId}
-    ORDER BY kind, id`
+      FROM dex_messages m WHERE m.flow_id = ${flowId}`
 
 /** The Flow's row of a query read: its run (`value`) and version. */
 const flowVersionRow = (sql: Sql, flowId: string) =>
@@ -321,6 +331,30 @@ const currentAttrRows = (sql: Sql, flowId: string, where: Fragment) =>
       FROM dex_attrs a
       WHERE a.flow_id = ${flowId} AND ${where} AND a.version = (
         SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
+
+/**
+ * The newest stored version of each of `keys` that has a row (a delete too), without its value. The keys go by
+ * name into `key IN (...)` lists, each an index lookup per key (an `OR` of name-and-key pairs is a scan of the
+ * Flow's rows).
+ */
+const newestVersionRows = (
+  sql: Sql,
+  flowId: string,
+  keys: ReadonlyArray<{ readonly name: string; readonly key: string }>
+) => {
+  const byName = new Map<string, Array<string>>()
+  for (const k of keys) {
+    const list = byName.get(k.name)
+    if (list === undefined) byName.set(k.name, [k.key])
+    else list.push(k.key)
+  }
+  return sql`SELECT 'held' AS kind, a.name AS name, a.key AS key, NULL AS value, CAST(NULL AS BIGINT) AS id,
+      a.version AS version
+      FROM dex_attrs a
+      WHERE a.flow_id = ${flowId} AND (${sql.or([...byName].map(([name, list]) => sql`(a.name = ${name} AND a.key IN ${sql.in(list)})`))})
+      AND a.version = (
+        SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
+}
 
 /**
  * The current values of some attribute keys (`key` given) and of whole attributes (`key` undefined: every key
