@@ -16,18 +16,28 @@ export const maxValueBytes: Effect.Effect<number> = Effect.map(Effect.serviceOpt
 
 const encoders = new WeakMap<object, (value: unknown) => unknown>()
 
+/**
+ * The sizes already measured, by value (stored values are immutable data): a Step that checks a value and then
+ * its chunk's size, or checks it twice on two paths, encodes it once.
+ */
+const measured = new WeakMap<object, { readonly schema: object; readonly bytes: number }>()
+
 /** The UTF-8 size of a value as the engine stores it: the JSON text of its JSON encoding. */
 export const storedBytes = <A>(schema: Schema.Codec<A, any, never, never>, value: A): number => {
+  const known = typeof value === "object" && value !== null ? measured.get(value) : undefined
+  if (known !== undefined && known.schema === schema) return known.bytes
   let encode = encoders.get(schema)
   if (encode === undefined) {
     encode = Schema.encodeUnknownSync(Schema.toCodecJson(schema))
     encoders.set(schema, encode)
   }
-  return textBytes(JSON.stringify(encode(value)) ?? "null")
+  const bytes = textBytes(JSON.stringify(encode(value)) ?? "null")
+  if (typeof value === "object" && value !== null) measured.set(value, { schema, bytes })
+  return bytes
 }
 
 /** The UTF-8 size of a text. */
-export const textBytes = (text: string): number => new TextEncoder().encode(text).length
+export const textBytes = (text: string): number => Buffer.byteLength(text, "utf8")
 
 /** The engine's `ValueTooLarge` detail for a value, or `undefined` when it fits. */
 export const oversize = <A>(
