@@ -17,7 +17,7 @@ import type { ToolPolicy } from "../Policy.ts"
 import type { AgentFrameworkRunnerShape, FrameworkMessage } from "../Runner.ts"
 import * as Wire from "../wire/index.ts"
 import { allMessages, type MessageStorageOptions, scanReplySequence, storeMessages } from "./messages.ts"
-import { maxValueBytes, oversize, storedBytes, truncateText } from "./sizes.ts"
+import { maxValueBytes, oversize, sizeBound, storedBytes, truncateText } from "./sizes.ts"
 
 /** What the Steps of one session Flow need to know besides state; `Id` is the runner's service key. */
 export interface SessionConfig<Id = unknown> {
@@ -380,6 +380,7 @@ export const messagesOversize = (
     const problem = oversize(name, Wire.AgentMessage, m, limit)
     if (problem !== undefined) return problem
     // A message too large for the window is stored in a chunk of its own, 15 bytes larger.
+    if (sizeBound(m) + SINGLE_CHUNK_OVERHEAD_BYTES <= limit) continue
     const chunkBytes = storedBytes(Wire.AgentMessage, m) + SINGLE_CHUNK_OVERHEAD_BYTES
     if (chunkBytes > limit) {
       return `Value AgentMessageChunks[${Wire.messageSequenceKey(m.sequence)}] is ${chunkBytes} bytes, over the limit of ${limit}`
