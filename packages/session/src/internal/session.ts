@@ -223,6 +223,18 @@ const mergeDelta = (a: Wire.AgentEventEnvelope, b: Wire.AgentEventEnvelope): Wir
   return { ...a, payload: JSON.stringify({ ...first, text: first.text + second.text }) }
 }
 
+const payloadEncoders = new WeakMap<object, (payload: any) => unknown>()
+
+/** An event payload's encoder, built once per schema. */
+const payloadEncoder = <A>(schema: Schema.Codec<A, unknown>): ((payload: A) => unknown) => {
+  let encode = payloadEncoders.get(schema)
+  if (encode === undefined) {
+    encode = Schema.encodeSync(schema as Schema.Codec<A, unknown, never, never>)
+    payloadEncoders.set(schema, encode)
+  }
+  return encode
+}
+
 /**
  * Writes typed session events for one Step attempt; best effort, never fails. Structural events are staged and
  * commit with the attempt's transition; `tool_call_started` goes with a durable heartbeat; deltas go through
@@ -250,7 +262,7 @@ export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: stri
   const typed =
     <A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>) =>
     (payload: A) =>
-      raw(type, Schema.encodeSync(schema as Schema.Codec<A, unknown, never, never>)(payload))
+      raw(type, payloadEncoder(schema)(payload))
   return {
     raw,
     turnStarted: typed("turn_started", Wire.TurnStartedPayload),
