@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { Metrics } from "@durable-agent/engine"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -39,23 +40,8 @@ export const toolCalls = Metric.counter("durable_agent_tool_calls_total", {
   incremental: true
 })
 
-/** Tagged metrics by metric and attribute values: the few combinations are built once, not on every update. */
-const taggedCache = new WeakMap<object, Map<string, unknown>>()
-
-const tagged = <I, S>(metric: Metric.Metric<I, S>, attributes: Record<string, string>): Metric.Metric<I, S> => {
-  let byAttributes = taggedCache.get(metric)
-  if (byAttributes === undefined) {
-    byAttributes = new Map()
-    taggedCache.set(metric, byAttributes)
-  }
-  const key = JSON.stringify(attributes)
-  let m = byAttributes.get(key) as Metric.Metric<I, S> | undefined
-  if (m === undefined) {
-    m = Metric.withAttributes(metric, attributes)
-    byAttributes.set(key, m)
-  }
-  return m
-}
+const tagged = <I, S>(metric: Metric.Metric<I, S>, attributes: Record<string, string>) =>
+  Metrics.withAttributes(metric, attributes)
 
 /** Counts a started turn. */
 export const turnStarted: Effect.Effect<void> = Metric.update(turnsStarted, 1)
