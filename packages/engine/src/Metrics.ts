@@ -132,8 +132,17 @@ type Attributes = Readonly<Record<string, string>>
 
 const tagged = new WeakMap<Metric.Metric<any, any>, Map<string, Metric.Metric<any, any>>>()
 
-/** `metric` with `attributes`, cached so a hot path builds each series once. */
-const withAttributes = <I, S>(metric: Metric.Metric<I, S>, attributes: Attributes | undefined): Metric.Metric<I, S> => {
+/**
+ * `metric` with `attributes` (`Metric.withAttributes`), cached by metric and attribute values, so a hot path
+ * builds each series once instead of on every update.
+ *
+ * @category recording
+ * @since 0.1.0
+ */
+export const withAttributes = <I, S>(
+  metric: Metric.Metric<I, S>,
+  attributes: Attributes | undefined
+): Metric.Metric<I, S> => {
   if (attributes === undefined) return metric
   let byKey = tagged.get(metric)
   if (byKey === undefined) {

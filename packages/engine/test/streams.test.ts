@@ -1,5 +1,8 @@
 // Stream messages on both engine layers: staged messages commit with their transition (a reader never sees
 // one the committed record contradicts), and the stream budget is kept without a shared row.
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -8,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
-import { Attribute, Client, Flow, FlowStream, Step, StepDecision, type StepDef, Worker } from "../src/index.ts"
+import { Attribute, Client, Engine, Flow, FlowStream, Step, StepDecision, type StepDef, Worker } from "../src/index.ts"
 import { engines } from "./support/engines.ts"
 
 const Count = Attribute("count", Schema.Number)
@@ -113,3 +116,69 @@ for (const engine of engines) {
     )
   })
 }
+
+/** A small stream: a reconcile is due after 5 % of it (2,000 bytes, about three messages). */
+const Small = FlowStream("small", Schema.Struct({ kind: Schema.String, n: Schema.Number }), { capacityBytes: 40_000 })
+
+/**
+ * Stages one message and commits after a pause: the Flows started together end their pauses together, so their
+ * transitions share a group commit and their messages are counted one right after another.
+ */
+const SmallWriter = Step({
+  type: "SmallWriter",
+  input: Schema.Number,
+  execute: (ctx, n) =>
+    Effect.gen(function* () {
+      yield* ctx.stage(Small, { kind: "staged", n })
+      yield* Effect.sleep("300 millis")
+      return StepDecision.gracefulComplete(n)
+    })
+})
+const SmallWriting = Flow({ type: "SmallWriting", start: SmallWriter, streams: [Small] })
+
+describe("embedded engine: the stream budget's reconcile", () => {
+  it.live(
+    "writes that pass the reconcile point in one group commit start one reconcile, not one each",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), "das-streams-"))
+      const sums: Array<string> = []
+      const engine = Engine.layerEmbedded({
+        filename: join(dir, "engine.db"),
+        pollInterval: "50 millis",
+        // every Flow's Step runs at once (the default is the CPU count)
+        maxConcurrentTasks: 100,
+        onStatement: (s) => {
+          if (/SUM\(bytes\)/.test(s)) sums.push(s)
+        }
+      })
+      const flows = 40
+      return Effect.gen(function* () {
+        const client = yield* Client.Client
+        yield* Effect.forEach(
+          Array.from({ length: flows }, (_, i) => i),
+          (i) => client.startFlow(SmallWriting, `s-${i}`, i),
+          { concurrency: "unbounded" }
+        )
+        for (let i = 0; i < flows; i++) {
+          assert.strictEqual((yield* client.waitForFlow(`s-${i}`, { timeout: "60 seconds" })).status, "completed")
+        }
+        const messages = yield* Effect.forEach(
+          Array.from({ length: flows }, (_, i) => i),
+          (i) => Effect.map(Stream.runCollect(client.readStream(`s-${i}`, Small)), (m) => m.length)
+        )
+        assert.strictEqual(
+          messages.reduce((a, b) => a + b, 0),
+          flows
+        )
+        // each message counts at least 512 bytes, so 40 of them pass the reconcile point (2,000 bytes) at most
+        // 40 * 600 / 2,000 = 12 times; one reconcile each, plus the first read of the sum
+        assert.isAbove(sums.length, 0)
+        assert.isAtMost(sums.length, 13, `${sums.length} reads of the stream's sum`)
+      }).pipe(
+        Effect.provide(Worker.layer(SmallWriting).pipe(Layer.provideMerge(engine))),
+        Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      )
+    },
+    120_000
+  )
+})

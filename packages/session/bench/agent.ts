@@ -55,8 +55,12 @@ const usage = { inputTokens: 120, outputTokens: 12, cachedInputTokens: 0, reason
 /** When each turn's first model call started, per session (ms, `performance.now()`). */
 export type TurnStarts = Map<string, Array<number>>
 
-/** The zero-latency model; `starts` collects the first model call of every turn. */
-export const makeModel = (starts: TurnStarts) =>
+/** How many turns of each session got their answer (the turn's last model call ran), per session. */
+export type TurnsEnded = Map<string, number>
+
+/** The zero-latency model; `starts` collects the first model call of every turn, `ended` (when given) counts the
+ * turns answered, in memory, as the bare engine Flow's `engineTurnsEnded` does. */
+export const makeModel = (starts: TurnStarts, ended?: TurnsEnded) =>
   ModelClient.make((request: ModelClient.ModelRequest) =>
     Effect.gen(function* () {
       const last = request.messages[request.messages.length - 1]
@@ -80,6 +84,11 @@ export const makeModel = (starts: TurnStarts) =>
       }
       const text = "Sunny, 21 degrees, noon, nothing new."
       if (request.onTextDelta) yield* request.onTextDelta(text)
+      if (ended !== undefined) {
+        const user = request.messages.findLast((m) => m.role === "user")
+        const sessionId = user === undefined ? "" : user.text.slice(0, user.text.indexOf(" "))
+        ended.set(sessionId, (ended.get(sessionId) ?? 0) + 1)
+      }
       return { text, reasoning: null, toolCalls: [], usage } satisfies ModelClient.ModelResponse
     })
   )
@@ -97,26 +106,50 @@ export const cycles = (starts: TurnStarts, skip: number): Array<number> =>
  * measure the slot limit instead of the engine. */
 const BENCH_TASK_SLOTS = 1024
 
+/**
+ * Control slots of a benchmark runner, as many as the task slots and for the same reason: the session's
+ * bookkeeping Steps (AwaitUserMessage, ResumeTurn) are control Steps, where the bare engine Flow's (AwaitMessage,
+ * Join) take task slots. With the default (the CPU count, at least 2) 100 sessions queue their control Steps
+ * behind 2 slots, and each queued one records its start in a commit of its own while it holds its slot, so the
+ * concurrent figure measured those 2 slots (groups of about 12 transitions, 2 more commits per turn) against a
+ * baseline that had 1,024.
+ */
+const BENCH_CONTROL_SLOTS = BENCH_TASK_SLOTS
+
 /** The engine layer of a mode: a SQLite file (WAL, synchronous=FULL) or a Postgres URL (a runner on a free port). */
 export const engineFor = async (
   mode: Mode,
   location: string
 ): Promise<Layer.Layer<Engine.EngineServices, EngineError>> =>
   mode === "embedded"
-    ? Engine.layerEmbedded({ filename: location, synchronous: "FULL", maxConcurrentTasks: BENCH_TASK_SLOTS })
-    : Engine.layerCluster({ url: location, runnerPort: await freePort(), maxConcurrentTasks: BENCH_TASK_SLOTS })
+    ? Engine.layerEmbedded({
+        filename: location,
+        synchronous: "FULL",
+        maxConcurrentTasks: BENCH_TASK_SLOTS,
+        maxControlTasks: BENCH_CONTROL_SLOTS
+      })
+    : Engine.layerCluster({
+        url: location,
+        runnerPort: await freePort(),
+        maxConcurrentTasks: BENCH_TASK_SLOTS,
+        maxControlTasks: BENCH_CONTROL_SLOTS
+      })
 
 /** A session worker and `AgentSessionClient` on `engine`, with the benchmark model and tools. */
 export const workerLayer = (
   starts: TurnStarts,
   engine: Layer.Layer<Engine.EngineServices, EngineError>,
   /** More services of the worker, such as the session's tracing. */
-  services: Layer.Layer<never> = Layer.empty
+  services: Layer.Layer<never> = Layer.empty,
+  /** Counts each session's answered turns in memory, when given. */
+  ended?: TurnsEnded
 ) =>
   Layer.mergeAll(
     AgentSessionFlow.layerWorker(flow).pipe(
       Layer.provide(Stepwise.layer(agentDefinition)),
-      Layer.provide(Layer.mergeAll(ModelClient.layer(makeModel(starts).generate), ToolSource.layer(tools), services))
+      Layer.provide(
+        Layer.mergeAll(ModelClient.layer(makeModel(starts, ended).generate), ToolSource.layer(tools), services)
+      )
     ),
     AgentSessionClient.layer(FLOW_TYPE)
   ).pipe(Layer.provideMerge(engine))

@@ -4,18 +4,25 @@
  *   node --expose-gc concurrent-child.ts <embedded|cluster> <sqlite file | postgres url> <sessions> <turns> [engine]
  *
  * Starts an engine with the benchmark session worker, then `<sessions>` sessions at once, each with `<turns>`
- * user messages (the first as the initial message, the rest queued at once), and polls until every session
- * ended its turns. With `engine`, the same with the bare engine Flow of the turn's shape (engine-turn.ts) in
- * place of each session: the baseline of the session figure. It samples the process RSS every 50 ms and prints `RESULT <json>`: turns per second, the turn
- * cycles under load, and RSS before, at peak and after (with garbage collected when `gc` is exposed).
+ * user messages (the first as the initial message, the rest queued at once), and checks every 50 ms until every
+ * session ended its turns. With `engine`, the same with the bare engine Flow of the turn's shape (engine-turn.ts)
+ * in place of each session: the baseline of the session figure. It samples the process RSS every 50 ms and prints
+ * `RESULT <json>`: turns per second, the turn cycles under load, and RSS before, at peak and after (with garbage
+ * collected when `gc` is exposed).
+ *
+ * Both sides see the end of a turn the same way: a counter in memory bumped by the turn's last Step as it runs
+ * (the bare Flow's second Model Step, `engineTurnsEnded`; the benchmark model's answer call in the session's
+ * second RunModel, `turnsEnded`). The session side used to read every pending session's `AgentState` from the
+ * engine every 50 ms (2,000 reads/s at 100 sessions, on the CPU the turns run on) where the bare Flow side read
+ * the counter, which charged the session figure with the poll's cost.
  */
 import { setTimeout as sleep } from "node:timers/promises"
 import { Client, Worker } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as References from "effect/References"
-import { AgentSessionClient, Persistence } from "../src/index.ts"
-import { cycles, engineFor, type Mode, type TurnStarts, userText, workerLayer } from "./agent.ts"
+import { AgentSessionClient } from "../src/index.ts"
+import { cycles, engineFor, type Mode, type TurnStarts, type TurnsEnded, userText, workerLayer } from "./agent.ts"
 import { engineTurnStarts, engineTurnsEnded, Messages, TurnShapeFlow } from "./engine-turn.ts"
 
 export interface ConcurrentResult {
@@ -25,6 +32,8 @@ export interface ConcurrentResult {
   /** From the first start to the poll that saw the last session done (ms). */
   readonly wallMs: number
   readonly turnsPerSecond: number
+  /** The process's CPU time (user + system, every thread) from the first start to the end, per turn (ms). */
+  readonly cpuMsPerTurn: number
   /** Turn cycles of all sessions under load (ms), the first of each session skipped. */
   readonly cycles: ReadonlyArray<number>
   readonly rssBefore: number
@@ -51,12 +60,12 @@ const collect = async () => {
 }
 
 const starts: TurnStarts = new Map()
+const turnsEnded: TurnsEnded = new Map()
 
-/** Starts every session, each with its turns queued, and polls until each ended them. */
+/** Starts every session, each with its turns queued, and checks the in-memory count until each ended them. */
 const sessionTurns = (ids: ReadonlyArray<string>, t0: number) =>
   Effect.gen(function* () {
     const client = yield* AgentSessionClient.AgentSessionClient
-    const engine = yield* Client.Client
     yield* Effect.forEach(
       ids,
       (id) =>
@@ -66,20 +75,13 @@ const sessionTurns = (ids: ReadonlyArray<string>, t0: number) =>
         }),
       { concurrency: "unbounded", discard: true }
     )
-    const pending = new Set(ids)
-    while (pending.size > 0) {
-      for (const id of [...pending]) {
-        const state = yield* engine.getAttribute(id, Persistence.AgentState)
-        if (state._tag === "Some" && state.value.turnCount >= turns && state.value.activeTurnId === null) {
-          pending.delete(id)
-        }
-      }
-      if (pending.size > 0) yield* Effect.sleep("50 millis")
-      if (performance.now() - t0 > 240_000) return yield* Effect.die(new Error(`${pending.size} sessions unfinished`))
+    while (ids.some((id) => (turnsEnded.get(id) ?? 0) < turns)) {
+      yield* Effect.sleep("50 millis")
+      if (performance.now() - t0 > 240_000) return yield* Effect.die(new Error("sessions unfinished"))
     }
   })
 
-/** The same with the bare engine Flow of the turn's shape: its turns end in memory, checked as often. */
+/** The same with the bare engine Flow of the turn's shape: its turns end in memory, checked the same way. */
 const engineFlowTurns = (ids: ReadonlyArray<string>, t0: number) =>
   Effect.gen(function* () {
     const client = yield* Client.Client
@@ -107,8 +109,10 @@ const program = <E, R>(work: (ids: ReadonlyArray<string>, t0: number) => Effect.
     }, 50)
     const ids = Array.from({ length: sessions }, (_, i) => `c-${i}`)
     const t0 = performance.now()
+    const cpu0 = process.cpuUsage()
     yield* work(ids, t0)
     const wallMs = performance.now() - t0
+    const cpu = process.cpuUsage(cpu0)
     clearInterval(sampler)
     peak = Math.max(peak, process.memoryUsage.rss())
     const after = yield* Effect.promise(collect)
@@ -118,6 +122,7 @@ const program = <E, R>(work: (ids: ReadonlyArray<string>, t0: number) => Effect.
       turns: sessions * turns,
       wallMs,
       turnsPerSecond: (sessions * turns) / (wallMs / 1000),
+      cpuMsPerTurn: (cpu.user + cpu.system) / 1000 / (sessions * turns),
       cycles: cycles(kind === "engine" ? engineTurnStarts : starts, 1),
       rssBefore: before.rss,
       rssPeak: peak,
@@ -132,7 +137,7 @@ try {
   const measured =
     kind === "engine"
       ? program(engineFlowTurns).pipe(Effect.provide(Worker.layer(TurnShapeFlow).pipe(Layer.provideMerge(engine))))
-      : program(sessionTurns).pipe(Effect.provide(workerLayer(starts, engine)))
+      : program(sessionTurns).pipe(Effect.provide(workerLayer(starts, engine, Layer.empty, turnsEnded)))
   const result = await Effect.runPromise(
     (measured as Effect.Effect<ConcurrentResult, unknown>).pipe(
       Effect.scoped,

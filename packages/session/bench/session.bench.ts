@@ -10,7 +10,10 @@
  * 3. per mode, 100 sessions running turns at once in a clean worker process: turns per second, turn cycles
  *    under load, and the worker's RSS,
  *    and as its baseline 100 bare engine Flows of the turn's shape at once in another (bench/engine-turn.ts;
- *    `session.<mode>.engine_concurrent_turns_per_s`, target: the sessions >= 0.7x),
+ *    `session.<mode>.engine_concurrent_turns_per_s`, target: the sessions >= 0.7x). Both sides see a turn end
+ *    through a counter in memory bumped by the turn's last Step (the session side used to read every pending
+ *    session's `AgentState` from the engine every 50 ms, 2,000 reads/s on the turns' CPU, which the bare Flow
+ *    side did not pay; bench/concurrent-child.ts),
  * 4. per mode, a bare engine Flow of the turn's shape (bench/engine-turn.ts), one at a time: the baseline of
  *    (2) (`session.<mode>.engine_turn_p50_ms`),
  * 5. per mode, the commits of one turn cycle from a statement trace (`session.<mode>.turn_commits`): on the
@@ -609,7 +612,7 @@ const pairOnly = async (what: "turns" | "concurrent") => {
       const session = await concurrent(mode)
       const engine = await concurrent(mode, "engine")
       process.stdout.write(
-        `${mode} (load ${load}): ${CONCURRENT_SESSIONS} sessions ${fmtRate(session.turnsPerSecond)} turns, bare engine Flows ${fmtRate(engine.turnsPerSecond)} turns: ${fmtRatio(session.turnsPerSecond / engine.turnsPerSecond)}\n`
+        `${mode} (load ${load}): ${CONCURRENT_SESSIONS} sessions ${fmtRate(session.turnsPerSecond)} turns, bare engine Flows ${fmtRate(engine.turnsPerSecond)} turns: ${fmtRatio(session.turnsPerSecond / engine.turnsPerSecond)}; CPU per turn ${fmtMs(session.cpuMsPerTurn)} vs ${fmtMs(engine.cpuMsPerTurn)}\n`
       )
     }
   }

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { Metrics } from "@durable-agent/engine"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -40,7 +41,7 @@ export const toolCalls = Metric.counter("durable_agent_tool_calls_total", {
 })
 
 const tagged = <I, S>(metric: Metric.Metric<I, S>, attributes: Record<string, string>) =>
-  Metric.withAttributes(metric, attributes)
+  Metrics.withAttributes(metric, attributes)
 
 /** Counts a started turn. */
 export const turnStarted: Effect.Effect<void> = Metric.update(turnsStarted, 1)

@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { TestClock } from "effect/testing"
 import {
   AgentSessionFlow,
@@ -19,6 +20,7 @@ import {
   Wire
 } from "../src/index.ts"
 import { withHeartbeats } from "../src/internal/session.ts"
+import { oversize, sizeBound, storedBytes } from "../src/internal/sizes.ts"
 import { makeEnv } from "./fake.ts"
 
 const record = (fields: Partial<Wire.AgentToolCall> = {}): Wire.AgentToolCall => ({
@@ -448,4 +450,32 @@ describe("Stepwise continuations", () => {
       assert.deepStrictEqual(seen, [0, 1, 0], "a decision without a continuation resets the count")
     })
   )
+})
+
+describe("sizes: the bound that spares a value's encoding", () => {
+  it("is never below the stored size of the session's values, whatever their texts hold", () => {
+    const texts = ["", "plain", 'quotes " and \\ backslashes', "\u0000\u001f control", "é ü ß", "😀 emoji 𝄞", "日本語"]
+    for (const text of texts) {
+      const message: Wire.AgentMessage = {
+        sequence: 12,
+        turnId: "turn-0001",
+        role: "assistant",
+        text,
+        toolCallId: null,
+        toolName: null,
+        toolArguments: null,
+        toolOutput: text,
+        frameworkItem: JSON.stringify({ text }),
+        createdAt: "2026-11-01T12:00:00+00:00"
+      }
+      assert.isAtLeast(sizeBound(message), storedBytes(Wire.AgentMessage, message), text)
+      const call = record({ arguments: JSON.stringify({ text }), output: text, error: text })
+      assert.isAtLeast(sizeBound(call), storedBytes(Wire.AgentToolCall, call), text)
+      assert.isAtLeast(sizeBound(text), storedBytes(Schema.String, text), text)
+    }
+    // no bound for what is not plain JSON data: the exact size is measured
+    assert.strictEqual(sizeBound(new Date()), Number.POSITIVE_INFINITY)
+    assert.strictEqual(oversize("v", Schema.String, "x".repeat(100), 50), "Value v is 102 bytes, over the limit of 50")
+    assert.isUndefined(oversize("v", Schema.String, "x".repeat(100), 1000))
+  })
 })

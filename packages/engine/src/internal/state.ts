@@ -138,8 +138,19 @@ export const emptyState = (): FlowState => ({ attrs: new Map(), channels: new Ma
 const count = (v: ReadonlyArray<StoredMessage> | number | undefined) =>
   v === undefined ? 0 : typeof v === "number" ? v : v.length
 
-/** Declared-name checks: reading or writing something the Flow does not declare is a defect. */
+const declaredChecks = new WeakMap<FlowDef<any, any>, ReturnType<typeof makeDeclared>>()
+
+/** Declared-name checks: reading or writing something the Flow does not declare is a defect. Built once per Flow. */
 const declared = (flow: FlowDef<any, any>) => {
+  let checks = declaredChecks.get(flow)
+  if (checks === undefined) {
+    checks = makeDeclared(flow)
+    declaredChecks.set(flow, checks)
+  }
+  return checks
+}
+
+const makeDeclared = (flow: FlowDef<any, any>) => {
   const attrs = new Map(flow.attributes.map((a) => [a.name, a]))
   const channels = new Map(flow.channels.map((c) => [c.name, c]))
   return {

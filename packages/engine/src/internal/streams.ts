@@ -145,8 +145,24 @@ export class StreamBudget {
 
   private startTrim(store: Store, flowType: string, stream: StreamDef<any>, u: Usage, counters?: StreamCounters) {
     if (u.trimming !== undefined) return Deferred.await(u.trimming)
+    return this.runTrim(store, flowType, stream, u, this.claimTrim(u), counters)
+  }
+
+  /** Marks a trim of the stream as running here, before it starts: the writes meanwhile start none. */
+  private claimTrim(u: Usage): Deferred.Deferred<void> {
     const done = Deferred.makeUnsafe<void>()
     u.trimming = done
+    return done
+  }
+
+  private runTrim(
+    store: Store,
+    flowType: string,
+    stream: StreamDef<any>,
+    u: Usage,
+    done: Deferred.Deferred<void>,
+    counters?: StreamCounters
+  ): Effect.Effect<void> {
     const before = u.sinceReconcile
     return trim(store, flowType, stream, counters).pipe(
       Effect.tap((stored) =>
@@ -217,10 +233,18 @@ export class StreamBudget {
    * share of it since the last one; in the background, one at a time per stream.
    */
   written(store: Store, flowType: string, stream: StreamDef<any>, counters?: StreamCounters): Effect.Effect<void> {
-    const u = this.entry(flowType, stream.name)
-    const due = u.used > stream.capacityBytes * TRIM_AT || u.sinceReconcile > stream.capacityBytes * RECONCILE_EVERY
-    if (!due || u.trimming !== undefined) return Effect.void
-    return Effect.asVoid(Effect.forkDetach(this.trimNow(store, flowType, stream, u, counters)))
+    return Effect.suspend(() => {
+      const u = this.entry(flowType, stream.name)
+      const due = u.used > stream.capacityBytes * TRIM_AT || u.sinceReconcile > stream.capacityBytes * RECONCILE_EVERY
+      if (!due || u.trimming !== undefined) return Effect.void
+      // claimed now, not when the forked trim starts: the other writes of this group commit (each calls this
+      // before any forked fiber runs) would each fork one, and a SQLite trim runs to its end before the next
+      // starts, so each would read the stream's sum again
+      const done = this.claimTrim(u)
+      return Effect.asVoid(
+        Effect.forkDetach(Effect.suspend(() => this.runTrim(store, flowType, stream, u, done, counters)))
+      )
+    })
   }
 }
 

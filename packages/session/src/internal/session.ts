@@ -17,7 +17,7 @@ import type { ToolPolicy } from "../Policy.ts"
 import type { AgentFrameworkRunnerShape, FrameworkMessage } from "../Runner.ts"
 import * as Wire from "../wire/index.ts"
 import { allMessages, type MessageStorageOptions, scanReplySequence, storeMessages } from "./messages.ts"
-import { maxValueBytes, oversize, storedBytes, truncateText } from "./sizes.ts"
+import { maxValueBytes, oversize, sizeBound, storedBytes, truncateText } from "./sizes.ts"
 
 /** What the Steps of one session Flow need to know besides state; `Id` is the runner's service key. */
 export interface SessionConfig<Id = unknown> {
@@ -223,6 +223,18 @@ const mergeDelta = (a: Wire.AgentEventEnvelope, b: Wire.AgentEventEnvelope): Wir
   return { ...a, payload: JSON.stringify({ ...first, text: first.text + second.text }) }
 }
 
+const payloadEncoders = new WeakMap<object, (payload: any) => unknown>()
+
+/** An event payload's encoder, built once per schema. */
+const payloadEncoder = <A>(schema: Schema.Codec<A, unknown>): ((payload: A) => unknown) => {
+  let encode = payloadEncoders.get(schema)
+  if (encode === undefined) {
+    encode = Schema.encodeSync(schema as Schema.Codec<A, unknown, never, never>)
+    payloadEncoders.set(schema, encode)
+  }
+  return encode
+}
+
 /**
  * Writes typed session events for one Step attempt; best effort, never fails. Structural events are staged and
  * commit with the attempt's transition; `tool_call_started` goes with a durable heartbeat; deltas go through
@@ -250,7 +262,7 @@ export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: stri
   const typed =
     <A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>) =>
     (payload: A) =>
-      raw(type, Schema.encodeSync(schema as Schema.Codec<A, unknown, never, never>)(payload))
+      raw(type, payloadEncoder(schema)(payload))
   return {
     raw,
     turnStarted: typed("turn_started", Wire.TurnStartedPayload),
@@ -380,6 +392,7 @@ export const messagesOversize = (
     const problem = oversize(name, Wire.AgentMessage, m, limit)
     if (problem !== undefined) return problem
     // A message too large for the window is stored in a chunk of its own, 15 bytes larger.
+    if (sizeBound(m) + SINGLE_CHUNK_OVERHEAD_BYTES <= limit) continue
     const chunkBytes = storedBytes(Wire.AgentMessage, m) + SINGLE_CHUNK_OVERHEAD_BYTES
     if (chunkBytes > limit) {
       return `Value AgentMessageChunks[${Wire.messageSequenceKey(m.sequence)}] is ${chunkBytes} bytes, over the limit of ${limit}`

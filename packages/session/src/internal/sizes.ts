@@ -16,18 +16,63 @@ export const maxValueBytes: Effect.Effect<number> = Effect.map(Effect.serviceOpt
 
 const encoders = new WeakMap<object, (value: unknown) => unknown>()
 
+/**
+ * The sizes already measured, by value (stored values are immutable data): a Step that checks a value and then
+ * its chunk's size, or checks it twice on two paths, encodes it once.
+ */
+const measured = new WeakMap<object, { readonly schema: object; readonly bytes: number }>()
+
 /** The UTF-8 size of a value as the engine stores it: the JSON text of its JSON encoding. */
 export const storedBytes = <A>(schema: Schema.Codec<A, any, never, never>, value: A): number => {
+  const known = typeof value === "object" && value !== null ? measured.get(value) : undefined
+  if (known !== undefined && known.schema === schema) return known.bytes
   let encode = encoders.get(schema)
   if (encode === undefined) {
     encode = Schema.encodeUnknownSync(Schema.toCodecJson(schema))
     encoders.set(schema, encode)
   }
-  return textBytes(JSON.stringify(encode(value)) ?? "null")
+  const bytes = textBytes(JSON.stringify(encode(value)) ?? "null")
+  if (typeof value === "object" && value !== null) measured.set(value, { schema, bytes })
+  return bytes
 }
 
 /** The UTF-8 size of a text. */
-export const textBytes = (text: string): number => new TextEncoder().encode(text).length
+export const textBytes = (text: string): number => Buffer.byteLength(text, "utf8")
+
+/** The longest JSON text of a number (`-1.2345678901234567e-308`). */
+const MAX_NUMBER_CHARS = 25
+
+/**
+ * An upper bound of a session value's stored size that needs no encoding. The session's stored values are
+ * JSON data whose encodings only rename keys (to snake_case: at most twice as long) and normalize timestamps
+ * (24 characters, from texts of at least 20), so every UTF-16 unit of a string takes at most 6 bytes of JSON
+ * text (`\u001f`), a key at most 12, a number at most {@link MAX_NUMBER_CHARS}. Anything else (a class
+ * instance, a bigint) has no bound here: `Infinity`, and the exact size is measured.
+ */
+export const sizeBound = (value: unknown): number => {
+  switch (typeof value) {
+    case "string":
+      return 6 * value.length + 2
+    case "number":
+      return MAX_NUMBER_CHARS
+    case "boolean":
+    case "undefined":
+      return 5
+    case "object": {
+      if (value === null) return 4
+      let n = 2
+      if (Array.isArray(value)) {
+        for (const v of value) n += sizeBound(v) + 1
+        return n
+      }
+      if (Object.getPrototypeOf(value) !== Object.prototype) return Number.POSITIVE_INFINITY
+      for (const [k, v] of Object.entries(value)) n += 12 * k.length + 3 + sizeBound(v) + 1
+      return n
+    }
+    default:
+      return Number.POSITIVE_INFINITY
+  }
+}
 
 /** The engine's `ValueTooLarge` detail for a value, or `undefined` when it fits. */
 export const oversize = <A>(
@@ -36,6 +81,8 @@ export const oversize = <A>(
   value: A,
   limit: number
 ): string | undefined => {
+  // a value far below the limit (every value but the largest) is not encoded to be measured
+  if (sizeBound(value) <= limit) return undefined
   const bytes = storedBytes(schema, value)
   return bytes > limit ? `Value ${name} is ${bytes} bytes, over the limit of ${limit}` : undefined
 }

@@ -40,7 +40,7 @@ import {
   withHeartbeats,
   ZERO_USAGE
 } from "../session.ts"
-import { maxValueBytes, oversize, storedBytes } from "../sizes.ts"
+import { maxValueBytes, oversize, sizeBound, storedBytes } from "../sizes.ts"
 import { noteActivation, noteChat, tracedActivation, tracedChat } from "../tracing.ts"
 import {
   abandonable,
@@ -352,7 +352,8 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
           return StepDecision.goTo(AwaitUserMessage, null)
         }
         if (outcome._tag !== "TurnCompleted") {
-          const runStateBytes = storedBytes(Schema.String, outcome.frameworkRunState)
+          const runStateBytes =
+            sizeBound(outcome.frameworkRunState) <= limit ? 0 : storedBytes(Schema.String, outcome.frameworkRunState)
           if (runStateBytes > limit) {
             return yield* endSession(ctx, config, state, turnId, Wire.runStateTooLargeDetail(runStateBytes, limit))
           }
