@@ -101,19 +101,32 @@ export const layer = <const Flows extends ReadonlyArray<FlowDef<any, any>>>(
   )
 
 /**
- * A worker layer's own default task limit: raises the runner's task slots to `maxConcurrentTasks` when the
- * application left `EngineConfig.maxConcurrentTasks` at the engine's default (the CPU count), and leaves a
- * limit the application set alone. For workers whose Steps mostly wait on the network (agent workers need
- * more than the CPU count; the agent session worker uses it). The RPC reserve follows the new limit unless
- * `rpcReserve` was set. Build it before the worker takes work (provide it to the worker layer).
+ * A worker layer's own default slot limits: raises the runner's task slots to `maxConcurrentTasks` when the
+ * application left `EngineConfig.maxConcurrentTasks` at the engine's default (the CPU count), and its control
+ * slots to `maxControlTasks` (when given) when the application left `EngineConfig.maxControlTasks` unset; a
+ * limit the application set is left alone. For workers whose Steps mostly wait on the network (agent workers need
+ * more than the CPU count; the agent session worker uses it), and whose control Steps are many short decisions of
+ * many Flows at once (a control Step holds its slot until its start is recorded). The RPC reserve follows the new
+ * task limit unless `rpcReserve` was set. Build it before the worker takes work (provide it to the worker layer).
  */
-export const layerDefaultTasks = (maxConcurrentTasks: number): Layer.Layer<never, never, RunnerState | EngineConfig> =>
+export const layerDefaultTasks = (
+  maxConcurrentTasks: number,
+  maxControlTasks?: number
+): Layer.Layer<never, never, RunnerState | EngineConfig> =>
   Layer.effectDiscard(
     Effect.gen(function* () {
       const runner = yield* RunnerState
       const config = yield* EngineConfig
-      if (config.maxConcurrentTasksDefaulted !== true || maxConcurrentTasks <= runner.slots.total) return
-      runner.slots.resize(maxConcurrentTasks, rpcReserveOf({ ...config, maxConcurrentTasks }))
+      if (config.maxConcurrentTasksDefaulted === true && maxConcurrentTasks > runner.slots.total) {
+        runner.slots.resize(maxConcurrentTasks, rpcReserveOf({ ...config, maxConcurrentTasks }))
+      }
+      if (
+        maxControlTasks !== undefined &&
+        config.maxControlTasks === undefined &&
+        maxControlTasks > runner.slots.controlTotal
+      ) {
+        runner.slots.resizeControl(maxControlTasks)
+      }
     })
   )
 

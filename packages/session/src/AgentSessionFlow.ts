@@ -329,10 +329,24 @@ export const checkRunners = (
 export const DEFAULT_MAX_CONCURRENT_TASKS: number = Math.max(16, 8 * availableParallelism())
 
 /**
+ * The agent worker's default control slots: as many as its task slots (8 per CPU, at least 16). The session's
+ * bookkeeping Steps (AwaitUserMessage, ResumeTurn and the other decisions) are control Steps, one or two in every
+ * turn of every session, and a control Step holds its slot until its start is recorded: with the engine's
+ * default (the CPU count, at least 2), 100 sessions at once queued their bookkeeping behind 2 slots, each queued
+ * Step recording its start in a commit of its own. {@link layerWorker} applies it when the engine layer was given
+ * no `maxControlTasks`; a limit the application sets wins.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const DEFAULT_MAX_CONTROL_TASKS: number = DEFAULT_MAX_CONCURRENT_TASKS
+
+/**
  * Registers session Flows (and any other Flows) on a worker. Provide their runners and services to it. Fails
  * with {@link AgentSessionDefinitionError} when a session Flow enables plan mode or compaction and its runner
  * does not support it (see {@link checkRunners}). Unless the engine layer was given `maxConcurrentTasks`, the
- * runner gets {@link DEFAULT_MAX_CONCURRENT_TASKS} task slots.
+ * runner gets {@link DEFAULT_MAX_CONCURRENT_TASKS} task slots, and unless it was given `maxControlTasks`,
+ * {@link DEFAULT_MAX_CONTROL_TASKS} control slots.
  *
  * @category layers
  * @since 0.1.0
@@ -346,7 +360,7 @@ export const layerWorker = <const Flows extends ReadonlyArray<FlowDef<any, any>>
 > =>
   Worker.layer(...flows).pipe(
     Layer.provide(Layer.effectDiscard(checkRunners(flows))),
-    Layer.provide(Worker.layerDefaultTasks(DEFAULT_MAX_CONCURRENT_TASKS))
+    Layer.provide(Worker.layerDefaultTasks(DEFAULT_MAX_CONCURRENT_TASKS, DEFAULT_MAX_CONTROL_TASKS))
   )
 
 /** The engine's worker layer for these Flows (named so that the declaration of `layerWorker` is portable). */

@@ -48,6 +48,9 @@ describe("the agent worker's task slots", () => {
         assert.isAbove(AgentSessionFlow.DEFAULT_MAX_CONCURRENT_TASKS, availableParallelism())
         assert.strictEqual(runner.slots.total, AgentSessionFlow.DEFAULT_MAX_CONCURRENT_TASKS)
         assert.strictEqual(runner.slots.reserve, 1)
+        // the bookkeeping Steps of many sessions at once: control slots beyond the engine's default
+        assert.isAbove(AgentSessionFlow.DEFAULT_MAX_CONTROL_TASKS, Math.max(2, availableParallelism()))
+        assert.strictEqual(runner.slots.controlTotal, AgentSessionFlow.DEFAULT_MAX_CONTROL_TASKS)
       }).pipe(
         Effect.provide(
           agentWorker(AgentSessionFlow.make({ flowType: "DefaultSlots" })).pipe(
@@ -57,14 +60,15 @@ describe("the agent worker's task slots", () => {
       )
   )
 
-  it.live("a task limit the application sets wins over the agent worker's default", () =>
+  it.live("a task and a control limit the application sets win over the agent worker's defaults", () =>
     Effect.gen(function* () {
       const runner = yield* Engine.RunnerState
       assert.strictEqual(runner.slots.total, 3)
+      assert.strictEqual(runner.slots.controlTotal, 5)
     }).pipe(
       Effect.provide(
         agentWorker(AgentSessionFlow.make({ flowType: "SetSlots" })).pipe(
-          Layer.provideMerge(engineWithDefaults({ maxConcurrentTasks: 3 }))
+          Layer.provideMerge(engineWithDefaults({ maxConcurrentTasks: 3, maxControlTasks: 5 }))
         )
       )
     )

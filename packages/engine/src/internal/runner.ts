@@ -40,7 +40,7 @@ export class TaskSlots {
   total: number
   reserve: number
   inUse = 0
-  readonly controlTotal: number
+  controlTotal: number
   controlInUse = 0
   /** Step slot requests that found only reserved slots free. */
   reserveDeclines = 0
@@ -127,6 +127,15 @@ export class TaskSlots {
   resize(total: number, reserve: number) {
     this.total = Math.max(1, total)
     this.reserve = Math.max(0, Math.min(this.total - 1, reserve))
+    this.grantWaiters()
+  }
+
+  /**
+   * Sets the number of control slots (a worker layer's own default, applied before it runs anything); waiting
+   * requests that now fit get their slots.
+   */
+  resizeControl(controlTotal: number) {
+    this.controlTotal = Math.max(1, controlTotal)
     this.grantWaiters()
   }
 
