@@ -1,9 +1,10 @@
 // A Flow's state and its transitions: the owner's loads, the transition's one write, heartbeats.
 import * as Effect from "effect/Effect"
 import type { Fragment } from "effect/sql/Statement"
+import { COMMIT_CHANNEL } from "../feed.ts"
 import { channelKey, type StoredMessage } from "../state.ts"
 import type { Driver } from "./driver.ts"
-import { fenceCheck, ownerHolds } from "./ownership.ts"
+import { fenceCheck, leaseTaken, ownerHolds } from "./ownership.ts"
 import { applyRetention, markHistoryRetention } from "./retention.ts"
 import {
   type AttrVersionRow,
@@ -17,6 +18,7 @@ import {
   row,
   rows,
   type Sql,
+  type StreamRow,
   type TransitionBatch
 } from "./rows.ts"
 import { insertStreamRows } from "./streams.ts"
@@ -238,6 +240,44 @@ export const recordHeartbeat = (
     AND attempt = ${attempt} AND ${ownerHolds(sql, d, flowId, fence)} RETURNING attempt`,
     (rows) => rows.length > 0
   )
+
+/**
+ * Postgres: a heartbeat with stream messages as one statement, outside any transaction (it commits alone): the
+ * fenced heartbeat, the messages, inserted only when it was written, and the commit notice. The fence is the
+ * statement's: the owner row is share-locked (`FOR SHARE`) and the Flow's shard lock must not be another
+ * runner's (as `requireLease` checks before a transition's COMMIT), both in the heartbeat's WHERE, so a
+ * statement of an owner that lost the Flow, or a runner that lost the shard, writes nothing; a process paused
+ * during it pauses nothing on the server, which runs it whole. `false` when the fence refused it.
+ */
+export const recordHeartbeatWithRows = (
+  sql: Sql,
+  d: Driver,
+  fence: Fence,
+  flowId: string,
+  step_execution_id: string,
+  attempt: number,
+  at: number,
+  checkpoint: string | null,
+  streamRows: ReadonlyArray<StreamRow>
+) => {
+  const lease = fence.lease === undefined ? sql`` : sql`AND NOT ${leaseTaken(sql, fence.lease)}`
+  const beat = sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
+    checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId}
+    AND step_execution_id = ${step_execution_id} AND attempt = ${attempt} AND ${ownerHolds(sql, d, flowId, fence)}
+    ${lease} RETURNING attempt`
+  return Effect.map(
+    streamRows.length === 0
+      ? sql<{ beat: unknown }>`WITH beat AS (${beat}) SELECT COUNT(*) AS beat FROM beat`
+      : sql<{ beat: unknown }>`WITH beat AS (${beat}), written AS (
+          INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)
+          SELECT r.flow_type, r.stream, r.flow_id, r.step_execution_id, r.attempt, r.value, r.bytes, r.at, r.runner
+          FROM json_populate_recordset(NULL::dex_stream, ${JSON.stringify(streamRows)}::json) r
+          WHERE EXISTS (SELECT 1 FROM beat) RETURNING 1)
+        SELECT (SELECT COUNT(*) FROM beat) AS beat,
+          (SELECT pg_notify(${COMMIT_CHANNEL}, ${flowId}) FROM written LIMIT 1) AS notified`,
+    (rows) => num(rows[0]?.beat ?? 0) > 0
+  )
+}
 
 /** Flows with a running Step execution (at most `limit`): the candidates of the recovery sweep. */
 export const flowsWithRunningSteps = (sql: Sql, limit: number) =>
