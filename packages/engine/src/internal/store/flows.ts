@@ -7,6 +7,7 @@ import type { Driver } from "./driver.ts"
 import { fenceCheck, leaseTaken, ownerHolds } from "./ownership.ts"
 import { applyRetention, markHistoryRetention } from "./retention.ts"
 import {
+  AlreadyAnswered,
   type AttrVersionRow,
   type CommittedStateRow,
   type Fence,
@@ -137,8 +138,10 @@ export const loadFlowStarted = (sql: Sql, flowId: string) =>
 /**
  * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
  * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
- * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert),
- * the staged stream messages (one insert), the request's reply. Fails with `false` when the fence finds another version: nothing is written.
+ * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert) and the
+ * request's reply (one insert; on Postgres both in one statement), the staged stream messages (one insert).
+ * Fails with `false` when the fence finds another version: nothing is written. Fails with `AlreadyAnswered`
+ * when the request's reply is stored already: the caller's transaction rolls back what it wrote.
  * The caller runs it inside `sql.withTransaction`.
  */
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver, b: TransitionBatch) {
@@ -181,18 +184,30 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
   if (b.messages.length > 0) {
     yield* sql`INSERT INTO dex_messages ${sql.insert(rows(b.messages.map((m) => ({ flow_id: flowId, ...m }))))}`
   }
-  if (b.history.length > 0) {
-    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history.map((h) => ({ ...h, runner: b.fence.runner }))))}`
+  const history =
+    b.history.length === 0
+      ? undefined
+      : sql`INSERT INTO dex_history ${sql.insert(rows(b.history.map((h) => ({ ...h, runner: b.fence.runner }))))}`
+  if (b.reply !== undefined) {
+    // the request's reply, unless one is stored already (the request was sent again after its answer was lost:
+    // the transition rolls back and the request is answered from the stored reply); on Postgres in one statement
+    // with the history rows
+    const reply = sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
+      VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})
+      ON CONFLICT (flow_id, request_id) DO NOTHING RETURNING request_id`
+    const stored =
+      history !== undefined && d.dialect === "pg"
+        ? yield* sql`WITH history AS (${history}), reply AS (${reply}) SELECT request_id FROM reply`
+        : yield* Effect.andThen(history ?? Effect.void, reply)
+    if (stored.length === 0) return yield* new AlreadyAnswered({ requestId: b.reply.requestId })
+  } else if (history !== undefined) {
+    yield* history
   }
   if (b.pruneHistory !== undefined) {
     yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
       WHERE flow_id = ${flowId} ORDER BY id DESC LIMIT 1 OFFSET ${b.pruneHistory - 1})`
   }
   if (b.streams !== undefined && b.streams.length > 0) yield* insertStreamRows(sql, b.streams)
-  if (b.reply !== undefined) {
-    yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
-      VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
-  }
   if (b.pruneHistory !== undefined) yield* markHistoryRetention(sql, flowId)
   if (b.retention !== undefined) yield* applyRetention(sql, d, flowId, b.retention)
   // readers in other processes hear of the commit (Postgres: delivered after COMMIT)
