@@ -372,7 +372,7 @@ const writeMessages = <A>(
       heartbeat !== undefined && oneStatement !== undefined
         ? // Postgres: the heartbeat and its messages in one statement that commits alone, fenced in itself
           Effect.map(
-            oneStatement(fence, t.flowId, t.stepExecutionId, t.attempt, now, heartbeat.checkpoint, rows),
+            oneStatement(rows, fence, t.flowId, t.stepExecutionId, t.attempt, now, heartbeat.checkpoint),
             (beat) => (beat ? ("written" as const) : ("fenced" as const))
           )
         : writeInTransaction
