@@ -360,6 +360,22 @@ describe("the delta buffer", () => {
       })
   )
 
+  it.effect("a model call that fails within the hold writes its deltas with a durable heartbeat as it fails", () =>
+    Effect.gen(function* () {
+      const env = makeEnv({ stepExecutionId: "RunModel-1" })
+      const call = Effect.gen(function* () {
+        const writer = yield* EventWriter.EventWriter
+        yield* writer.textDelta("first try")
+        return yield* Effect.fail("the provider hung up")
+      })
+      const exit = yield* Effect.exit(provideStepServices(env.ctx, config, "turn-1")(call))
+      assert.isTrue(exit._tag === "Failure")
+      // the attempt may never commit: its text is visible now, and the retry's supersedes it
+      assert.strictEqual(env.heartbeats(), 1)
+      assert.deepStrictEqual(texts(env), [["text_delta", "first try"]])
+    })
+  )
+
   it.effect("tool_call_started is never held: it goes with a durable heartbeat at once, after the held deltas", () =>
     Effect.gen(function* () {
       const env = makeEnv({ stepExecutionId: "CallTool-1" })

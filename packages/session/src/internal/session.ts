@@ -2,6 +2,7 @@
 // bookkeeping, turn starts and ends. Everything that writes goes through the engine's staged TxView, so it
 // commits with the Step's decision.
 import type { ExecuteContext, StreamDef, TxView } from "@durable-agent/engine"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -190,26 +191,26 @@ const stopTimer = (a: AttemptEvents): Effect.Effect<void> => {
  * Ends a runner's or tool's part of the attempt, before the Step goes on to its commit. When it succeeded, the
  * deltas its buffer still holds (an attempt that never announced itself: all of them) are staged, then the
  * structural events it staged meanwhile, so they commit with the Step in the order readers saw them before:
- * deltas first. When it failed or was interrupted, the deltas of an attempt that announced itself are written
- * now (the attempt may never commit), those of one that did not are staged (nothing of it was visible, so a
- * lost attempt runs again under the same number and left none), and the structural events are staged (a
- * failed attempt's are never written).
+ * deltas first. When it failed, its deltas are written now, as before the hold (with the durable heartbeat when
+ * the attempt has not announced itself): the attempt may never commit, and a reader sees the failed attempt's
+ * text before the retry's. When it was interrupted (cancelled, its Flow closed), an attempt that announced
+ * itself writes the rest now, and one that did not leaves none. The structural events are staged (a failed
+ * attempt's are never written).
  */
-const closeEvents = (ctx: ExecuteContext, config: SessionConfig, succeeded: boolean): Effect.Effect<void> =>
+const closeEvents = (ctx: ExecuteContext, config: SessionConfig, exit: Exit.Exit<unknown, unknown>) =>
   Effect.suspend(() => {
     const a = attempts.get(ctx)
     if (a === undefined) return Effect.void
     a.open = false
+    const writeNow = Exit.isFailure(exit) && (a.announced || !Cause.hasInterruptsOnly(exit.cause))
     return Effect.andThen(
       stopTimer(a),
       a.lock.withPermits(1)(
         Effect.suspend(() => {
-          const deltas = a.pending
           const structural = a.structural
           a.structural = []
-          if (!succeeded && a.announced) {
-            return Effect.andThen(writePendingNow(ctx, config, a), stageAll(ctx, config, structural))
-          }
+          if (writeNow) return Effect.andThen(writePendingNow(ctx, config, a), stageAll(ctx, config, structural))
+          const deltas = a.pending
           a.pending = []
           return stageAll(ctx, config, [...deltas, ...structural])
         })
@@ -359,7 +360,7 @@ export const provideStepServices =
         checkpoint: ctx.heartbeatCheckpoint
       }),
       // the deltas and events of the runner or tool commit with the Step (closeEvents)
-      Effect.onExit((exit) => closeEvents(ctx, config, Exit.isSuccess(exit))),
+      Effect.onExit((exit) => closeEvents(ctx, config, exit)),
       (run) =>
         Effect.andThen(
           Effect.sync(() => {
