@@ -15,6 +15,8 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import { Channel, Client, Engine, Flow, Step, StepDecision, Wait, Worker } from "../src/index.ts"
+import { ControlPayload, FlowEntity } from "../src/internal/protocol.ts"
+import { engines } from "./support/engines.ts"
 
 const Ping = Channel("ping", Schema.String)
 
@@ -34,6 +36,17 @@ const AwaitPing = Step({
     })
 })
 const PingFlow = Flow({ type: "KeepAlivePing", start: AwaitPing, channels: [Ping] })
+
+const Held = Channel("held", Schema.String)
+
+/** A Step that waits for two messages, so a Flow waits on after one publish. */
+const AwaitTwo = Step({
+  type: "AwaitTwo",
+  input: Schema.Null,
+  waitFor: () => Wait.anyOf(Held.forN(2)),
+  execute: (ctx) => Effect.succeed(StepDecision.gracefulComplete(ctx.channelResults(Held)))
+})
+const HeldFlow = Flow({ type: "KeepAliveHeld", start: AwaitTwo, channels: [Held] })
 
 /** Write transactions in `statements`: BEGIN ... COMMIT blocks with a write, and writes outside one. */
 const writeTransactions = (statements: ReadonlyArray<string>) => {
@@ -80,6 +93,13 @@ describe("embedded engine: the keep-alive's writes", () => {
           "the keep-alive request is saved in the transition's transaction"
         )
         assert.isTrue(path[0]!.some((s) => /UPDATE dex_flows/.test(s)))
+        // the publish's reply is stored in that transaction, and no read of a stored reply precedes it (a resend
+        // finds the reply as its insert's conflict)
+        assert.isTrue(path[0]!.some((s) => /INSERT INTO dex_replies/.test(s)))
+        assert.isFalse(
+          trace.slice(from, executed.at).some((s) => /FROM dex_replies/.test(s)),
+          "no read of a stored reply before the commit"
+        )
         const done = yield* client.waitForFlow("ka-1", { timeout: "30 seconds" })
         assert.strictEqual(done.status, "completed")
         // released after the linger: the request is processed (effect/cluster stored its reply)
@@ -98,3 +118,37 @@ describe("embedded engine: the keep-alive's writes", () => {
     120_000
   )
 })
+
+for (const engine of engines) {
+  describe(`${engine.name} engine: a request sent again`, () => {
+    it.live(
+      "a publish sent again with its request ID after it committed is answered true and publishes nothing more",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          const flows = yield* FlowEntity.client
+          yield* client.startFlow(HeldFlow, "resend-1", null)
+          const payload = new ControlPayload({
+            flowId: "resend-1",
+            requestId: "resend-1-publish",
+            command: { _tag: "Publish", channel: Held.name, key: "", value: JSON.stringify("once") }
+          })
+          assert.isTrue(yield* flows("resend-1").Control(payload))
+          // the Flow is still running and the Step still waits (it wants two messages): the resend's transition
+          // would publish again; its reply's insert finds the stored reply, and nothing of it is written
+          assert.isTrue(yield* flows("resend-1").Control(payload))
+          const history = yield* client.history("resend-1")
+          assert.deepStrictEqual(history.filter((e) => e.kind === "Published").length, 1, "published once")
+          const flow = yield* client.describeFlow("resend-1")
+          assert.strictEqual(flow.status, "running")
+          assert.strictEqual(flow.waitingSteps.length, 1)
+          // a later publish with another request ID is a new one: the Step gets its two messages
+          yield* client.publish("resend-1", Held, "twice")
+          const done = yield* client.waitForFlow("resend-1", { timeout: "30 seconds" })
+          assert.strictEqual(done.status, "completed")
+          assert.deepStrictEqual(done.output, ["once", "twice"])
+        }).pipe(Effect.provide(Worker.layer(HeldFlow).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
+  })
+}

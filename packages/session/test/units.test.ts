@@ -1,5 +1,6 @@
 import { RecoveryError, WorkerLost } from "@durable-agent/engine"
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -19,7 +20,7 @@ import {
   ToolSource,
   Wire
 } from "../src/index.ts"
-import { withHeartbeats } from "../src/internal/session.ts"
+import { emitter, provideStepServices, type SessionConfig, withHeartbeats } from "../src/internal/session.ts"
 import { oversize, sizeBound, storedBytes } from "../src/internal/sizes.ts"
 import { makeEnv } from "./fake.ts"
 
@@ -292,6 +293,110 @@ describe("heartbeats", () => {
       assert.strictEqual(env.heartbeats(), 3)
       yield* TestClock.adjust("60 seconds")
       assert.strictEqual(env.heartbeats(), 3, "the beats stop with the work")
+    })
+  )
+})
+
+describe("the delta buffer", () => {
+  const flow = AgentSessionFlow.make({ flowType: "Deltas" })
+  // the event code reads only the stream of the configuration
+  const config = { events: flow.session.events } as unknown as SessionConfig
+  const texts = (env: ReturnType<typeof makeEnv>) =>
+    env.emitted.map((e) => [e.type, (JSON.parse(e.payload) as { text?: string }).text ?? null])
+
+  it.effect("a model call that returns within the hold writes its deltas with the Step's commit, no heartbeat", () =>
+    Effect.gen(function* () {
+      const env = makeEnv({ stepExecutionId: "RunModel-1" })
+      const call = Effect.gen(function* () {
+        const writer = yield* EventWriter.EventWriter
+        yield* writer.textDelta("He")
+        yield* writer.textDelta("l")
+        yield* writer.textDelta("lo")
+        // a runner's own structural event, written between the deltas
+        yield* writer.write({ type: "stepwise.note", payload: { n: 1 } })
+        yield* writer.textDelta("!")
+      })
+      // the test clock never moves: the call returns before the hold ends
+      yield* provideStepServices(env.ctx, config, "turn-1")(call)
+      yield* emitter(env.ctx, config, "turn-1").usageRecorded({
+        recorded: { modelCalls: 1, inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 },
+        session: { modelCalls: 1, inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 }
+      })
+      assert.strictEqual(env.heartbeats(), 0, "no durable heartbeat of its own")
+      // staged in the order readers saw before: the deltas (the first one as written, the later ones merged),
+      // then the structural events
+      assert.deepStrictEqual(texts(env), [
+        ["text_delta", "He"],
+        ["text_delta", "llo!"],
+        ["stepwise.note", null],
+        ["usage_recorded", null]
+      ])
+    })
+  )
+
+  it.effect(
+    "a model call that runs past the hold writes its first delta with a durable heartbeat before it returns",
+    () =>
+      Effect.gen(function* () {
+        const env = makeEnv({ stepExecutionId: "RunModel-1" })
+        const gate = yield* Deferred.make<void>()
+        const call = Effect.gen(function* () {
+          const writer = yield* EventWriter.EventWriter
+          yield* writer.textDelta("He")
+          yield* Deferred.await(gate)
+          yield* writer.textDelta("llo")
+        })
+        const fiber = yield* Effect.forkChild(provideStepServices(env.ctx, config, "turn-1")(call))
+        yield* TestClock.adjust("10 millis")
+        assert.deepStrictEqual(env.emitted, [], "held while the call may still return")
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(env.heartbeats(), 1)
+        assert.deepStrictEqual(texts(env), [["text_delta", "He"]], "visible while the call runs")
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(fiber)
+        assert.strictEqual(env.heartbeats(), 1)
+        assert.deepStrictEqual(texts(env), [
+          ["text_delta", "He"],
+          ["text_delta", "llo"]
+        ])
+      })
+  )
+
+  it.effect("a model call that fails within the hold writes its deltas with a durable heartbeat as it fails", () =>
+    Effect.gen(function* () {
+      const env = makeEnv({ stepExecutionId: "RunModel-1" })
+      const call = Effect.gen(function* () {
+        const writer = yield* EventWriter.EventWriter
+        yield* writer.textDelta("first try")
+        return yield* Effect.fail("the provider hung up")
+      })
+      const exit = yield* Effect.exit(provideStepServices(env.ctx, config, "turn-1")(call))
+      assert.isTrue(exit._tag === "Failure")
+      // the attempt may never commit: its text is visible now, and the retry's supersedes it
+      assert.strictEqual(env.heartbeats(), 1)
+      assert.deepStrictEqual(texts(env), [["text_delta", "first try"]])
+    })
+  )
+
+  it.effect("tool_call_started is never held: it goes with a durable heartbeat at once, after the held deltas", () =>
+    Effect.gen(function* () {
+      const env = makeEnv({ stepExecutionId: "CallTool-1" })
+      const seen: Array<number> = []
+      const call = Effect.gen(function* () {
+        const writer = yield* EventWriter.EventWriter
+        yield* writer.textDelta("a")
+        yield* writer.write({
+          type: "tool_call_started",
+          payload: { tool_call_id: "t1", tool_name: "tool", effect: "read", attempt: 1 }
+        })
+        seen.push(env.heartbeats(), env.emitted.length)
+      })
+      yield* provideStepServices(env.ctx, config, "turn-1")(call)
+      assert.deepStrictEqual(seen, [1, 2], "durable before the tool goes on")
+      assert.deepStrictEqual(
+        env.emitted.map((e) => e.type),
+        ["text_delta", "tool_call_started"]
+      )
     })
   )
 })

@@ -416,6 +416,8 @@ const build = Effect.gen(function* () {
             )
             .pipe(
               Effect.catchTag("LeaseLost", () => Effect.succeed(false)),
+              // the request was served before (its answer was lost): nothing of this transition is written
+              Effect.catchTag("AlreadyAnswered", () => Effect.succeed("answered" as const)),
               Effect.catchCause((cause) => {
                 // a failed or rolled-back commit: reload (and recover what runs without a fiber) at once
                 freeClaimed(claimed)
@@ -427,6 +429,11 @@ const build = Effect.gen(function* () {
                 )
               })
             )
+          if (written === "answered") {
+            freeClaimed(claimed)
+            tx.alreadyAnswered = true
+            return
+          }
           if (!written) {
             freeClaimed(claimed)
             yield* Effect.logWarning(
@@ -1111,6 +1118,7 @@ const build = Effect.gen(function* () {
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: encoded.output, at: now }
         yield* served(commit(tx, cache))
+        if (tx.alreadyAnswered) return (yield* replyOf(p.requestId)) ?? encoded.output
         yield* pausePoint("reply", `Invoke ${p.rpc} of Flow ${flowId}`)
         return encoded.output
       })
@@ -1122,9 +1130,16 @@ const build = Effect.gen(function* () {
         const l = yield* fresh
         if (l._tag === "Missing") return yield* new FlowNotFound({ flowId })
         const cache = l.cache
-        const stored = yield* replyOf(p.requestId)
-        if (stored !== undefined) return stored === "true"
-        if (cache.flow.status !== "running") return yield* new FlowNotActive({ flowId, status: cache.flow.status })
+        // A request sent again after its answer was lost gets its stored reply. The reply is read only when this
+        // request would not commit (each answer below that does not commit); a commit finds it itself, as the
+        // conflict of its reply's insert, and writes nothing (`tx.alreadyAnswered`): no read before a commit.
+        const unlessAnswered = <E>(answer: Effect.Effect<boolean, E>): Effect.Effect<boolean, E | EngineError> =>
+          Effect.flatMap(replyOf(p.requestId), (stored) =>
+            stored !== undefined ? Effect.succeed(stored === "true") : answer
+          )
+        if (cache.flow.status !== "running") {
+          return yield* unlessAnswered(new FlowNotActive({ flowId, status: cache.flow.status }))
+        }
         const reg = yield* registered(cache.flow.flow_type)
         const now = yield* Clock.currentTimeMillis
         const tx = new Transition(reg, now, cache)
@@ -1137,11 +1152,13 @@ const build = Effect.gen(function* () {
           }
           case "Publish": {
             if (byteLength(c.value) > config.maxValueBytes) {
-              return yield* new ValueTooLarge({
-                name: c.channel,
-                bytes: byteLength(c.value),
-                limit: config.maxValueBytes
-              })
+              return yield* unlessAnswered(
+                new ValueTooLarge({
+                  name: c.channel,
+                  bytes: byteLength(c.value),
+                  limit: config.maxValueBytes
+                })
+              )
             }
             yield* Effect.orDie(tx.applyWrites([], [c], []))
             tx.record("Published", null, null, { channel: c.channel, key: c.key })
@@ -1150,26 +1167,32 @@ const build = Effect.gen(function* () {
           case "SetAttribute": {
             const declared = reg.def.attributes.find((d) => d.name === c.name)
             if (declared === undefined || (declared._tag === "Attribute") !== (c.key === "")) {
-              return yield* new InvalidInput({
-                what: `attribute ${c.name}`,
-                detail: `Flow ${reg.def.type} declares no ${c.key === "" ? "Attribute" : "AttributeMap"} of that name`
-              })
+              return yield* unlessAnswered(
+                new InvalidInput({
+                  what: `attribute ${c.name}`,
+                  detail: `Flow ${reg.def.type} declares no ${c.key === "" ? "Attribute" : "AttributeMap"} of that name`
+                })
+              )
             }
             if (c.value !== null && byteLength(c.value) > config.maxValueBytes) {
-              return yield* new ValueTooLarge({ name: c.name, bytes: byteLength(c.value), limit: config.maxValueBytes })
+              return yield* unlessAnswered(
+                new ValueTooLarge({ name: c.name, bytes: byteLength(c.value), limit: config.maxValueBytes })
+              )
             }
             const lockName = c.key === "" ? c.name : `${c.name}[${c.key}]`
             const held = [...cache.steps.values()].some(
               (s) => s.status === "running" && (JSON.parse(s.locks) as Array<string>).includes(lockName)
             )
-            if (held) return yield* new RpcLockConflict({ flowId, rpc: "setAttribute", locks: [lockName] })
+            if (held) {
+              return yield* unlessAnswered(new RpcLockConflict({ flowId, rpc: "setAttribute", locks: [lockName] }))
+            }
             yield* Effect.orDie(tx.applyWrites([{ name: c.name, key: c.key, value: c.value }], [], []))
             tx.record("AttributeSet", null, null, { name: c.name, key: c.key, deleted: c.value === null })
             break
           }
           case "SkipTimer": {
             const step = tx.steps.get(c.stepExecutionId)
-            if (step === undefined || step.status !== "waiting") return false
+            if (step === undefined || step.status !== "waiting") return yield* unlessAnswered(Effect.succeed(false))
             const wait = JSON.parse(step.wait!) as StoredWait
             let index = -1
             let skipped = false
@@ -1180,7 +1203,7 @@ const build = Effect.gen(function* () {
               skipped = true
               return { ...cond, skipped: true }
             })
-            if (!skipped) return false
+            if (!skipped) return yield* unlessAnswered(Effect.succeed(false))
             tx.setStep({ ...step, wait: JSON.stringify({ ...wait, conditions }) })
             tx.record("TimerSkipped", step.step_execution_id, null, { timer: c.timer })
             break
@@ -1189,6 +1212,8 @@ const build = Effect.gen(function* () {
         tx.settle()
         tx.reply = { requestId: p.requestId, reply: "true", at: now }
         yield* served(commit(tx, cache))
+        // served before: a Control request's stored reply is `true` (one that answers `false` commits nothing)
+        if (tx.alreadyAnswered) return true
         yield* pausePoint("reply", `Control ${c._tag} of Flow ${flowId}`)
         return true
       })

@@ -1,8 +1,9 @@
 // The request path: a client's request (start, RPC, publish, skip timer, set attribute, stop) reaches the
 // Flow's owner as a volatile cluster message (`protocol.ts`), and the transition that serves it stores its
 // answer under the request ID. Both ends of the retry live here: the client sends a request whose answer it lost
-// again with the same ID (`deliver`), and the owner answers a request it already served from the stored reply,
-// read by its primary key (`owner.ts`, `replyOf`).
+// again with the same ID (`deliver`), and the owner answers a request it already served from the stored reply
+// (`owner.ts`): an RPC reads it by its primary key before its handler runs (`replyOf`); a control request finds it
+// as the conflict of its reply's insert, and its transition rolls back (`AlreadyAnswered`).
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"

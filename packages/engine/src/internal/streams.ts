@@ -5,7 +5,7 @@
 //   tried again on a database error, up to ten times;
 // - `writeMessages` with a heartbeat: what must be visible before the attempt commits (a tool's
 //   `tool_call_started`, a model call's first delta), written with the attempt's durable heartbeat in one
-//   transaction;
+//   transaction (on Postgres one statement that commits alone, `store.recordHeartbeatWithRows`);
 // - staged messages (`prepareMessage`), which the attempt hands to its outcome and the owner writes in the
 //   transaction of the transition that makes them true (`store.writeTransition`).
 //
@@ -366,7 +366,7 @@ const writeMessages = <A>(
       at: now,
       runner: fence.runner
     }))
-    const write = t
+    const writeInTransaction = t
       .transact(
         Effect.gen(function* () {
           if (heartbeat === undefined) {
@@ -391,6 +391,15 @@ const writeMessages = <A>(
         })
       )
       .pipe(Effect.catchTag("LeaseLost", () => Effect.succeed("fenced" as const)))
+    const oneStatement = store.recordHeartbeatWithRows
+    const write =
+      heartbeat !== undefined && oneStatement !== undefined
+        ? // Postgres: the heartbeat and its messages in one statement that commits alone, fenced in itself
+          Effect.map(
+            oneStatement(rows, fence, t.flowId, t.stepExecutionId, t.attempt, now, heartbeat.checkpoint),
+            (beat) => (beat ? ("written" as const) : ("fenced" as const))
+          )
+        : writeInTransaction
     // a transaction that failed (a dropped connection, a transaction the server ended) wrote nothing: try again,
     // on another connection (a stall that ended one transaction may have ended others of the pool too)
     const result = yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") }).pipe(

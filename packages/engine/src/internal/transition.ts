@@ -140,6 +140,8 @@ export class Transition {
   stateBytesDelta = 0
   private readonly stateBytesBefore: number
   reply: TransitionBatch["reply"] = undefined
+  /** Set by the commit when the request's reply was stored already: nothing of this transition was written. */
+  alreadyAnswered = false
   /** Stream messages the committing attempt staged, written with this transition. */
   streamRows: ReadonlyArray<StreamRow> = []
   /** A new run that reuses a closed Flow's ID: the old run's rows are deleted in the same transaction. */

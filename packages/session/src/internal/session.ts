@@ -2,10 +2,12 @@
 // bookkeeping, turn starts and ends. Everything that writes goes through the engine's staged TxView, so it
 // commits with the Step's decision.
 import type { ExecuteContext, StreamDef, TxView } from "@durable-agent/engine"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -106,24 +108,36 @@ const BEFORE_COMMIT_TYPES: ReadonlySet<string> = new Set(["tool_call_started", "
 
 /** At most this many delta writes per second per Step attempt (after the first, which goes with a heartbeat). */
 const DELTA_WRITES_PER_SECOND = 20
+/**
+ * The delta buffer's interval; also the longest an attempt's first delta is held (see {@link AttemptEvents}).
+ */
 const DELTA_INTERVAL_MS = 1000 / DELTA_WRITES_PER_SECOND
 /** A merged delta holds at most this many characters (a stream message has its own byte limit). */
 const MAX_MERGED_CHARS = 16_384
 
 /**
- * The events of one Step attempt that are written before its commit: the delta buffer and whether the attempt
- * has announced itself with a durable heartbeat.
+ * The events of one Step attempt that are written before its commit: the delta buffer, whether the attempt
+ * has announced itself with a durable heartbeat, and the structural events staged while a runner or tool runs.
  *
  * An attempt's first event written before the commit goes with a durable heartbeat (docs/session-contract.md,
  * "Events"): an attempt that wrote one has produced output, so a crash fails it and the retry runs under a
- * higher attempt number; readers keep only the highest attempt of a Step execution. Later deltas are merged
- * (adjacent ones of one type) and written at most {@link DELTA_WRITES_PER_SECOND} times a second, and what is
- * left when the runner or tool returns is written before the Step commits ({@link flushEvents}).
+ * higher attempt number; readers keep only the highest attempt of a Step execution. While a runner or tool
+ * runs (`open`, {@link provideStepServices}), the first delta is held for at most {@link DELTA_INTERVAL_MS}:
+ * a call that returns before that writes its deltas in the transaction of its commit (staged, before the
+ * structural events), with no heartbeat of their own; one that does not writes them with the durable
+ * heartbeat then. Later deltas are merged (adjacent ones of one type, never into the attempt's first) and
+ * written at most {@link DELTA_WRITES_PER_SECOND} times a second, and what is left when the runner or tool
+ * returns commits with the Step ({@link closeEvents}).
  */
 interface AttemptEvents {
   announced: boolean
+  /** Whether a runner or tool of the attempt runs: deltas may be held and staged. */
+  open: boolean
   pending: Array<Wire.AgentEventEnvelope>
+  /** Structural events staged while `open`: staged after the deltas when the runner or tool returns. */
+  structural: Array<Wire.AgentEventEnvelope>
   lastWrite: number
+  /** The delta buffer's next write, or (before the attempt announced itself) the end of the first delta's hold. */
   timer: Fiber.Fiber<void> | undefined
   readonly lock: Semaphore.Semaphore
 }
@@ -133,39 +147,99 @@ const attempts = new WeakMap<ExecuteContext, AttemptEvents>()
 const attemptEvents = (ctx: ExecuteContext): AttemptEvents => {
   let a = attempts.get(ctx)
   if (a === undefined) {
-    a = { announced: false, pending: [], lastWrite: 0, timer: undefined, lock: Semaphore.makeUnsafe(1) }
+    a = {
+      announced: false,
+      open: false,
+      pending: [],
+      structural: [],
+      lastWrite: 0,
+      timer: undefined,
+      lock: Semaphore.makeUnsafe(1)
+    }
     attempts.set(ctx, a)
   }
   return a
 }
 
-/** Writes the pending deltas now (one write), after any write in flight. */
+/**
+ * Writes the pending deltas now (one write), after any write in flight: with the durable heartbeat when the
+ * attempt has not announced itself yet.
+ */
 const writePending = (ctx: ExecuteContext, config: SessionConfig, a: AttemptEvents) =>
-  a.lock.withPermits(1)(
-    Effect.suspend(() => {
-      const batch = a.pending
-      if (batch.length === 0) return Effect.void
-      a.pending = []
-      return Effect.andThen(
-        Effect.sync(() => {
-          a.lastWrite = Date.now()
-        }),
-        ctx.emitAll(config.events, batch)
-      )
-    })
-  )
+  a.lock.withPermits(1)(writePendingNow(ctx, config, a))
+
+/** {@link writePending} for a caller that holds the lock. */
+const writePendingNow = (ctx: ExecuteContext, config: SessionConfig, a: AttemptEvents) =>
+  Effect.suspend(() => {
+    const batch = a.pending
+    if (batch.length === 0) return Effect.void
+    a.pending = []
+    a.lastWrite = Date.now()
+    if (a.announced) return ctx.emitAll(config.events, batch)
+    a.announced = true
+    return ctx.heartbeatWith(config.events, batch)
+  })
+
+/** Stops the buffer's timer (a write it started goes on). */
+const stopTimer = (a: AttemptEvents): Effect.Effect<void> => {
+  const timer = a.timer
+  a.timer = undefined
+  return timer === undefined ? Effect.void : Fiber.interrupt(timer)
+}
 
 /**
- * Writes what the attempt's delta buffer still holds, before the Step returns (so the deltas come before the
- * events its commit writes).
+ * Ends a runner's or tool's part of the attempt, before the Step goes on to its commit. When it succeeded, the
+ * deltas its buffer still holds (an attempt that never announced itself: all of them) are staged, then the
+ * structural events it staged meanwhile, so they commit with the Step in the order readers saw them before:
+ * deltas first. When it failed, its deltas are written now, as before the hold (with the durable heartbeat when
+ * the attempt has not announced itself): the attempt may never commit, and a reader sees the failed attempt's
+ * text before the retry's. When it was interrupted (cancelled, its Flow closed), an attempt that announced
+ * itself writes the rest now, and one that did not leaves none. The structural events are staged (a failed
+ * attempt's are never written).
  */
-export const flushEvents = (ctx: ExecuteContext, config: SessionConfig): Effect.Effect<void> =>
+const closeEvents = (ctx: ExecuteContext, config: SessionConfig, exit: Exit.Exit<unknown, unknown>) =>
   Effect.suspend(() => {
     const a = attempts.get(ctx)
     if (a === undefined) return Effect.void
-    const timer = a.timer
-    a.timer = undefined
-    return Effect.andThen(timer === undefined ? Effect.void : Fiber.interrupt(timer), writePending(ctx, config, a))
+    a.open = false
+    const writeNow = Exit.isFailure(exit) && (a.announced || !Cause.hasInterruptsOnly(exit.cause))
+    return Effect.andThen(
+      stopTimer(a),
+      a.lock.withPermits(1)(
+        Effect.suspend(() => {
+          const structural = a.structural
+          a.structural = []
+          if (writeNow) return Effect.andThen(writePendingNow(ctx, config, a), stageAll(ctx, config, structural))
+          const deltas = a.pending
+          a.pending = []
+          return stageAll(ctx, config, [...deltas, ...structural])
+        })
+      )
+    )
+  })
+
+const stageAll = (
+  ctx: ExecuteContext,
+  config: SessionConfig,
+  envelopes: ReadonlyArray<Wire.AgentEventEnvelope>
+): Effect.Effect<void> => Effect.forEach(envelopes, (e) => ctx.stage(config.events, e), { discard: true })
+
+/** Starts the buffer's timer: its next write `wait` ms from now. */
+const startTimer = (ctx: ExecuteContext, config: SessionConfig, a: AttemptEvents, wait: number) =>
+  Effect.gen(function* () {
+    a.timer = yield* Effect.forkDetach(
+      Effect.andThen(
+        Effect.sleep(wait),
+        // a write once started is not cut short by the buffer's close, which waits for it
+        Effect.uninterruptible(
+          Effect.suspend(() => {
+            a.timer = undefined
+            return writePending(ctx, config, a)
+          })
+        )
+      ),
+      { startImmediately: true }
+    )
   })
 
 const writeEnvelope = (
@@ -175,23 +249,33 @@ const writeEnvelope = (
 ): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (!DELTA_TYPES.has(envelope.type) && !BEFORE_COMMIT_TYPES.has(envelope.type)) {
+      const open = attempts.get(ctx)
+      if (open?.open === true) {
+        open.structural.push(envelope)
+        return Effect.void
+      }
       return ctx.stage(config.events, envelope)
     }
     const a = attemptEvents(ctx)
-    if (BEFORE_COMMIT_TYPES.has(envelope.type) || !a.announced) {
+    if (BEFORE_COMMIT_TYPES.has(envelope.type) || (!a.announced && !a.open)) {
       // with a durable heartbeat, after (and together with) the deltas still pending
-      return a.lock.withPermits(1)(
-        Effect.suspend(() => {
-          const batch = [...a.pending, envelope]
-          a.pending = []
-          a.announced = true
-          a.lastWrite = Date.now()
-          return ctx.heartbeatWith(config.events, batch)
-        })
+      return Effect.andThen(
+        stopTimer(a),
+        a.lock.withPermits(1)(
+          Effect.suspend(() => {
+            const batch = [...a.pending, envelope]
+            a.pending = []
+            a.announced = true
+            a.lastWrite = Date.now()
+            return ctx.heartbeatWith(config.events, batch)
+          })
+        )
       )
     }
     const last = a.pending[a.pending.length - 1]
-    if (last !== undefined && last.type === envelope.type) {
+    // the attempt's first delta stays as it is: it is the one a reader sees first
+    const mergeable = a.announced || a.pending.length > 1
+    if (mergeable && last !== undefined && last.type === envelope.type) {
       const merged = mergeDelta(last, envelope)
       if (merged !== undefined) a.pending[a.pending.length - 1] = merged
       else a.pending.push(envelope)
@@ -199,19 +283,9 @@ const writeEnvelope = (
       a.pending.push(envelope)
     }
     if (a.timer !== undefined) return Effect.void
-    const wait = Math.max(0, a.lastWrite + DELTA_INTERVAL_MS - Date.now())
-    return Effect.gen(function* () {
-      a.timer = yield* Effect.forkDetach(
-        Effect.andThen(
-          Effect.sleep(wait),
-          Effect.suspend(() => {
-            a.timer = undefined
-            return writePending(ctx, config, a)
-          })
-        ),
-        { startImmediately: true }
-      )
-    })
+    // the first delta of an attempt that has not announced itself is held for one interval
+    const wait = a.announced ? Math.max(0, a.lastWrite + DELTA_INTERVAL_MS - Date.now()) : DELTA_INTERVAL_MS
+    return startTimer(ctx, config, a, wait)
   })
 
 /** Two adjacent deltas of one type as one (their texts joined), or `undefined` when that would be too long. */
@@ -297,8 +371,15 @@ export const provideStepServices =
         beat: (checkpoint) => ctx.heartbeat(checkpoint),
         checkpoint: ctx.heartbeatCheckpoint
       }),
-      // the deltas the runner or tool left in the buffer are written before the Step goes on to its commit
-      Effect.ensuring(flushEvents(ctx, config))
+      // the deltas and events of the runner or tool commit with the Step (closeEvents)
+      Effect.onExit((exit) => closeEvents(ctx, config, exit)),
+      (run) =>
+        Effect.andThen(
+          Effect.sync(() => {
+            attemptEvents(ctx).open = true
+          }),
+          run
+        )
     )
   }
 

@@ -59,6 +59,11 @@ export interface EngineStoreShape {
   readonly writeTransition: OpD<typeof Flows.writeTransition>
   readonly deleteRun: Op<typeof Flows.deleteRun>
   readonly recordHeartbeat: OpD<typeof Flows.recordHeartbeat>
+  /**
+   * Postgres: a heartbeat with stream messages in one statement that commits alone (`undefined` on SQLite, whose
+   * writes share the group commit's transaction).
+   */
+  readonly recordHeartbeatWithRows: OpD<typeof Flows.recordHeartbeatWithRows> | undefined
   readonly flowsWithRunningSteps: Op<typeof Flows.flowsWithRunningSteps>
 
   // --- ownership and leases (`ownership.ts`) ---
@@ -137,6 +142,7 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     writeTransition: (...a) => Flows.writeTransition(sql, d, ...a),
     deleteRun: (...a) => Flows.deleteRun(sql, ...a),
     recordHeartbeat: (...a) => Flows.recordHeartbeat(sql, d, ...a),
+    recordHeartbeatWithRows: d.dialect === "pg" ? (...a) => Flows.recordHeartbeatWithRows(sql, d, ...a) : undefined,
     flowsWithRunningSteps: (...a) => Flows.flowsWithRunningSteps(sql, ...a),
     claimOwnership: (...a) => Ownership.claimOwnership(sql, ...a),
     loadOwner: (...a) => Ownership.loadOwner(sql, ...a),

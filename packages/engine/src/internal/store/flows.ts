@@ -1,11 +1,14 @@
 // A Flow's state and its transitions: the owner's loads, the transition's one write, heartbeats.
 import * as Effect from "effect/Effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { Fragment } from "effect/sql/Statement"
+import { COMMIT_CHANNEL } from "../feed.ts"
 import { channelKey, type StoredMessage } from "../state.ts"
 import type { Driver } from "./driver.ts"
-import { fenceCheck, ownerHolds } from "./ownership.ts"
+import { fenceCheck, leaseTaken, ownerHolds } from "./ownership.ts"
 import { applyRetention, markHistoryRetention } from "./retention.ts"
 import {
+  AlreadyAnswered,
   type AttrVersionRow,
   type CommittedStateRow,
   type Fence,
@@ -17,9 +20,10 @@ import {
   row,
   rows,
   type Sql,
+  type StreamRow,
   type TransitionBatch
 } from "./rows.ts"
-import { insertStreamRows } from "./streams.ts"
+import { streamRowsInsert } from "./streams.ts"
 
 export const loadFlow = (sql: Sql, flowId: string) =>
   Effect.map(sql`SELECT * FROM dex_flows WHERE flow_id = ${flowId}`, (rows) =>
@@ -135,8 +139,10 @@ export const loadFlowStarted = (sql: Sql, flowId: string) =>
 /**
  * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
  * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
- * superseded attribute versions (one delete), messages (one insert, one delete), history (one insert),
- * the staged stream messages (one insert), the request's reply. Fails with `false` when the fence finds another version: nothing is written.
+ * superseded attribute versions (one delete), messages (one insert, one delete), history, the staged stream
+ * messages and the request's reply (one insert each; on Postgres the three in one statement).
+ * Fails with `false` when the fence finds another version: nothing is written. Fails with `AlreadyAnswered`
+ * when the request's reply is stored already: the caller's transaction rolls back what it wrote.
  * The caller runs it inside `sql.withTransaction`.
  */
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver, b: TransitionBatch) {
@@ -179,17 +185,27 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
   if (b.messages.length > 0) {
     yield* sql`INSERT INTO dex_messages ${sql.insert(rows(b.messages.map((m) => ({ flow_id: flowId, ...m }))))}`
   }
+  // the history rows, the staged stream messages and the request's reply: on Postgres in one statement
+  const inserts: Array<Fragment> = []
   if (b.history.length > 0) {
-    yield* sql`INSERT INTO dex_history ${sql.insert(rows(b.history.map((h) => ({ ...h, runner: b.fence.runner }))))}`
+    inserts.push(
+      sql`INSERT INTO dex_history ${sql.insert(rows(b.history.map((h) => ({ ...h, runner: b.fence.runner }))))}`
+    )
   }
+  if (b.streams !== undefined && b.streams.length > 0) inserts.push(streamRowsInsert(sql, b.streams))
+  // the request's reply, unless one is stored already (the request was sent again after its answer was lost: the
+  // transition rolls back and the request is answered from the stored reply)
+  const reply =
+    b.reply === undefined
+      ? undefined
+      : sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
+          VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})
+          ON CONFLICT (flow_id, request_id) DO NOTHING RETURNING request_id`
+  const stored = yield* insertAll(sql, d, inserts, reply)
+  if (b.reply !== undefined && stored.length === 0) return yield* new AlreadyAnswered({ requestId: b.reply.requestId })
   if (b.pruneHistory !== undefined) {
     yield* sql`DELETE FROM dex_history WHERE flow_id = ${flowId} AND id < (SELECT id FROM dex_history
       WHERE flow_id = ${flowId} ORDER BY id DESC LIMIT 1 OFFSET ${b.pruneHistory - 1})`
-  }
-  if (b.streams !== undefined && b.streams.length > 0) yield* insertStreamRows(sql, b.streams)
-  if (b.reply !== undefined) {
-    yield* sql`INSERT INTO dex_replies (flow_id, request_id, reply, at)
-      VALUES (${flowId}, ${b.reply.requestId}, ${b.reply.reply}, ${b.reply.at})`
   }
   if (b.pruneHistory !== undefined) yield* markHistoryRetention(sql, flowId)
   if (b.retention !== undefined) yield* applyRetention(sql, d, flowId, b.retention)
@@ -197,6 +213,30 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
   yield* d.notifyCommit(flowId)
   return true
 })
+
+/**
+ * Runs independent inserts of one transaction and `returning` (an insert with `RETURNING`), giving the rows
+ * `returning` returned: on Postgres in one statement (data-modifying CTEs, one round trip), on SQLite one each.
+ */
+const insertAll = (
+  sql: Sql,
+  d: Driver,
+  inserts: ReadonlyArray<Fragment>,
+  returning: Fragment | undefined
+): Effect.Effect<ReadonlyArray<unknown>, SqlError> => {
+  const all = returning === undefined ? inserts : [...inserts, returning]
+  if (all.length === 0) return Effect.succeed([])
+  if (d.dialect === "pg" && all.length > 1) {
+    const ctes = sql.csv(all.map((f, i) => sql`${sql(`insert_${i}`)} AS (${f})`))
+    return returning === undefined
+      ? sql`WITH ${ctes} SELECT 1 AS one`.pipe(Effect.as([]))
+      : sql`WITH ${ctes} SELECT * FROM ${sql(`insert_${all.length - 1}`)}`
+  }
+  return Effect.andThen(
+    Effect.forEach(inserts, (f) => sql`${f}`, { discard: true }),
+    returning === undefined ? Effect.succeed([]) : sql`${returning}`
+  )
+}
 
 /**
  * Deletes a closed run's rows before a new run reuses its Flow ID (in the new run's transaction): the Flow row,
@@ -218,26 +258,64 @@ export const deleteRun = Effect.fnUntraced(function* (sql: Sql, flowId: string) 
   }
 })
 
-/**
- * A heartbeat: the attempt's first one marks it as having produced output. Fenced in the same statement:
- * `false` when `fence` is no longer the Flow's owner (nothing is written).
- */
-export const recordHeartbeat = (
-  sql: Sql,
-  d: Driver,
+/** Which attempt a heartbeat is for, under which fence, when, and the checkpoint it saves (or `null`). */
+type HeartbeatOf = [
   fence: Fence,
   flowId: string,
   step_execution_id: string,
   attempt: number,
   at: number,
   checkpoint: string | null
+]
+
+/** The fenced heartbeat UPDATE (`RETURNING attempt`), with `more` added to its WHERE. */
+const heartbeatUpdate = (
+  sql: Sql,
+  d: Driver,
+  more: Fragment,
+  ...[fence, flowId, step_execution_id, attempt, at, checkpoint]: HeartbeatOf
 ) =>
-  Effect.map(
-    sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
+  sql`UPDATE dex_attempts SET heartbeat_at = ${at}, output_at = COALESCE(output_at, ${at}),
     checkpoint = COALESCE(${checkpoint}, checkpoint) WHERE flow_id = ${flowId} AND step_execution_id = ${step_execution_id}
-    AND attempt = ${attempt} AND ${ownerHolds(sql, d, flowId, fence)} RETURNING attempt`,
-    (rows) => rows.length > 0
+    AND attempt = ${attempt} AND ${ownerHolds(sql, d, flowId, fence)} ${more} RETURNING attempt`
+
+/**
+ * A heartbeat: the attempt's first one marks it as having produced output. Fenced in the same statement:
+ * `false` when `fence` is no longer the Flow's owner (nothing is written).
+ */
+export const recordHeartbeat = (sql: Sql, d: Driver, ...beat: HeartbeatOf) =>
+  Effect.map(sql`${heartbeatUpdate(sql, d, sql``, ...beat)}`, (rows) => rows.length > 0)
+
+/**
+ * Postgres: a heartbeat with stream messages as one statement, outside any transaction (it commits alone): the
+ * fenced heartbeat, the messages, inserted only when it was written, and the commit notice. The fence is the
+ * statement's: the owner row is share-locked (`FOR SHARE`) and the Flow's shard lock must not be another
+ * runner's (as `requireLease` checks before a transition's COMMIT), both in the heartbeat's WHERE, so a
+ * statement of an owner that lost the Flow, or a runner that lost the shard, writes nothing; a process paused
+ * during it pauses nothing on the server, which runs it whole. `false` when the fence refused it.
+ */
+export const recordHeartbeatWithRows = (
+  sql: Sql,
+  d: Driver,
+  streamRows: ReadonlyArray<StreamRow>,
+  ...heartbeat: HeartbeatOf
+) => {
+  const [fence, flowId] = heartbeat
+  const lease = fence.lease === undefined ? sql`` : sql`AND NOT ${leaseTaken(sql, fence.lease)}`
+  const beat = heartbeatUpdate(sql, d, lease, ...heartbeat)
+  return Effect.map(
+    streamRows.length === 0
+      ? sql<{ beat: unknown }>`WITH beat AS (${beat}) SELECT COUNT(*) AS beat FROM beat`
+      : sql<{ beat: unknown }>`WITH beat AS (${beat}), written AS (
+          INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)
+          SELECT r.flow_type, r.stream, r.flow_id, r.step_execution_id, r.attempt, r.value, r.bytes, r.at, r.runner
+          FROM json_populate_recordset(NULL::dex_stream, ${JSON.stringify(streamRows)}::json) r
+          WHERE EXISTS (SELECT 1 FROM beat) RETURNING 1)
+        SELECT (SELECT COUNT(*) FROM beat) AS beat,
+          (SELECT pg_notify(${COMMIT_CHANNEL}, ${flowId}) FROM written LIMIT 1) AS notified`,
+    (rows) => num(rows[0]?.beat ?? 0) > 0
   )
+}
 
 /** Flows with a running Step execution (at most `limit`): the candidates of the recovery sweep. */
 export const flowsWithRunningSteps = (sql: Sql, limit: number) =>

@@ -34,13 +34,16 @@ const leaseHeld = (sql: Sql, lease: ShardLease) =>
 export const requireLease = (sql: Sql, flowId: string, fence: Fence): Effect.Effect<void, LeaseLost | SqlError> =>
   fence.lease === undefined
     ? Effect.void
-    : Effect.flatMap(
-        sql<{ taken: unknown }>`SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${fence.lease.classId}
-          AND l.objid = ${fence.lease.objId} AND l.objsubid = 2 AND a.datname = current_database()
-          AND a.application_name IS DISTINCT FROM ${fence.lease.applicationName}) AS taken`,
-        (rows) => (rows[0]?.taken === false ? Effect.void : Effect.fail(new LeaseLost({ flowId })))
+    : Effect.flatMap(sql<{ taken: unknown }>`SELECT ${leaseTaken(sql, fence.lease)} AS taken`, (rows) =>
+        rows[0]?.taken === false ? Effect.void : Effect.fail(new LeaseLost({ flowId }))
       )
+
+/** The condition "a runner other than the one of `lease` holds its shard lock" ({@link requireLease}). */
+export const leaseTaken = (sql: Sql, lease: ShardLease) =>
+  sql`EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${lease.classId}
+    AND l.objid = ${lease.objId} AND l.objsubid = 2 AND a.datname = current_database()
+    AND a.application_name IS DISTINCT FROM ${lease.applicationName})`
 
 /**
  * Takes ownership of a Flow: a new epoch, which refuses every later write of an earlier owner. With a shard

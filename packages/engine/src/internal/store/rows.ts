@@ -251,6 +251,12 @@ export interface Fence {
 export class LeaseLost extends Data.TaggedError("LeaseLost")<{ readonly flowId: string }> {}
 
 /**
+ * A transition whose request already has a stored reply (a request sent again after its answer was lost): its
+ * writes are rolled back, and the request is answered from the stored reply.
+ */
+export class AlreadyAnswered extends Data.TaggedError("AlreadyAnswered")<{ readonly requestId: string }> {}
+
+/**
  * Where a runner's shard lock lives (Postgres advisory locks of effect/cluster's `SqlRunnerStorage`): a claim
  * commits only while the runner's lock session (found by its `application_name`) holds the shard's lock.
  */

@@ -4,7 +4,11 @@ import { num, rows, type Sql, type StreamRow, streamRetentionKind } from "./rows
 
 /** Stores stream messages (one statement). The caller holds the transaction and checked the fence. */
 export const insertStreamRows = (sql: Sql, streamRows: ReadonlyArray<StreamRow>) =>
-  streamRows.length === 0 ? Effect.void : Effect.asVoid(sql`INSERT INTO dex_stream ${sql.insert(rows(streamRows))}`)
+  streamRows.length === 0 ? Effect.void : Effect.asVoid(streamRowsInsert(sql, streamRows))
+
+/** The insert of stream messages (at least one), as a statement to run or to embed in another. */
+export const streamRowsInsert = (sql: Sql, streamRows: ReadonlyArray<StreamRow>) =>
+  sql`INSERT INTO dex_stream ${sql.insert(rows(streamRows))}`
 
 /**
  * What a stream read checks before it reads, in one statement: that the Flow exists (`undefined` when not),
