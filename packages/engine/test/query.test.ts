@@ -2,7 +2,11 @@
 // handler sees one commit even when the Flow commits between the query's statements, and it reads the same as
 // the whole-state query and the RPC through the owner. The lazily read values this process holds (by stored row)
 // serve a read only while they are the stored ones: not after a rewrite or a delete of the key, nor in a new run
-// of the same Flow ID whose row has the same version.
+// of the same Flow ID whose row has the same version, nor in another database (a copy of the file) whose Flow has
+// the same run and version.
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -13,6 +17,7 @@ import {
   Attribute,
   AttributeMap,
   Client,
+  Engine,
   Flow,
   FlowRpc,
   type RpcContext,
@@ -225,3 +230,44 @@ for (const engine of engines) {
     )
   })
 }
+
+describe("embedded engine: held values of two databases in one process", () => {
+  it.live(
+    "a copy of a file, changed apart from the original, reads its own page, though run and version are the same",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "das-query-copy-"))),
+          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+        )
+        const [a, b] = [join(dir, "a.db"), join(dir, "b.db")]
+        const worker = (filename: string) =>
+          Worker.layer(Book).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename, pollInterval: "50 millis" })))
+        const put = (text: string) =>
+          Effect.gen(function* () {
+            const client = yield* Client.Client
+            yield* client.invokeRpc(Book, Put, "copy", { n: 1, text })
+            return yield* readPage("copy")
+          })
+        yield* Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "copy", null)
+          yield* put(`first ${"f".repeat(3000)}`)
+        }).pipe(Effect.provide(worker(a)), Effect.scoped)
+        for (const suffix of ["", "-wal"]) if (existsSync(a + suffix)) copyFileSync(a + suffix, b + suffix)
+        // the same write in each, each read once so its page is held, then a page of its own at the same version
+        const inA = yield* Effect.gen(function* () {
+          yield* put(`in a ${"a".repeat(3000)}`)
+          assert.strictEqual((yield* readPage("copy")).runs, 1, "the page is held")
+          return yield* versions("copy", 1)
+        }).pipe(Effect.provide(worker(a)), Effect.scoped)
+        const inB = yield* Effect.gen(function* () {
+          const read = yield* put(`in b ${"b".repeat(3000)}`)
+          return { read, versions: yield* versions("copy", 1) }
+        }).pipe(Effect.provide(worker(b)), Effect.scoped)
+        assert.strictEqual(inB.versions.page, inA.page, "the copy's page row has the original's run and version")
+        assert.strictEqual(inB.read.page?.slice(0, 6), "in b b")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})

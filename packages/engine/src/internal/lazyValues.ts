@@ -4,7 +4,8 @@
 // under a new run ID. So a held text is the key's current value exactly when a query's first statement finds the
 // key's newest row at the held version, in the held run. Nothing here is shared between processes or written to
 // the database: another process's commits show as new versions (or a new run), and a held text of an older
-// version is dropped.
+// version is dropped. The `flowId` here is the query path's key of a Flow within its store (`query.ts`,
+// `heldFlow`), so two databases in one process (a copy of a file, a restored backup) never share a held text.
 //
 // Two uses, each cutting what a read costs with the length of a session:
 // - The values of the lazily read maps (a long session's message chunks): the first statement reads the newest

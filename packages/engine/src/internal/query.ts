@@ -110,13 +110,32 @@ class LazyMap extends Map<string, string> {
   }
 }
 
+/** A number for each store (an engine layer's database) whose Flows' texts this process holds. */
+const storeNumbers = new WeakMap<EngineStoreShape, number>()
+let storeCount = 0
+
+/**
+ * The key `LazyValues` holds a Flow's texts under: the Flow ID within its store, so that two databases in one
+ * process (a copy of a file, a restored backup, another engine layer) never share a held text, whatever their
+ * run IDs and versions.
+ */
+const heldFlow = (store: EngineStoreShape, flowId: string): string => {
+  let n = storeNumbers.get(store)
+  if (n === undefined) {
+    n = ++storeCount
+    storeNumbers.set(store, n)
+  }
+  return `${n}\u0000${flowId}`
+}
+
 /**
  * The first statement of a lazy read: the Flow's version, every value outside the lazy maps, the queue, and the
  * newest versions of the lazy keys whose values this process holds (`LazyValues`): a held value of that version
  * is the key's value at this commit, read without another statement.
  */
 const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string, lazy: ReadonlyArray<string>) {
-  const rows = yield* store.loadCommittedAttributes(flowId, lazy, LazyValues.heldKeys(flowId, lazy))
+  const held = heldFlow(store, flowId)
+  const rows = yield* store.loadCommittedAttributes(flowId, lazy, LazyValues.heldKeys(held, lazy))
   const misses = new Set<LazyMap>()
   const state: FlowState = { attrs: new Map(), channels: new Map() }
   for (const name of lazy) state.attrs.set(name, new LazyMap(name, misses))
@@ -124,14 +143,14 @@ const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: 
   const flowRow = rows.find((r) => r.kind === "flow")
   const version = flowRow === undefined ? undefined : Number(flowRow.version)
   const runId = flowRow?.value ?? undefined
-  const texts = runId === undefined ? undefined : LazyValues.readRows(flowId, runId)
+  const texts = runId === undefined ? undefined : LazyValues.readRows(held, runId)
   const messages: Array<QueryStateRow> = []
   for (const r of rows) {
     if (r.kind === "attr") {
       const value = r.value as string
       addAttr(state, r.name, r.key, texts === undefined ? value : texts.text(r.name, r.key, Number(r.version), value))
     } else if (r.kind === "held") {
-      const text = runId === undefined ? undefined : LazyValues.lookup(flowId, runId, r.name, r.key, Number(r.version))
+      const text = runId === undefined ? undefined : LazyValues.lookup(held, runId, r.name, r.key, Number(r.version))
       if (text === undefined) continue
       const m = state.attrs.get(r.name) as LazyMap
       m.set(r.key, text)
@@ -149,12 +168,12 @@ const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: 
  * Holds the values of the keys a run asked for by name (not those of a map read whole), each by its stored row:
  * a row of run `runId` read in one statement with it, whatever the read makes of it.
  */
-const hold = (flowId: string, runId: string, misses: Set<LazyMap>, rows: ReadonlyArray<QueryStateRow>) => {
+const hold = (held: string, runId: string, misses: Set<LazyMap>, rows: ReadonlyArray<QueryStateRow>) => {
   const asked = new Set<string>()
   for (const m of misses) for (const key of m.asked) asked.add(channelKey(m.name, key))
   for (const r of rows) {
     if (r.kind !== "attr" || r.value === null || !asked.has(channelKey(r.name, r.key))) continue
-    LazyValues.remember(flowId, runId, r.name, r.key, Number(r.version), r.value)
+    LazyValues.remember(held, runId, r.name, r.key, Number(r.version), r.value)
   }
 }
 
@@ -176,7 +195,7 @@ const readAsked = (
     }
     const rows = yield* store.loadCommittedAttributesOf(flowId, wanted)
     const flowRow = rows.find((r) => r.kind === "flow")
-    if (flowRow !== undefined) hold(flowId, flowRow.value as string, misses, rows)
+    if (flowRow !== undefined) hold(heldFlow(store, flowId), flowRow.value as string, misses, rows)
     if (flowRow === undefined || at.version === undefined || flowRow.value !== at.runId) return false
     const unchanged = Number(flowRow.version) === at.version
     const found = new Set<string>()
