@@ -169,7 +169,8 @@ export interface ClientShape {
    * of which the handler reads the newest entries): their values are read as the handler asks for them, in one
    * more statement per run of the handler that asked for values not read yet (the handler runs again), each
    * checked to be the value of the first statement's commit (when one changed in between, the read starts
-   * again; after three starts it reads the state whole).
+   * again; after three starts it reads the state whole). The state read is held in the process by the Flow's
+   * run and version: a read of a Flow that has not committed since reads the Flow's row alone.
    */
   readonly queryRpc: <I, O>(
     flow: FlowDef<any, any>,

@@ -3,7 +3,9 @@
 // the whole-state query and the RPC through the owner. The lazily read values this process holds (by stored row)
 // serve a read only while they are the stored ones: not after a rewrite or a delete of the key, nor in a new run
 // of the same Flow ID whose row has the same version, nor in another database (a copy of the file) whose Flow has
-// the same run and version.
+// the same run and version. The state a read read is held by the Flow's run and version: an unchanged Flow is
+// read with the statement of its row alone, and any commit, a read with other lazy maps, a new run at the same
+// version or another database reads it again.
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -88,12 +90,24 @@ const ReadPage = FlowRpc({
     }))
 })
 
+/** Sets the note alone (a value outside the lazy map), in one transition. */
+const SetNote = FlowRpc({
+  name: "set_note",
+  input: Schema.String,
+  output: Schema.Null,
+  handler: (ctx, text) =>
+    Effect.sync(() => {
+      ctx.set(Note, text)
+      return { output: null }
+    })
+})
+
 const Idle = Step({ type: "Idle", input: Schema.Null, execute: () => Effect.succeed(StepDecision.deadEnd()) })
 const Book = Flow({
   type: "Book",
   start: Idle,
   attributes: [Pages, Newest, Note],
-  rpcs: [Write, ReadNewest, Put, ReadPage]
+  rpcs: [Write, ReadNewest, Put, ReadPage, SetNote]
 })
 
 /** `ReadPage` read lazily, with how many times its handler ran (twice when the page was not held). */
@@ -215,6 +229,56 @@ for (const engine of engines) {
     )
 
     it.live(
+      "a state held for the Flow's version serves no read after a commit, nor a read with other lazy maps",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "commit", null)
+          for (let n = 1; n <= 3; n++)
+            yield* client.invokeRpc(Book, Put, "commit", { n, text: `page ${n} ${"p".repeat(3000)}` })
+          assert.strictEqual((yield* readPage("commit")).note?.slice(0, 8), "put 3: p")
+          assert.strictEqual((yield* readPage("commit")).runs, 1, "the state is held")
+          // a commit that changes a value outside the lazy map alone
+          yield* client.invokeRpc(Book, SetNote, "commit", `a note ${"n".repeat(100)}`)
+          assert.strictEqual((yield* readPage("commit")).note?.slice(0, 8), "a note n")
+          // the held state knows one page: a read that lists the pages reads them, and a read without lazy maps too
+          const listed = yield* client.queryRpc(Book, ReadNewest, "commit", null, { readLazily: [Pages] })
+          assert.deepStrictEqual(listed, { newest: 3, page: "page 3 ppppp", keys: 3 })
+          assert.deepStrictEqual(yield* client.queryRpc(Book, ReadNewest, "commit", null), listed)
+          assert.deepStrictEqual(
+            yield* client.queryRpc(Book, ReadNewest, "commit", null, { readLazily: [Pages] }),
+            listed
+          )
+          // a delete: the held state of the version before lists it
+          yield* client.invokeRpc(Book, Put, "commit", { n: 2, text: null })
+          const deleted = yield* client.queryRpc(Book, ReadNewest, "commit", null, { readLazily: [Pages] })
+          assert.deepStrictEqual(deleted, { newest: 2, page: null, keys: 2 })
+          assert.deepStrictEqual(yield* client.queryRpc(Book, ReadNewest, "commit", null), deleted)
+        }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
+
+    it.live(
+      "a Flow ID started again does not read the old run's held state, though its row has the same version",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          const read = client.queryRpc(Book, ReadPage, "rerun", null, { readLazily: [Pages] })
+          yield* client.startFlow(Book, "rerun", null)
+          for (let n = 1; n <= 5; n++) yield* client.invokeRpc(Book, Put, "rerun", { n, text: `old ${n}` })
+          assert.deepStrictEqual(yield* read, { page: "old 5", note: "put 5: old 5" })
+          assert.deepStrictEqual(yield* read, { page: "old 5", note: "put 5: old 5" })
+          const held = (yield* versions("rerun", 5)).flow
+          yield* client.stopFlow("rerun", { mode: "cancel" })
+          yield* client.startFlow(Book, "rerun", null, { idReusePolicy: "allowIfClosed" })
+          while ((yield* versions("rerun", 1)).flow < held) yield* client.invokeRpc(Book, SetNote, "rerun", "new run")
+          assert.strictEqual((yield* versions("rerun", 1)).flow, held, "the new run's Flow has the held version")
+          assert.deepStrictEqual(yield* read, { page: null, note: "new run" })
+        }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
+
+    it.live(
       "a lazy map the Flow does not declare is refused with InvalidInput",
       () =>
         Effect.gen(function* () {
@@ -230,6 +294,51 @@ for (const engine of engines) {
     )
   })
 }
+
+describe("embedded engine: the statements of a query", () => {
+  it.live(
+    "an unchanged Flow is read with the statement of its row alone; after a commit, with the values again",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "das-query-statements-"))),
+          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+        )
+        const trace: Array<string> = []
+        const layer = Worker.layer(Book).pipe(
+          Layer.provideMerge(
+            Engine.layerEmbedded({
+              filename: join(dir, "engine.db"),
+              pollInterval: "50 millis",
+              onStatement: (s) => void trace.push(s)
+            })
+          )
+        )
+        yield* Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "statements", null)
+          yield* client.invokeRpc(Book, Put, "statements", { n: 1, text: `first ${"f".repeat(3000)}` })
+          /** The statements of one lazy read, and what it read. */
+          const read = Effect.gen(function* () {
+            trace.length = 0
+            const out = yield* client.queryRpc(Book, ReadPage, "statements", null, { readLazily: [Pages] })
+            return { out, statements: trace.filter((s) => /^\s*SELECT/i.test(s)).length }
+          })
+          const first = yield* read
+          assert.strictEqual(first.out.page?.slice(0, 7), "first f")
+          assert.strictEqual(first.statements, 3, "the Flow's row, its values, the page")
+          const again = yield* read
+          assert.deepStrictEqual(again.out, first.out)
+          assert.strictEqual(again.statements, 1, "the Flow's row alone: the state of its version is held")
+          yield* client.invokeRpc(Book, SetNote, "statements", "changed")
+          const changed = yield* read
+          assert.deepStrictEqual(changed.out, { page: first.out.page, note: "changed" })
+          assert.strictEqual(changed.statements, 2, "the Flow's row and its values; the page is held")
+        }).pipe(Effect.provide(layer), Effect.scoped)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
 
 describe("embedded engine: held values of two databases in one process", () => {
   it.live(
@@ -267,6 +376,41 @@ describe("embedded engine: held values of two databases in one process", () => {
         }).pipe(Effect.provide(worker(b)), Effect.scoped)
         assert.strictEqual(inB.versions.page, inA.page, "the copy's page row has the original's run and version")
         assert.strictEqual(inB.read.page?.slice(0, 6), "in b b")
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a copy of a file, changed apart from the original, reads its own state, though run and version are the same",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "das-query-copy-"))),
+          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+        )
+        const [a, b] = [join(dir, "a.db"), join(dir, "b.db")]
+        const worker = (filename: string) =>
+          Worker.layer(Book).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename, pollInterval: "50 millis" })))
+        // a lazy read only, twice, so that the state of the version is held
+        const noteAfter = (text: string) =>
+          Effect.gen(function* () {
+            const client = yield* Client.Client
+            yield* client.invokeRpc(Book, SetNote, "copy", text)
+            const read = client.queryRpc(Book, ReadPage, "copy", null, { readLazily: [Pages] })
+            yield* read
+            return { read: yield* read, flow: (yield* versions("copy", 1)).flow }
+          })
+        yield* Effect.gen(function* () {
+          const client = yield* Client.Client
+          yield* client.startFlow(Book, "copy", null)
+          yield* noteAfter("first")
+        }).pipe(Effect.provide(worker(a)), Effect.scoped)
+        for (const suffix of ["", "-wal"]) if (existsSync(a + suffix)) copyFileSync(a + suffix, b + suffix)
+        const inA = yield* noteAfter("in a").pipe(Effect.provide(worker(a)), Effect.scoped)
+        const inB = yield* noteAfter("in b").pipe(Effect.provide(worker(b)), Effect.scoped)
+        assert.strictEqual(inB.flow, inA.flow, "the copy's Flow has the original's run and version")
+        assert.deepStrictEqual(inA.read, { page: null, note: "in a" })
+        assert.deepStrictEqual(inB.read, { page: null, note: "in b" })
       }).pipe(Effect.scoped),
     120_000
   )

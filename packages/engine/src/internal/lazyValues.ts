@@ -7,14 +7,19 @@
 // version is dropped. The `flowId` here is the query path's key of a Flow within its store (`query.ts`,
 // `heldFlow`), so two databases in one process (a copy of a file, a restored backup) never share a held text.
 //
-// Two uses, each cutting what a read costs with the length of a session:
+// Three uses, each cutting what a read costs with the length of a session:
 // - The values of the lazily read maps (a long session's message chunks): the first statement reads the newest
 //   version of each held key of the Flow (a few, not the whole map), not its value, and a held text of that
 //   version stands for the value without a statement of its own.
 // - The values the first statement reads (a session's window of messages): each comes with its version, and the
 //   text held for that row replaces the one just read (the same characters), so the decode cache (`decodeAttr`)
 //   finds it by identity instead of hashing every text again.
-import { channelKey } from "./state.ts"
+// - The committed state of the Flow's last read version (`HeldCommit`): every transition of a run moves the Flow's
+//   version on (the fence of `writeTransition`, the only writer of a running Flow's values and queued messages),
+//   so the state a query read at one version of one run is that version's state for good. A query that finds the
+//   Flow still at that version (in the statement that reads the Flow's row) reads no value at all: the window of a
+//   long session is not read again while the session is idle.
+import { channelKey, type StoredMessage } from "./state.ts"
 
 /** A key of an AttributeMap. */
 export interface HeldKey {
@@ -29,6 +34,35 @@ interface Held extends HeldKey {
   seen: number
 }
 
+/** What a query knows of one lazily read map at a held commit. */
+export interface HeldLazyMap {
+  /** The values read, by key. */
+  readonly values: Map<string, string>
+  /** The keys whose value or absence was read. */
+  readonly known: Set<string>
+  /** Every key of the map was read. */
+  whole: boolean
+}
+
+/**
+ * The committed state of one version of a Flow's run, as a query read it. Its maps are shared by every read of
+ * that version and never change after `holdCommit`, except that what later reads learn of the lazy maps (at the
+ * same version) is added (`learnLazy`).
+ */
+export interface HeldCommit {
+  readonly version: number
+  /** The lazy maps' names the commit was read with, joined: a query with others reads the Flow again. */
+  readonly lazyNames: string
+  /** Every value outside the lazy maps, by name and key. */
+  readonly attrs: ReadonlyMap<string, ReadonlyMap<string, string>>
+  /** The queued messages by channel key, oldest first. */
+  readonly channels: ReadonlyMap<string, ReadonlyArray<StoredMessage>>
+  /** What the reads at this version know of each lazy map. */
+  readonly lazy: ReadonlyMap<string, HeldLazyMap>
+  /** The characters of its texts, counted apart from the held rows (mostly the same strings). */
+  chars: number
+}
+
 /** The held texts of one Flow, of one run. */
 interface FlowValues {
   readonly runId: string
@@ -38,7 +72,9 @@ interface FlowValues {
   readonly read: Map<string, Held>
   /** Counts the first statements whose texts `read` holds. */
   reads: number
-  /** The characters of the texts held in both maps. */
+  /** The state of the last version a query read whole (outside the lazy maps). */
+  commit: HeldCommit | undefined
+  /** The characters of the texts held in both maps and in the commit. */
   chars: number
 }
 
@@ -73,7 +109,7 @@ const flowOf = (flowId: string, runId: string): FlowValues => {
     drop(flowId)
     flow = undefined
   }
-  if (flow === undefined) flow = { runId, lazy: new Map(), read: new Map(), reads: 0, chars: 0 }
+  if (flow === undefined) flow = { runId, lazy: new Map(), read: new Map(), reads: 0, commit: undefined, chars: 0 }
   flows.delete(flowId)
   flows.set(flowId, flow)
   return flow
@@ -185,4 +221,76 @@ export const readRows = (flowId: string, runId: string) => {
       evict()
     }
   }
+}
+
+/** The names of lazy maps as a held commit records them. */
+export const lazyNamesKey = (names: ReadonlyArray<string>): string => [...names].sort().join("\u0000")
+
+/**
+ * The held committed state of run `runId` at Flow version `version`, read with the lazy maps `lazyNames`
+ * (`lazyNamesKey`); `undefined` when none is held for that run, version and maps. A held state of another run is
+ * dropped with the run's texts.
+ */
+export const commitAt = (flowId: string, runId: string, version: number, lazyNames: string) => {
+  const flow = flows.get(flowId)
+  if (flow === undefined) return undefined
+  if (flow.runId !== runId) {
+    drop(flowId)
+    return undefined
+  }
+  const commit = flow.commit
+  if (commit === undefined || commit.version !== version || commit.lazyNames !== lazyNames) return undefined
+  flowOf(flowId, runId)
+  return commit
+}
+
+const lazyChars = (m: HeldLazyMap) => {
+  let n = 0
+  for (const text of m.values.values()) n += text.length
+  return n
+}
+
+/**
+ * Holds the committed state a query read of run `runId` at Flow version `commit.version`, in place of the one held
+ * before. Its maps must not change after this call (`learnLazy` adds to the lazy maps).
+ */
+export const holdCommit = (flowId: string, runId: string, commit: Omit<HeldCommit, "chars">) => {
+  const flow = flowOf(flowId, runId)
+  let n = 0
+  for (const m of commit.attrs.values()) for (const text of m.values()) n += text.length
+  for (const list of commit.channels.values()) for (const m of list) n += m.value.length
+  for (const m of commit.lazy.values()) n += lazyChars(m)
+  if (n > MAX_CHARS / 4) return
+  if (flow.commit !== undefined) {
+    flow.chars -= flow.commit.chars
+    chars -= flow.commit.chars
+  }
+  flow.commit = { ...commit, chars: n }
+  flow.chars += n
+  chars += n
+  evict()
+}
+
+/** Adds what a read of a held commit's version learnt of a lazy map (values, known keys, read whole). */
+export const learnLazy = (
+  flowId: string,
+  commit: HeldCommit,
+  name: string,
+  learnt: { readonly values: ReadonlyMap<string, string>; readonly known: ReadonlySet<string>; readonly whole: boolean }
+) => {
+  const flow = flows.get(flowId)
+  const held = commit.lazy.get(name)
+  if (flow === undefined || flow.commit !== commit || held === undefined) return
+  let added = 0
+  for (const [key, text] of learnt.values) {
+    if (held.values.has(key)) continue
+    held.values.set(key, text)
+    added += text.length
+  }
+  for (const key of learnt.known) held.known.add(key)
+  if (learnt.whole) held.whole = true
+  commit.chars += added
+  flow.chars += added
+  chars += added
+  evict()
 }

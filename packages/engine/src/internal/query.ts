@@ -18,6 +18,11 @@
 // the key's value at that commit, so a snapshot of a long session reads its chunks' versions, not their bytes, and
 // needs no second statement while its chunks stay the same. A value of the first statement whose row is held
 // comes as the held text, which the decode cache finds without hashing it again.
+//
+// The state a read read is held too, by the Flow's run and version (`LazyValues.HeldCommit`): every commit of a run
+// moves its version on, so while the Flow's row (read first, to tell a missing or closed Flow) shows the same run
+// and version, that state is the committed one and the read needs no other statement (an idle session's snapshot
+// reads no message again). What the handler asks for beyond it is read as above, checked against that version.
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import type { SqlError } from "effect/sql/SqlError"
@@ -108,6 +113,10 @@ class LazyMap extends Map<string, string> {
     }
     return super.keys()
   }
+  /** The values read, without recording a request. */
+  valuesRead(): MapIterator<[string, string]> {
+    return super.entries()
+  }
 }
 
 /** A number for each store (an engine layer's database) whose Flows' texts this process holds. */
@@ -161,8 +170,47 @@ const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: 
   // the queues oldest first
   messages.sort((a, b) => Number(a.id) - Number(b.id))
   for (const r of messages) addMessage(state, r.name, r.key, r.id, r.value as string)
-  return { state, misses, version }
+  return { state, misses, version, runId }
 })
+
+/** A state over a held commit: its values and queues (shared, read only), and what it knows of the lazy maps. */
+const commitState = (commit: LazyValues.HeldCommit, lazy: ReadonlyArray<string>) => {
+  const misses = new Set<LazyMap>()
+  const attrs = new Map(commit.attrs) as Map<string, Map<string, string>>
+  for (const name of lazy) {
+    const m = new LazyMap(name, misses)
+    const held = commit.lazy.get(name)
+    if (held !== undefined) {
+      for (const [key, text] of held.values) m.set(key, text)
+      for (const key of held.known) m.known.add(key)
+      m.whole = held.whole
+    }
+    attrs.set(name, m)
+  }
+  const state: FlowState = { attrs, channels: commit.channels as FlowState["channels"] }
+  return { state, misses }
+}
+
+/** What a read knows of a lazy map: its values, the keys read, whether it read them all. */
+const lazyKnown = (m: LazyMap) => ({ values: new Map(m.valuesRead()), known: new Set(m.known), whole: m.whole })
+
+/** Holds the state a read read at Flow version `version` of run `runId` (`LazyValues.holdCommit`). */
+const holdState = (held: string, runId: string, version: number, lazy: ReadonlyArray<string>, state: FlowState) => {
+  const attrs = new Map<string, ReadonlyMap<string, string>>()
+  const lazyMaps = new Map<string, LazyValues.HeldLazyMap>()
+  for (const [name, m] of state.attrs) {
+    if (m instanceof LazyMap) lazyMaps.set(name, lazyKnown(m))
+    else attrs.set(name, m)
+  }
+  const channels = state.channels as ReadonlyMap<string, ReadonlyArray<StoredMessage>>
+  LazyValues.holdCommit(held, runId, {
+    version,
+    lazyNames: LazyValues.lazyNamesKey(lazy),
+    attrs,
+    channels,
+    lazy: lazyMaps
+  })
+}
 
 /**
  * Holds the values of the keys a run asked for by name (not those of a map read whole), each by its stored row:
@@ -254,26 +302,65 @@ const lazyNames = (flow: FlowDef<any, any>, maps: ReadonlyArray<AttributeMap<any
         )
   )
 
+type Run<O> = (state: FlowState, staged: Staged) => Effect.Effect<Exit.Exit<RpcResult<O>, unknown>>
+
+interface Ran<O> {
+  readonly exit: Exit.Exit<RpcResult<O>, unknown>
+  readonly staged: Staged
+}
+
+/**
+ * Runs a handler on `state` (Flow version `at.version`), reading what it asks for, until a run asks for nothing
+ * that was not read; `undefined` when what it asked for may have changed since that version (the read starts
+ * again).
+ */
+const runToEnd = <O>(
+  store: EngineStoreShape,
+  flowId: string,
+  at: { readonly version: number | undefined; readonly runId: string },
+  state: FlowState,
+  misses: Set<LazyMap>,
+  run: Run<O>
+): Effect.Effect<Ran<O> | undefined, SqlError> =>
+  Effect.gen(function* () {
+    while (true) {
+      const staged = emptyStaged()
+      const exit = yield* run(state, staged)
+      if (misses.size === 0) return { exit, staged }
+      if (!(yield* readAsked(store, flowId, at, misses))) return undefined
+    }
+  })
+
 /**
  * Runs a handler on a lazily read state until a run asks for nothing that was not read (see the top of this
- * module); its exit and what it staged.
+ * module); its exit and what it staged. `flow` is the Flow's row as the query read it: a state held for its run
+ * and version serves the read without reading the Flow's values again.
  */
 const runLazily = <O>(
   store: EngineStoreShape,
   lazy: ReadonlyArray<string>,
   flowId: string,
-  runId: string,
-  run: (state: FlowState, staged: Staged) => Effect.Effect<Exit.Exit<RpcResult<O>, unknown>>
-): Effect.Effect<{ readonly exit: Exit.Exit<RpcResult<O>, unknown>; readonly staged: Staged }, SqlError> =>
+  flow: { readonly runId: string; readonly version: number },
+  run: Run<O>
+): Effect.Effect<Ran<O>, SqlError> =>
   Effect.gen(function* () {
-    for (let tries = 0; tries < READ_TRIES; tries++) {
-      const { state, misses, version } = yield* lazyState(store, flowId, lazy)
-      while (true) {
-        const staged = emptyStaged()
-        const exit = yield* run(state, staged)
-        if (misses.size === 0) return { exit, staged }
-        if (!(yield* readAsked(store, flowId, { version, runId }, misses))) break
+    const held = heldFlow(store, flowId)
+    const commit = LazyValues.commitAt(held, flow.runId, flow.version, LazyValues.lazyNamesKey(lazy))
+    if (commit !== undefined) {
+      const { state, misses } = commitState(commit, lazy)
+      const ran = yield* runToEnd(store, flowId, flow, state, misses, run)
+      if (ran !== undefined) {
+        for (const m of state.attrs.values())
+          if (m instanceof LazyMap) LazyValues.learnLazy(held, commit, m.name, lazyKnown(m))
+        return ran
       }
+    }
+    for (let tries = 0; tries < READ_TRIES; tries++) {
+      const { state, misses, version, runId } = yield* lazyState(store, flowId, lazy)
+      const ran = yield* runToEnd(store, flowId, { version, runId: flow.runId }, state, misses, run)
+      if (ran === undefined) continue
+      if (version !== undefined && runId === flow.runId) holdState(held, runId, version, lazy, state)
+      return ran
     }
     const staged = emptyStaged()
     return { exit: yield* run(yield* committedState(store, flowId), staged), staged }
@@ -306,7 +393,7 @@ export const queryRpc = <I, O>(
       Effect.exit(Effect.suspend(() => rpc.handler(makeRpcView(flow, state, staged, ids), decodeJson(rpc.input, text))))
     const lazy = yield* lazyNames(flow, options?.readLazily)
     const { exit, staged } = yield* Effect.mapError(
-      runLazily(store, lazy, flowId, row.run_id, run),
+      runLazily(store, lazy, flowId, { runId: row.run_id, version: row.version }, run),
       database(flowId, rpc.name)
     )
     if (exit._tag === "Failure") {
