@@ -252,7 +252,8 @@ const lazyChars = (m: HeldLazyMap) => {
 
 /**
  * Holds the committed state a query read of run `runId` at Flow version `commit.version`, in place of the one held
- * before. Its maps must not change after this call (`learnLazy` adds to the lazy maps).
+ * before (which goes even when this one is too large to hold). Its maps must not change after this call
+ * (`learnLazy` adds to the lazy maps).
  */
 export const holdCommit = (flowId: string, runId: string, commit: Omit<HeldCommit, "chars">) => {
   const flow = flowOf(flowId, runId)
@@ -260,11 +261,13 @@ export const holdCommit = (flowId: string, runId: string, commit: Omit<HeldCommi
   for (const m of commit.attrs.values()) for (const text of m.values()) n += text.length
   for (const list of commit.channels.values()) for (const m of list) n += m.value.length
   for (const m of commit.lazy.values()) n += lazyChars(m)
-  if (n > MAX_CHARS / 4) return
   if (flow.commit !== undefined) {
     flow.chars -= flow.commit.chars
     chars -= flow.commit.chars
+    flow.commit = undefined
   }
+  // a state too large to hold is not held, and the older version's goes all the same: no read can use it again
+  if (n > MAX_CHARS / 4) return
   flow.commit = { ...commit, chars: n }
   flow.chars += n
   chars += n
