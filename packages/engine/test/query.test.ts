@@ -110,6 +110,19 @@ const Book = Flow({
   rpcs: [Write, ReadNewest, Put, ReadPage, SetNote]
 })
 
+/** A temporary directory for SQLite files, removed with the scope. */
+const tempDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => mkdtempSync(join(tmpdir(), prefix))),
+    (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+  )
+
+/** A worker of `Book` on an embedded engine over the SQLite file `filename`. */
+const embeddedWorker = (filename: string, onStatement?: (statement: string) => void) =>
+  Worker.layer(Book).pipe(
+    Layer.provideMerge(Engine.layerEmbedded({ filename, pollInterval: "50 millis", onStatement }))
+  )
+
 /** `ReadPage` read lazily, with how many times its handler ran (twice when the page was not held). */
 const readPage = (flowId: string) =>
   Effect.gen(function* () {
@@ -300,20 +313,9 @@ describe("embedded engine: the statements of a query", () => {
     "an unchanged Flow is read with the statement of its row alone; after a commit, with the values again",
     () =>
       Effect.gen(function* () {
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => mkdtempSync(join(tmpdir(), "das-query-statements-"))),
-          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
-        )
+        const dir = yield* tempDir("das-query-statements-")
         const trace: Array<string> = []
-        const layer = Worker.layer(Book).pipe(
-          Layer.provideMerge(
-            Engine.layerEmbedded({
-              filename: join(dir, "engine.db"),
-              pollInterval: "50 millis",
-              onStatement: (s) => void trace.push(s)
-            })
-          )
-        )
+        const layer = embeddedWorker(join(dir, "engine.db"), (s) => void trace.push(s))
         yield* Effect.gen(function* () {
           const client = yield* Client.Client
           yield* client.startFlow(Book, "statements", null)
@@ -345,13 +347,8 @@ describe("embedded engine: held values of two databases in one process", () => {
     "a copy of a file, changed apart from the original, reads its own page, though run and version are the same",
     () =>
       Effect.gen(function* () {
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => mkdtempSync(join(tmpdir(), "das-query-copy-"))),
-          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
-        )
+        const dir = yield* tempDir("das-query-copy-")
         const [a, b] = [join(dir, "a.db"), join(dir, "b.db")]
-        const worker = (filename: string) =>
-          Worker.layer(Book).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename, pollInterval: "50 millis" })))
         const put = (text: string) =>
           Effect.gen(function* () {
             const client = yield* Client.Client
@@ -362,18 +359,18 @@ describe("embedded engine: held values of two databases in one process", () => {
           const client = yield* Client.Client
           yield* client.startFlow(Book, "copy", null)
           yield* put(`first ${"f".repeat(3000)}`)
-        }).pipe(Effect.provide(worker(a)), Effect.scoped)
+        }).pipe(Effect.provide(embeddedWorker(a)), Effect.scoped)
         for (const suffix of ["", "-wal"]) if (existsSync(a + suffix)) copyFileSync(a + suffix, b + suffix)
         // the same write in each, each read once so its page is held, then a page of its own at the same version
         const inA = yield* Effect.gen(function* () {
           yield* put(`in a ${"a".repeat(3000)}`)
           assert.strictEqual((yield* readPage("copy")).runs, 1, "the page is held")
           return yield* versions("copy", 1)
-        }).pipe(Effect.provide(worker(a)), Effect.scoped)
+        }).pipe(Effect.provide(embeddedWorker(a)), Effect.scoped)
         const inB = yield* Effect.gen(function* () {
           const read = yield* put(`in b ${"b".repeat(3000)}`)
           return { read, versions: yield* versions("copy", 1) }
-        }).pipe(Effect.provide(worker(b)), Effect.scoped)
+        }).pipe(Effect.provide(embeddedWorker(b)), Effect.scoped)
         assert.strictEqual(inB.versions.page, inA.page, "the copy's page row has the original's run and version")
         assert.strictEqual(inB.read.page?.slice(0, 6), "in b b")
       }).pipe(Effect.scoped),
@@ -384,13 +381,8 @@ describe("embedded engine: held values of two databases in one process", () => {
     "a copy of a file, changed apart from the original, reads its own state, though run and version are the same",
     () =>
       Effect.gen(function* () {
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => mkdtempSync(join(tmpdir(), "das-query-copy-"))),
-          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
-        )
+        const dir = yield* tempDir("das-query-copy-")
         const [a, b] = [join(dir, "a.db"), join(dir, "b.db")]
-        const worker = (filename: string) =>
-          Worker.layer(Book).pipe(Layer.provideMerge(Engine.layerEmbedded({ filename, pollInterval: "50 millis" })))
         // a lazy read only, twice, so that the state of the version is held
         const noteAfter = (text: string) =>
           Effect.gen(function* () {
@@ -404,10 +396,10 @@ describe("embedded engine: held values of two databases in one process", () => {
           const client = yield* Client.Client
           yield* client.startFlow(Book, "copy", null)
           yield* noteAfter("first")
-        }).pipe(Effect.provide(worker(a)), Effect.scoped)
+        }).pipe(Effect.provide(embeddedWorker(a)), Effect.scoped)
         for (const suffix of ["", "-wal"]) if (existsSync(a + suffix)) copyFileSync(a + suffix, b + suffix)
-        const inA = yield* noteAfter("in a").pipe(Effect.provide(worker(a)), Effect.scoped)
-        const inB = yield* noteAfter("in b").pipe(Effect.provide(worker(b)), Effect.scoped)
+        const inA = yield* noteAfter("in a").pipe(Effect.provide(embeddedWorker(a)), Effect.scoped)
+        const inB = yield* noteAfter("in b").pipe(Effect.provide(embeddedWorker(b)), Effect.scoped)
         assert.strictEqual(inB.flow, inA.flow, "the copy's Flow has the original's run and version")
         assert.deepStrictEqual(inA.read, { page: null, note: "in a" })
         assert.deepStrictEqual(inB.read, { page: null, note: "in b" })
