@@ -13,7 +13,8 @@
  * MISS; it does not fail the run. Progress goes to stderr, the report to stdout.
  *
  * Environment: `BENCH_MEMORY_IDLE_MS` (default 130000; 0 skips the after-idle memory reading), `BENCH_MODES`
- * (default `embedded,cluster`).
+ * (default `embedded,cluster`), `BENCH_ONLY=latency` (only the transition and publish latencies, printed, not
+ * recorded in `bench-results.json`: a quick check of the publish/transition ratio).
  */
 import { availableParallelism, loadavg } from "node:os"
 import * as Effect from "effect/Effect"
@@ -27,7 +28,7 @@ import { allFlows, nowMs } from "./flows.ts"
 import { runBenchmark } from "./main.ts"
 import { measureMemory } from "./memory.ts"
 import { type ModeResult, memoryRows, modeFigures, modeRows, renderTable } from "./report.ts"
-import { fmtMs } from "./stats.ts"
+import { fmtMs, percentile } from "./stats.ts"
 import { cleanupAll, type Mode, makeStorage, type Storage } from "./targets.ts"
 import { publishLatency, throughput, timerLateness, transitionLatency } from "./workloads.ts"
 
@@ -49,6 +50,8 @@ const MODES: ReadonlyArray<Mode> = (process.env.BENCH_MODES ?? "embedded,cluster
   .split(",")
   .filter((m): m is Mode => m === "embedded" || m === "cluster")
 
+const LATENCY_ONLY = process.env.BENCH_ONLY === "latency"
+
 const progress = (message: string) => process.stderr.write(`[bench ${fmtMs(nowMs() - startedAt)}] ${message}\n`)
 const startedAt = nowMs()
 
@@ -65,7 +68,8 @@ const engineWorkloads = (mode: Mode) =>
     progress(`${mode}: throughput`)
     const tp = yield* throughput(THROUGHPUT_FLOWS, THROUGHPUT_TRANSITIONS)
     progress(`${mode}: publish latency`)
-    const publish = yield* publishLatency(PUBLISH_SAMPLES)
+    const publish = yield* publishLatency(PUBLISH_SAMPLES, { isolated: true })
+    const publishOverlapped = yield* publishLatency(PUBLISH_SAMPLES, { isolated: false })
     progress(`${mode}: timers`)
     const timers = yield* timerLateness(TIMER_SAMPLES)
     let sqliteCost: SqliteCost | undefined
@@ -73,8 +77,54 @@ const engineWorkloads = (mode: Mode) =>
       progress(`${mode}: statement count (separate ${COST_TRANSITIONS}-transition run)`)
       sqliteCost = (yield* withSqliteCost(() => COST_TRANSITIONS, transitionLatency(COST_TRANSITIONS)))[1]
     }
-    return { transitions, pgCost, sqliteCost, throughput: tp, publish, timers }
+    return { transitions, pgCost, sqliteCost, throughput: tp, publish, publishOverlapped, timers }
   })
+
+/** `BENCH_ONLY=latency`: the transition latency and both publish latencies of one mode. */
+const latencyWorkloads = (mode: Mode) =>
+  Effect.gen(function* () {
+    progress(`${mode}: warm-up`)
+    yield* transitionLatency(LATENCY_WARMUP)
+    progress(`${mode}: transition latency`)
+    const transitions = yield* transitionLatency(LATENCY_TRANSITIONS)
+    progress(`${mode}: publish latency`)
+    const publish = yield* publishLatency(PUBLISH_SAMPLES, { isolated: true })
+    const overlapped = yield* publishLatency(PUBLISH_SAMPLES, { isolated: false })
+    const wall = percentile(transitions.wall, 50)
+    const line = (name: string, samples: ReadonlyArray<number>) =>
+      `${mode}: ${name} p50 ${fmtMs(percentile(samples, 50))} (${(percentile(samples, 50) / wall).toFixed(2)}x the transition p50)`
+    return [
+      `${mode}: transition p50 ${fmtMs(wall)} p99 ${fmtMs(percentile(transitions.wall, 99))}`,
+      line("publish -> execute", publish),
+      line("publish -> execute beside the previous Flow's last commit", overlapped)
+    ]
+  })
+
+const runLatencyOnly = async () => {
+  const load = () =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")
+  const out = [`load average at start ${load()}`]
+  for (const mode of MODES) {
+    const storage = await makeStorage(mode)
+    try {
+      const engine = await storage.engine()
+      const lines = await Effect.runPromise(
+        latencyWorkloads(mode).pipe(
+          Effect.provide(Worker.layer(...allFlows).pipe(Layer.provideMerge(engine))),
+          Effect.scoped,
+          Effect.provideService(References.MinimumLogLevel, "Warn")
+        ) as Effect.Effect<ReadonlyArray<string>, unknown>
+      )
+      out.push(...lines)
+    } finally {
+      await storage.cleanup()
+    }
+  }
+  out.push(`load average at end ${load()}`, "")
+  process.stdout.write(out.join("\n"))
+}
 
 const runMode = async (mode: Mode): Promise<ModeResult> => {
   const t0 = nowMs()
@@ -105,6 +155,7 @@ const runMode = async (mode: Mode): Promise<ModeResult> => {
 }
 
 const main = async () => {
+  if (LATENCY_ONLY) return runLatencyOnly()
   const load = loadavg()
     .map((l) => l.toFixed(2))
     .join(" ")

@@ -98,9 +98,13 @@ export const startWaitingFlows = (count: number, prefix: string, concurrency = 5
 
 /**
  * Publish → execute: `samples` Flows already waiting on `ping`; one publish at a time, each carrying its
- * send time, and the next publish only after the previous Step's `execute` started.
+ * send time. `isolated` (the figure with a target): the next publish only after the previous Flow has
+ * committed its end, so a sample measures one publish with nothing else in flight, as the transition latency
+ * does (the woken Step completes its Flow right after `execute`; without waiting, that commit runs beside the
+ * next publish's and the two share the server's WAL flush). Otherwise the next publish goes as soon as the
+ * previous Step's `execute` started, beside that commit.
  */
-export const publishLatency = (samples: number) =>
+export const publishLatency = (samples: number, options: { readonly isolated: boolean }) =>
   Effect.gen(function* () {
     const client = yield* Client.Client
     const ids = yield* startWaitingFlows(samples, "ping")
@@ -109,6 +113,7 @@ export const publishLatency = (samples: number) =>
       yield* client.publish(id, Ping, { sentAt: nowMs() })
       yield* Recorder.until(`${id} to receive its ping`, () => Recorder.sample(id) !== undefined, 30_000)
       latencies.push(Recorder.sample(id)!)
+      if (options.isolated) yield* client.waitForFlow(id, { pollInterval: "2 millis", timeout: "30 seconds" })
     }
     return latencies
   })
