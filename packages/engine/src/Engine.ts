@@ -157,6 +157,11 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<EngineService
     shardLockExpiration: lockExpiration,
     refreshAssignmentsInterval: Duration.millis(250),
     runnerHealthCheckInterval: Duration.millis(250),
+    // A request to an entity of this runner is handed over in memory as it is, not encoded and decoded again
+    // first (effect/cluster's default, a check that messages survive the wire): every request and reply of
+    // the engine is a Schema value that other runners' tests send over the wire anyway, and the copy is
+    // a tenth of a millisecond of a local publish's path (the engine README, "The request path").
+    simulateRemoteSerialization: false,
     ...(options.shardsPerGroup ? { shardsPerGroup: options.shardsPerGroup } : {})
   }).pipe(mapLayerError((e) => `cluster runner: ${String(e)}`))
   return withEngine(
