@@ -2,16 +2,22 @@
 // (`postgresShardLease`, src/internal/runner.ts, mirrors `SqlRunnerStorage`, which does not export it): a real
 // cluster runner's shard locks are exactly the locks the engine computes, so an upgrade of effect that numbers
 // them differently fails here instead of leaving every claim refused.
+
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import { Client, Engine, Flow, Step, StepDecision, Worker } from "../src/index.ts"
-import { requireLease } from "../src/internal/store/ownership.ts"
+import { COMMIT_CHANNEL } from "../src/internal/feed.ts"
+import { requireLease, requireLeaseAndNotify } from "../src/internal/store/ownership.ts"
+import * as PgDriver from "../src/internal/store/pg.ts"
 import { freePort } from "./support/ports.ts"
 import { withTestDatabase } from "./support/postgres.ts"
 
@@ -26,7 +32,7 @@ const Leased = Flow({ type: "Leased", start: Done })
 
 describe("cluster engine: the shard lease the claims check", () => {
   it.live(
-    "a runner's advisory locks are the ones postgresShardLease computes; a claim and a lease check under them succeed; the check fails once another runner holds the lock",
+    "a runner's advisory locks are the ones postgresShardLease computes; a claim and a lease check under them succeed; the check fails once another runner holds the lock, and its commit notice is then never delivered",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -74,9 +80,26 @@ describe("cluster engine: the shard lease the claims check", () => {
         yield* Deferred.await(taken)
         const lost = yield* Effect.flip(requireLease(sql, "l", { ...fence, lease: free }))
         assert.strictEqual(lost._tag, "LeaseLost")
+        // the lease check with the commit notice, in one statement: a transaction it fails rolls back and notifies
+        // nobody; one it passes notifies at COMMIT
+        const pg = yield* Effect.serviceOption(PgClient.PgClient)
+        assert.isTrue(Option.isSome(pg))
+        const heard = yield* (pg as Option.Some<PgClient.PgClient>).value.listen(COMMIT_CHANNEL)
+        const driver = PgDriver.make(sql)
+        const refused = yield* Effect.flip(
+          sql.withTransaction(requireLeaseAndNotify(sql, driver, "lease-lost", { ...fence, lease: free }))
+        )
+        assert.strictEqual(refused._tag, "LeaseLost")
+        yield* sql.withTransaction(requireLeaseAndNotify(sql, driver, "lease-held", { ...fence, lease: expected[0]! }))
+        // the first of the two notices heard (the engine's own commits notify too) is the committed one's
+        const first = yield* Queue.take(heard).pipe(
+          Effect.repeat({ until: (n) => n.payload === "lease-lost" || n.payload === "lease-held" })
+        )
+        assert.strictEqual(first.payload, "lease-held")
         yield* Deferred.succeed(release, undefined)
         yield* Fiber.join(intruder)
       }).pipe(
+        Effect.scoped,
         Effect.provide(
           Layer.unwrap(
             Effect.gen(function* () {

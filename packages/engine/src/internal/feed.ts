@@ -3,7 +3,8 @@
 //
 // - In one process the owner notifies after COMMIT (a transition, a heartbeat with messages, a stream write).
 // - Across processes (Postgres) every such transaction also runs `pg_notify('dex_commit', <flow id>)` (the
-//   store's `notifyCommit`), which the server delivers after COMMIT; each client process LISTENs
+//   store's `notifyCommit`, or in a fenced transaction's last statement with its lease check,
+//   `requireLeaseAndNotify`), which the server delivers after COMMIT; each client process LISTENs
 //   (`listenAcrossProcesses`) and feeds what it hears into its notices.
 // - A reader that missed a notice (a dropped LISTEN connection, another process on a SQLite file) reads again
 //   after the fallback, at least one second.

@@ -409,8 +409,9 @@ const build = Effect.gen(function* () {
                   )
                 }
                 if (holdKeepAlive) yield* KeepAlive.hold.pipe(Effect.provideContext(clusterContext))
-                // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
-                yield* store.requireLease(flowId, owner)
+                // the lease, checked last (a runner that lost the shard lock meanwhile rolls back), in one
+                // statement with the commit notice to other processes (Postgres: delivered after COMMIT)
+                yield* store.requireLeaseAndNotify(flowId, owner)
                 return true
               })
             )

@@ -384,9 +384,10 @@ const writeMessages = <A>(
             if (!beat) return "fenced" as const
           }
           yield* store.insertStreamRows(rows)
-          if (rows.length > 0) yield* store.notifyCommit(t.flowId)
-          // the lease, checked last: a runner that lost the shard lock meanwhile rolls back
-          yield* store.requireLease(t.flowId, fence)
+          // the lease, checked last: a runner that lost the shard lock meanwhile rolls back (with the commit
+          // notice, when messages were written, in the same statement)
+          if (rows.length > 0) yield* store.requireLeaseAndNotify(t.flowId, fence)
+          else yield* store.requireLease(t.flowId, fence)
           return "written" as const
         })
       )

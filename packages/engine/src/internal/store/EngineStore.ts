@@ -76,6 +76,11 @@ export interface EngineStoreShape {
   ) => Effect.Effect<boolean, SqlError>
   /** The last statement of a fenced transaction on a cluster runner (a no-op without a lease). */
   readonly requireLease: Op<typeof Ownership.requireLease>
+  /** The lease check and the commit notice of a fenced transaction, in one last statement. */
+  readonly requireLeaseAndNotify: (
+    flowId: string,
+    fence: Parameters<typeof Ownership.requireLease>[2]
+  ) => ReturnType<typeof Ownership.requireLease>
   readonly runnerSessions: Op<typeof Ownership.runnerSessions>
 
   // --- replies of requests (`replies.ts`) ---
@@ -148,6 +153,7 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     loadOwner: (...a) => Ownership.loadOwner(sql, ...a),
     fenceCheck: (flowId, fence) => Ownership.fenceCheck(d, flowId, fence),
     requireLease: (...a) => Ownership.requireLease(sql, ...a),
+    requireLeaseAndNotify: (flowId, fence) => Ownership.requireLeaseAndNotify(sql, d, flowId, fence),
     runnerSessions: (...a) => Ownership.runnerSessions(sql, ...a),
     loadReply: (...a) => Replies.loadReply(sql, ...a),
     loadKeyedRequestIds: (...a) => Replies.loadKeyedRequestIds(sql, ...a),

@@ -143,7 +143,8 @@ export const loadFlowStarted = (sql: Sql, flowId: string) =>
  * messages and the request's reply (one insert each; on Postgres the three in one statement).
  * Fails with `false` when the fence finds another version: nothing is written. Fails with `AlreadyAnswered`
  * when the request's reply is stored already: the caller's transaction rolls back what it wrote.
- * The caller runs it inside `sql.withTransaction`.
+ * The caller runs it inside `sql.withTransaction` and ends it with `requireLeaseAndNotify` (the lease check and
+ * the commit notice to other processes).
  */
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver, b: TransitionBatch) {
   const f = b.flow
@@ -209,8 +210,8 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
   }
   if (b.pruneHistory !== undefined) yield* markHistoryRetention(sql, flowId)
   if (b.retention !== undefined) yield* applyRetention(sql, d, flowId, b.retention)
-  // readers in other processes hear of the commit (Postgres: delivered after COMMIT)
-  yield* d.notifyCommit(flowId)
+  // readers in other processes hear of the commit from the caller's last statement, with the lease check
+  // (`requireLeaseAndNotify`)
   return true
 })
 

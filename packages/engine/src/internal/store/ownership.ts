@@ -1,6 +1,7 @@
 // Ownership of a Flow: the claim that gives an owner its epoch, and the fence every write of it carries.
 import * as Effect from "effect/Effect"
 import type { SqlError } from "effect/sql/SqlError"
+import { COMMIT_CHANNEL } from "../feed.ts"
 import type { Driver } from "./driver.ts"
 import { type Fence, LeaseLost, num, type ShardLease, type Sql } from "./rows.ts"
 
@@ -36,6 +37,25 @@ export const requireLease = (sql: Sql, flowId: string, fence: Fence): Effect.Eff
     ? Effect.void
     : Effect.flatMap(sql<{ taken: unknown }>`SELECT ${leaseTaken(sql, fence.lease)} AS taken`, (rows) =>
         rows[0]?.taken === false ? Effect.void : Effect.fail(new LeaseLost({ flowId }))
+      )
+
+/**
+ * The last statement of a fenced transaction that other processes hear of (the feed): {@link requireLease} and
+ * the commit notice (`notifyCommit`) in one statement, one round trip fewer. The notice is transactional: a
+ * transaction the lease check rolls back notifies nobody. Without a lease, the notice alone.
+ */
+export const requireLeaseAndNotify = (
+  sql: Sql,
+  d: Driver,
+  flowId: string,
+  fence: Fence
+): Effect.Effect<void, LeaseLost | SqlError> =>
+  fence.lease === undefined || d.dialect !== "pg"
+    ? Effect.andThen(d.notifyCommit(flowId), requireLease(sql, flowId, fence))
+    : Effect.flatMap(
+        sql<{ taken: unknown }>`SELECT pg_notify(${COMMIT_CHANNEL}, ${flowId}) AS notified,
+          ${leaseTaken(sql, fence.lease)} AS taken`,
+        (rows) => (rows[0]?.taken === false ? Effect.void : Effect.fail(new LeaseLost({ flowId })))
       )
 
 /** The condition "a runner other than the one of `lease` holds its shard lock" ({@link requireLease}). */
