@@ -361,7 +361,12 @@ const traceTurn = async (mode: Mode): Promise<TurnTrace> => {
           let readOnly = 0
           for (const e of window) {
             const verb = e.sql.trim().split(/\s+/)[0]!.toUpperCase()
-            const writes = verb === "INSERT" || verb === "UPDATE" || verb === "DELETE"
+            // a statement that opens with a CTE writes when it is an INSERT, UPDATE or DELETE (the batched heartbeats)
+            const writes =
+              verb === "INSERT" ||
+              verb === "UPDATE" ||
+              verb === "DELETE" ||
+              (verb === "WITH" && /\b(INSERT|UPDATE|DELETE)\b/i.test(e.sql))
             if (verb === "BEGIN") {
               inTx = true
               wrote = false

@@ -23,6 +23,7 @@ import {
 } from "./decision.ts"
 import { pausePoint } from "./faults.ts"
 import type { CommitNotices } from "./feed.ts"
+import type { HeartbeatBatch } from "./heartbeats.ts"
 import type { RegisteredFlow } from "./registry.ts"
 import { channelKey, decodeJson, emptyStaged, type FlowState, makeTxView } from "./state.ts"
 import type { EngineStoreShape } from "./store/EngineStore.ts"
@@ -52,6 +53,8 @@ export interface AttemptInput {
   readonly counters?: StreamCounters | undefined
   /** The runner's stream budgets. */
   readonly budget: StreamBudget
+  /** The runner's heartbeat batches (SQLite: heartbeats with messages of one turn share a statement pair). */
+  readonly beats?: HeartbeatBatch | undefined
   /** This process's commit notices. */
   readonly notices: CommitNotices
   /** Runs a stream write in a transaction (the owner's group commit). */
@@ -94,6 +97,7 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
     notices: i.notices,
     fence: i.fence,
     budget: i.budget,
+    beats: i.beats,
     flowType: registered.def.type,
     flowId: flow.flow_id,
     stepExecutionId: step.step_execution_id,

@@ -668,6 +668,7 @@ const build = Effect.gen(function* () {
             mayHaveCheckpoint: !(fresh && attempt === 1),
             counters: runner.counters,
             budget: runner.streams,
+            beats: runner.heartbeats,
             transact: groupCommit.run,
             notices
           }).pipe(

@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import { controlTasksOf, EngineConfig, rpcReserveOf } from "../EngineConfig.ts"
 import * as Metrics from "../Metrics.ts"
+import { HeartbeatBatch } from "./heartbeats.ts"
 import type { ShardLease } from "./store/rows.ts"
 import { StreamBudget } from "./streams.ts"
 
@@ -310,6 +311,8 @@ export interface RunnerStateShape {
   readonly counters: RunnerCounters
   /** The byte budgets of the streams this runner writes, kept in memory (`streams.ts`). */
   readonly streams: StreamBudget
+  /** The heartbeats with messages of this runner's attempts, batched per event-loop turn (`heartbeats.ts`). */
+  readonly heartbeats: HeartbeatBatch
   /** The runner's metrics registry (also effect/cluster's and the Flows' handlers'). */
   readonly metrics: Metrics.Registry
   /** The Step attempts of this runner's owners. */
@@ -385,6 +388,7 @@ export class RunnerState extends Context.Service<RunnerState, RunnerStateShape>(
           slots: new TaskSlots(config.maxConcurrentTasks, rpcReserveOf(config), controlTasksOf(config)),
           counters: new RunnerCounters(metrics),
           streams: new StreamBudget(),
+          heartbeats: new HeartbeatBatch(),
           metrics,
           attempts: new Set(),
           draining: () => draining,

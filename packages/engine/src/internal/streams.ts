@@ -5,7 +5,8 @@
 //   tried again on a database error, up to ten times;
 // - `writeMessages` with a heartbeat: what must be visible before the attempt commits (a tool's
 //   `tool_call_started`, a model call's first delta), written with the attempt's durable heartbeat in one
-//   transaction (on Postgres one statement that commits alone, `store.recordHeartbeatWithRows`);
+//   transaction (on SQLite with the other heartbeats of the same event-loop turn, one fenced statement pair,
+//   `heartbeats.ts`; on Postgres one statement that commits alone, `store.recordHeartbeatWithRows`);
 // - staged messages (`prepareMessage`), which the attempt hands to its outcome and the owner writes in the
 //   transaction of the transition that makes them true (`store.writeTransition`).
 //
@@ -23,6 +24,7 @@ import type { StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { errorInfo } from "./decision.ts"
 import type { CommitNotices } from "./feed.ts"
+import type { HeartbeatBatch } from "./heartbeats.ts"
 import { byteLength, encodeJson } from "./state.ts"
 import type { EngineStoreShape as Store } from "./store/EngineStore.ts"
 import type { Fence, StreamRow } from "./store/rows.ts"
@@ -298,6 +300,11 @@ export interface WriteTarget {
   readonly stepExecutionId: string
   readonly attempt: number
   readonly counters?: StreamCounters | undefined
+  /**
+   * The runner's heartbeat batches (SQLite): a heartbeat with messages joins the others of its event-loop turn
+   * in one fenced statement pair (`heartbeats.ts`).
+   */
+  readonly beats?: HeartbeatBatch | undefined
 }
 
 /**
@@ -400,7 +407,28 @@ const writeMessages = <A>(
             oneStatement(rows, fence, t.flowId, t.stepExecutionId, t.attempt, now, heartbeat.checkpoint),
             (beat) => (beat ? ("written" as const) : ("fenced" as const))
           )
-        : writeInTransaction
+        : heartbeat !== undefined &&
+            t.beats !== undefined &&
+            store.recordHeartbeats !== undefined &&
+            fence.lease === undefined
+          ? // SQLite: with the other heartbeats of this turn, one fenced statement pair in the group commit
+            Effect.map(
+              t.beats.submit(
+                store,
+                t.transact,
+                {
+                  flow_id: t.flowId,
+                  step_execution_id: t.stepExecutionId,
+                  attempt: t.attempt,
+                  epoch: fence.epoch,
+                  at: now,
+                  checkpoint: heartbeat.checkpoint
+                },
+                rows
+              ),
+              (beat) => (beat ? ("written" as const) : ("fenced" as const))
+            )
+          : writeInTransaction
     // a transaction that failed (a dropped connection, a transaction the server ended) wrote nothing: try again,
     // on another connection (a stall that ended one transaction may have ended others of the pool too)
     const result = yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") }).pipe(

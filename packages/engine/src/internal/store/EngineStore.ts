@@ -64,6 +64,11 @@ export interface EngineStoreShape {
    * writes share the group commit's transaction).
    */
   readonly recordHeartbeatWithRows: OpD<typeof Flows.recordHeartbeatWithRows> | undefined
+  /**
+   * SQLite: the heartbeats of several attempts in one fenced statement (`undefined` on Postgres); the caller
+   * holds the transaction. Returns the attempts it wrote.
+   */
+  readonly recordHeartbeats: Op<typeof Flows.recordHeartbeats> | undefined
   readonly flowsWithRunningSteps: Op<typeof Flows.flowsWithRunningSteps>
 
   // --- ownership and leases (`ownership.ts`) ---
@@ -148,6 +153,7 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     deleteRun: (...a) => Flows.deleteRun(sql, ...a),
     recordHeartbeat: (...a) => Flows.recordHeartbeat(sql, d, ...a),
     recordHeartbeatWithRows: d.dialect === "pg" ? (...a) => Flows.recordHeartbeatWithRows(sql, d, ...a) : undefined,
+    recordHeartbeats: d.dialect === "sqlite" ? (...a) => Flows.recordHeartbeats(sql, ...a) : undefined,
     flowsWithRunningSteps: (...a) => Flows.flowsWithRunningSteps(sql, ...a),
     claimOwnership: (...a) => Ownership.claimOwnership(sql, ...a),
     loadOwner: (...a) => Ownership.loadOwner(sql, ...a),

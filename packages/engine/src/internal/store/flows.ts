@@ -318,6 +318,34 @@ export const recordHeartbeatWithRows = (
   )
 }
 
+/** One heartbeat of {@link recordHeartbeats}: which attempt, under which owner epoch, when, and its checkpoint. */
+export interface HeartbeatRow {
+  readonly flow_id: string
+  readonly step_execution_id: string
+  readonly attempt: number
+  readonly epoch: number
+  readonly at: number
+  readonly checkpoint: string | null
+}
+
+/**
+ * SQLite: the heartbeats of several attempts in one statement (an `UPDATE ... FROM` over their values), each
+ * fenced by its own owner epoch in the WHERE, as {@link recordHeartbeat}'s; each attempt at most once. Returns
+ * the attempts it wrote (`flow_id`, `step_execution_id`, `attempt`): one it left out was refused by its fence.
+ * The caller holds the transaction.
+ */
+export const recordHeartbeats = (sql: Sql, beats: ReadonlyArray<HeartbeatRow>) =>
+  sql<{ flow_id: string; step_execution_id: string; attempt: unknown }>`WITH
+    b(flow_id, step_execution_id, attempt, epoch, at, checkpoint) AS (VALUES ${sql.csv(
+      beats.map((b) => sql`(${b.flow_id}, ${b.step_execution_id}, ${b.attempt}, ${b.epoch}, ${b.at}, ${b.checkpoint})`)
+    )})
+    UPDATE dex_attempts SET heartbeat_at = b.at, output_at = COALESCE(dex_attempts.output_at, b.at),
+      checkpoint = COALESCE(b.checkpoint, dex_attempts.checkpoint)
+    FROM b WHERE dex_attempts.flow_id = b.flow_id AND dex_attempts.step_execution_id = b.step_execution_id
+      AND dex_attempts.attempt = b.attempt
+      AND EXISTS (SELECT 1 FROM dex_owners o WHERE o.flow_id = b.flow_id AND o.epoch = b.epoch)
+    RETURNING flow_id, step_execution_id, attempt`
+
 /** Flows with a running Step execution (at most `limit`): the candidates of the recovery sweep. */
 export const flowsWithRunningSteps = (sql: Sql, limit: number) =>
   Effect.map(
