@@ -10,7 +10,7 @@ import type { TxView } from "@durable-agent/engine"
 import * as Option from "effect/Option"
 import * as P from "../Persistence.ts"
 import * as Wire from "../wire/index.ts"
-import { storedBytes } from "./sizes.ts"
+import { sizeBound, storedBytes } from "./sizes.ts"
 
 /** The message storage options ("Message storage", Options), named alike in every core. */
 export interface MessageStorageOptions {
@@ -305,7 +305,9 @@ export const storeMessages = (
   if (messages.length === 0) return
   let index = Option.getOrUndefined(ctx.get(P.AgentMessageIndex))
   for (const m of messages) {
-    if (EMPTY_CHUNK_BYTES + messageBytes(m) > options.messageChunkMaxBytes) {
+    // a message far below the bound (every message but the largest) is not encoded to be measured
+    const bound = options.messageChunkMaxBytes - EMPTY_CHUNK_BYTES
+    if (sizeBound(m) > bound && messageBytes(m) > bound) {
       ctx.setAt(P.AgentMessageChunks, key(m.sequence), { messages: [m] })
       const base = index ?? { chunks: [], firstSequence: 1, windowFirstSequence: 1 }
       index = { ...base, chunks: [...base.chunks, { firstSequence: m.sequence, lastSequence: m.sequence }] }

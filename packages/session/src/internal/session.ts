@@ -314,7 +314,28 @@ const payloadEncoder = <A>(schema: Schema.Codec<A, unknown>): ((payload: A) => u
  * commit with the attempt's transition; `tool_call_started` goes with a durable heartbeat; deltas go through
  * the attempt's buffer.
  */
-export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
+export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null): Emitter => {
+  let byTurn = emitters.get(ctx)
+  if (byTurn === undefined) {
+    byTurn = new Map()
+    emitters.set(ctx, byTurn)
+  }
+  let events = byTurn.get(turnId)
+  // one attempt's emitter, built once per turn ID: a Step asks for it several times
+  if (events === undefined || events.config !== config) {
+    events = { config, emitter: makeEmitter(ctx, config, turnId) }
+    byTurn.set(turnId, events)
+  }
+  return events.emitter
+}
+
+/** The emitters of each Step attempt, by turn ID, with the configuration they were built with. */
+const emitters = new WeakMap<
+  ExecuteContext,
+  Map<string | null, { readonly config: SessionConfig; readonly emitter: Emitter }>
+>()
+
+const makeEmitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
   const write = (event: WrittenEvent) =>
     writeEnvelope(ctx, config, {
       type: event.type,
@@ -355,7 +376,7 @@ export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: stri
     usageRecorded: typed("usage_recorded", Wire.UsageRecordedPayload)
   }
 }
-export type Emitter = ReturnType<typeof emitter>
+export type Emitter = ReturnType<typeof makeEmitter>
 
 /** Provides the per-attempt `EventWriter` and `Heartbeat` services built from the engine's Step context. */
 export const provideStepServices =

@@ -136,7 +136,7 @@ export const makeCompactionSteps = <Id>(
     },
     execute: tracedChat(
       "CompactContext",
-      Effect.fn(function* (ctx, maybeInput: Wire.RecordTurnFailureInput) {
+      Effect.fnUntraced(function* (ctx, maybeInput: Wire.RecordTurnFailureInput) {
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
         const turnId = state.activeTurnId

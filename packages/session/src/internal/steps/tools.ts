@@ -77,7 +77,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
    * (the model sees it; not retried). ToolAttemptError fails the attempt.
    */
   const recordingToolErrors = (body: ToolStepBody<Id>) =>
-    Effect.fn(function* (ctx: ExecuteContext, toolCallId: string) {
+    Effect.fnUntraced(function* (ctx: ExecuteContext, toolCallId: string) {
       return yield* body(ctx, toolCallId).pipe(
         Effect.catchTag("ToolExecutionError", (e) =>
           Effect.gen(function* () {
@@ -230,7 +230,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
 
   /** Records a call whose tool Step ran out of attempts, from the recovery error. */
   const recordExhausted = (exhausted: (record: Wire.AgentToolCall) => "failed" | "outcome_unknown") =>
-    Effect.fn(function* (ctx: ExecuteContext, toolCallId: string) {
+    Effect.fnUntraced(function* (ctx: ExecuteContext, toolCallId: string) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
       const record = found.value

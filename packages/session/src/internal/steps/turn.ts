@@ -122,7 +122,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "StartAgentSession",
-      Effect.fn(function* (ctx, input: typeof StartInput.Type) {
+      Effect.fnUntraced(function* (ctx, input: typeof StartInput.Type) {
         const settings = input.sessionSettings
         if (settings !== null) {
           const problem = settingsProblem(settings)
@@ -184,7 +184,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "AwaitUserMessage",
-      Effect.fn(function* (ctx, _: null) {
+      Effect.fnUntraced(function* (ctx, _: null) {
         if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(steps.ApplyTurnControl, null)
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
@@ -230,7 +230,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     input: Wire.RecordTurnFailureInput,
     recovers: ModelCallError,
     options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
-    execute: Effect.fn(function* (ctx) {
+    execute: Effect.fnUntraced(function* (ctx) {
       const runner = yield* config.runner
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
@@ -279,7 +279,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     },
     execute: tracedChat(
       "RunModel",
-      Effect.fn(function* (ctx, _: Wire.RecordTurnFailureInput) {
+      Effect.fnUntraced(function* (ctx, _: Wire.RecordTurnFailureInput) {
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
         const turnId = state.activeTurnId
@@ -557,7 +557,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     },
     waitFor: (_ctx, count) =>
       Wait.anyOf(P.ToolCallResults.forN(count), P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX)),
-    execute: Effect.fn(function* (ctx, count) {
+    execute: Effect.fnUntraced(function* (ctx, count) {
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
       if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)
