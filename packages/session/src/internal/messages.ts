@@ -94,8 +94,14 @@ const chunkMessages = (ctx: TxView, range: Wire.AgentMessageChunkRange): Readonl
 const checkedChunks = new WeakMap<ReadonlyArray<Wire.AgentMessage>, number>()
 
 /** The window's messages, in sequence order (keys are zero-padded, so they sort numerically). */
-const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
-  ctx.keys(P.AgentMessages).flatMap((k) => Option.toArray(ctx.getAt(P.AgentMessages, k)))
+const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> => {
+  const out: Array<Wire.AgentMessage> = []
+  for (const k of ctx.keys(P.AgentMessages)) {
+    const m = ctx.getAt(P.AgentMessages, k)
+    if (Option.isSome(m)) out.push(m.value)
+  }
+  return out
+}
 
 /**
  * Every stored message, in sequence order: the chunks, then the window, merged by sequence (a single

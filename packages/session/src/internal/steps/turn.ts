@@ -10,7 +10,12 @@ import * as BuiltInTools from "../../BuiltInTools.ts"
 import { ModelCallError } from "../../Errors.ts"
 import * as P from "../../Persistence.ts"
 import { parseToolArguments, toolCallIdProblem } from "../../Policy.ts"
-import { type DeferredToolCall, type FrameworkMessage, normalizeOutcome } from "../../Runner.ts"
+import {
+  type DeferredToolCall,
+  type FrameworkMessage,
+  isContextCompactionRunner,
+  normalizeOutcome
+} from "../../Runner.ts"
 import * as Wire from "../../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput } from "../schemas.ts"
 import {
@@ -309,10 +314,14 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
           deadline: new Date((yield* Clock.currentTimeMillis) + RUN_MODEL_TIMEOUT_MS)
         }
         // Compaction's decision points, in the spec's order: the input's size, then at the trigger the cutoff.
-        const cutoff = yield* compactionCutoff(config, runner, turn, state).pipe(
-          provideStepServices(ctx, config, turnId),
-          Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
-        )
+        // without compaction there is no decision point: no call, and no services to provide for one
+        const cutoff =
+          config.compaction === null || !isContextCompactionRunner(runner)
+            ? null
+            : yield* compactionCutoff(config, runner, turn, state).pipe(
+                provideStepServices(ctx, config, turnId),
+                Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
+              )
         if (cutoff !== null) {
           ctx.set(P.AgentState, { ...state, status: "compacting_context" })
           return StepDecision.goTo(steps.CompactContext, { throughSequence: cutoff })
