@@ -731,22 +731,23 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     })
   })
 
-  const executeDeferredToolCall = Effect.fnUntraced(function* (call: DeferredToolExecution) {
-    const record = call.toolCall
-    return yield* source.call({
-      flowId: call.flowId,
-      turnId: call.turnId,
-      toolCallId: record.toolCallId,
-      toolName: record.toolName,
-      arguments: Option.getOrElse(parseToolArguments(record.arguments), () => ({})),
-      argumentsText: record.arguments,
-      idempotencyKey: call.idempotencyKey,
-      attempt: call.attempt,
-      toolSourceReference: record.toolSourceReference,
-      supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true,
-      inputAnswers: call.inputAnswers ?? record.inputAnswers
+  const executeDeferredToolCall = (call: DeferredToolExecution) =>
+    Effect.suspend(() => {
+      const record = call.toolCall
+      return source.call({
+        flowId: call.flowId,
+        turnId: call.turnId,
+        toolCallId: record.toolCallId,
+        toolName: record.toolName,
+        arguments: Option.getOrElse(parseToolArguments(record.arguments), () => ({})),
+        argumentsText: record.arguments,
+        idempotencyKey: call.idempotencyKey,
+        attempt: call.attempt,
+        toolSourceReference: record.toolSourceReference,
+        supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true,
+        inputAnswers: call.inputAnswers ?? record.inputAnswers
+      })
     })
-  })
 
   const taskRequest = (call: ToolTaskPoll | ToolTaskCancellation) => ({
     flowId: call.flowId,
