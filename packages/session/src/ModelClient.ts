@@ -203,7 +203,7 @@ export const scripted = (script: ReadonlyArray<ScriptedStep>, options?: Scripted
   const count = options?.countInputTokens
   return {
     ...(count === undefined ? {} : { countInputTokens: (request: ModelRequest) => Effect.sync(() => count(request)) }),
-    generate: Effect.fn(function* (request: ModelRequest) {
+    generate: Effect.fnUntraced(function* (request: ModelRequest) {
       const index = next++
       options?.onRequest?.(request, index)
       const entry = script[index]
@@ -290,7 +290,7 @@ const usageOf = (usage: Response.Usage): ModelUsage => ({
  * @since 0.1.0
  */
 export const fromLanguageModel = (model: LanguageModel.LanguageModel): ModelClientShape => ({
-  generate: Effect.fn(function* (request: ModelRequest) {
+  generate: Effect.fnUntraced(function* (request: ModelRequest) {
     const toolkit = Toolkit.make(
       ...request.tools.map((t) =>
         Tool.dynamic(t.name, { description: t.description, parameters: t.parameters as Record<string, unknown> })

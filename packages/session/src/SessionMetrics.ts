@@ -46,6 +46,24 @@ const tagged = <I, S>(metric: Metric.Metric<I, S>, attributes: Record<string, st
 /** Counts a started turn. */
 export const turnStarted: Effect.Effect<void> = Metric.update(turnsStarted, 1)
 
+type ModelCallOutcome = "no_call" | "succeeded" | "interrupted" | "failed"
+
+/** The series of one outcome and of each token type, tagged once instead of on every update. */
+const outcomeSeries = (outcome: ModelCallOutcome) => ({
+  calls: tagged(modelCalls, { outcome }),
+  seconds: tagged(modelCallSeconds, { outcome })
+})
+const byOutcome: Record<ModelCallOutcome, ReturnType<typeof outcomeSeries>> = {
+  no_call: outcomeSeries("no_call"),
+  succeeded: outcomeSeries("succeeded"),
+  interrupted: outcomeSeries("interrupted"),
+  failed: outcomeSeries("failed")
+}
+const inputTokens = tagged(tokens, { type: "input" })
+const outputTokens = tagged(tokens, { type: "output" })
+const cachedInputTokens = tagged(tokens, { type: "cached_input" })
+const reasoningTokens = tagged(tokens, { type: "reasoning" })
+
 /** Counts a RunModel attempt, its run time and its tokens. */
 export const modelCall = (
   exit: Exit.Exit<unknown, unknown>,
@@ -53,21 +71,22 @@ export const modelCall = (
   startNanos: bigint
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const outcome = Exit.isSuccess(exit)
+    const outcome: ModelCallOutcome = Exit.isSuccess(exit)
       ? usage === undefined || usage.modelCalls === 0
         ? "no_call"
         : "succeeded"
       : Cause.hasInterruptsOnly(exit.cause)
         ? "interrupted"
         : "failed"
+    const series = byOutcome[outcome]
     const now = yield* Clock.currentTimeNanos
-    yield* Metric.update(tagged(modelCalls, { outcome }), 1)
-    yield* Metric.update(tagged(modelCallSeconds, { outcome }), Number(now - startNanos) / 1e9)
+    yield* Metric.update(series.calls, 1)
+    yield* Metric.update(series.seconds, Number(now - startNanos) / 1e9)
     if (usage === undefined) return
-    yield* Metric.update(tagged(tokens, { type: "input" }), usage.inputTokens)
-    yield* Metric.update(tagged(tokens, { type: "output" }), usage.outputTokens)
-    yield* Metric.update(tagged(tokens, { type: "cached_input" }), usage.cachedInputTokens)
-    yield* Metric.update(tagged(tokens, { type: "reasoning" }), usage.reasoningTokens)
+    yield* Metric.update(inputTokens, usage.inputTokens)
+    yield* Metric.update(outputTokens, usage.outputTokens)
+    yield* Metric.update(cachedInputTokens, usage.cachedInputTokens)
+    yield* Metric.update(reasoningTokens, usage.reasoningTokens)
   })
 
 /** Counts a tool Step attempt by effect class and the record's status. */

@@ -603,7 +603,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
 
   // One model call: the previous summary, then the messages after it; when the request and the answer's room
   // exceed the budget, the oldest messages are left out up to a cut, with the note that says so.
-  const summarizeContext = Effect.fn(function* (request: ContextSummaryRequest) {
+  const summarizeContext = Effect.fnUntraced(function* (request: ContextSummaryRequest) {
     const model = modelOf(request)
     const maxOutput = agent.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS
     const cuts = validCuts(request.messages)
@@ -636,7 +636,7 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     } satisfies ContextSummaryResult
   })
 
-  const runModelStep = Effect.fn(function* (turn: AgentTurnContext) {
+  const runModelStep = Effect.fnUntraced(function* (turn: AgentTurnContext) {
     const events = yield* EventWriter
     const history = storedHistory(turn.messages)
     const runState = parseRunState(turn.frameworkRunState)
@@ -731,22 +731,23 @@ export const make = Effect.fnUntraced(function* (agent: AgentDefinition) {
     })
   })
 
-  const executeDeferredToolCall = Effect.fn(function* (call: DeferredToolExecution) {
-    const record = call.toolCall
-    return yield* source.call({
-      flowId: call.flowId,
-      turnId: call.turnId,
-      toolCallId: record.toolCallId,
-      toolName: record.toolName,
-      arguments: Option.getOrElse(parseToolArguments(record.arguments), () => ({})),
-      argumentsText: record.arguments,
-      idempotencyKey: call.idempotencyKey,
-      attempt: call.attempt,
-      toolSourceReference: record.toolSourceReference,
-      supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true,
-      inputAnswers: call.inputAnswers ?? record.inputAnswers
+  const executeDeferredToolCall = (call: DeferredToolExecution) =>
+    Effect.suspend(() => {
+      const record = call.toolCall
+      return source.call({
+        flowId: call.flowId,
+        turnId: call.turnId,
+        toolCallId: record.toolCallId,
+        toolName: record.toolName,
+        arguments: Option.getOrElse(parseToolArguments(record.arguments), () => ({})),
+        argumentsText: record.arguments,
+        idempotencyKey: call.idempotencyKey,
+        attempt: call.attempt,
+        toolSourceReference: record.toolSourceReference,
+        supportsToolTasks: source.pollToolTask !== undefined && call.supportsToolTasks === true,
+        inputAnswers: call.inputAnswers ?? record.inputAnswers
+      })
     })
-  })
 
   const taskRequest = (call: ToolTaskPoll | ToolTaskCancellation) => ({
     flowId: call.flowId,

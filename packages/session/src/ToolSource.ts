@@ -265,7 +265,7 @@ const fromToolsWith = <R>(
   const byName = new Map(tools.map((t) => [t.name, t]))
   return {
     tools: tools.map(({ handler: _handler, aiTool: _aiTool, ...definition }) => definition),
-    call: Effect.fn(function* (request: ToolCallRequest) {
+    call: Effect.fnUntraced(function* (request: ToolCallRequest) {
       const found = byName.get(request.toolName)
       if (found === undefined) {
         return yield* new ToolExecutionError({ message: `unknown tool ${request.toolName}` })

@@ -98,7 +98,7 @@ export const make = <Tools extends Record<string, Tool.Any>>(
     }))
     return {
       tools,
-      call: Effect.fn(function* (request) {
+      call: Effect.fnUntraced(function* (request) {
         if (!Object.hasOwn(toolkit.tools, request.toolName)) {
           return yield* new ToolExecutionError({ message: `unknown tool ${request.toolName}` })
         }

@@ -10,7 +10,7 @@ import type { TxView } from "@durable-agent/engine"
 import * as Option from "effect/Option"
 import * as P from "../Persistence.ts"
 import * as Wire from "../wire/index.ts"
-import { storedBytes } from "./sizes.ts"
+import { sizeBound, storedBytes } from "./sizes.ts"
 
 /** The message storage options ("Message storage", Options), named alike in every core. */
 export interface MessageStorageOptions {
@@ -94,8 +94,14 @@ const chunkMessages = (ctx: TxView, range: Wire.AgentMessageChunkRange): Readonl
 const checkedChunks = new WeakMap<ReadonlyArray<Wire.AgentMessage>, number>()
 
 /** The window's messages, in sequence order (keys are zero-padded, so they sort numerically). */
-const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> =>
-  ctx.keys(P.AgentMessages).flatMap((k) => Option.toArray(ctx.getAt(P.AgentMessages, k)))
+const windowMessages = (ctx: TxView): Array<Wire.AgentMessage> => {
+  const out: Array<Wire.AgentMessage> = []
+  for (const k of ctx.keys(P.AgentMessages)) {
+    const m = ctx.getAt(P.AgentMessages, k)
+    if (Option.isSome(m)) out.push(m.value)
+  }
+  return out
+}
 
 /**
  * Every stored message, in sequence order: the chunks, then the window, merged by sequence (a single
@@ -305,7 +311,9 @@ export const storeMessages = (
   if (messages.length === 0) return
   let index = Option.getOrUndefined(ctx.get(P.AgentMessageIndex))
   for (const m of messages) {
-    if (EMPTY_CHUNK_BYTES + messageBytes(m) > options.messageChunkMaxBytes) {
+    // a message far below the bound (every message but the largest) is not encoded to be measured
+    const bound = options.messageChunkMaxBytes - EMPTY_CHUNK_BYTES
+    if (sizeBound(m) > bound && messageBytes(m) > bound) {
       ctx.setAt(P.AgentMessageChunks, key(m.sequence), { messages: [m] })
       const base = index ?? { chunks: [], firstSequence: 1, windowFirstSequence: 1 }
       index = { ...base, chunks: [...base.chunks, { firstSequence: m.sequence, lastSequence: m.sequence }] }

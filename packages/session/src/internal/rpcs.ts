@@ -60,7 +60,7 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
     input: Wire.ResolveInterruptRequest,
     output: Schema.Boolean,
     locks: [P.PendingInterrupts],
-    handler: Effect.fn(function* (ctx, request) {
+    handler: Effect.fnUntraced(function* (ctx, request) {
       const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
       const interrupt = pending.find((i) => i.interruptId === request.interruptId)
       if (interrupt === undefined) return { output: false }
@@ -87,7 +87,7 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
     input: Wire.AnswerQuestionRequest,
     output: Schema.Boolean,
     locks: [P.PendingInterrupts],
-    handler: Effect.fn(function* (ctx, request) {
+    handler: Effect.fnUntraced(function* (ctx, request) {
       const pending = Option.getOrElse(ctx.get(P.PendingInterrupts), () => [])
       const interrupt = pending.find((i) => i.interruptId === request.interruptId && i.kind === "question")
       if (interrupt === undefined || isBlank(request.answer)) return { output: false }
@@ -115,7 +115,7 @@ export const makeRpcs = (steps?: SessionSteps, options: RpcOptions = { planModeE
     input: Wire.CancelTurnRequest,
     output: Schema.Boolean,
     locks: [P.TurnCancellationRequest, P.PendingInterrupts],
-    handler: Effect.fn(function* (ctx, request) {
+    handler: Effect.fnUntraced(function* (ctx, request) {
       const state = Option.getOrNull(ctx.get(P.AgentState))
       const turnId = state?.activeTurnId ?? null
       if (state === null || turnId === null) return { output: false }

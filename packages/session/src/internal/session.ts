@@ -12,7 +12,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
-import { EventWriter, EventWriterDecorators, type WrittenEvent } from "../EventWriter.ts"
+import { EventWriter, EventWriterDecorators, type EventWriterScope, type WrittenEvent } from "../EventWriter.ts"
 import { Heartbeat } from "../Heartbeat.ts"
 import * as P from "../Persistence.ts"
 import type { ToolPolicy } from "../Policy.ts"
@@ -314,48 +314,126 @@ const payloadEncoder = <A>(schema: Schema.Codec<A, unknown>): ((payload: A) => u
  * commit with the attempt's transition; `tool_call_started` goes with a durable heartbeat; deltas go through
  * the attempt's buffer.
  */
-export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) => {
-  const write = (event: WrittenEvent) =>
-    writeEnvelope(ctx, config, {
+export const emitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null): Emitter => {
+  let byTurn = emitters.get(ctx)
+  if (byTurn === undefined) {
+    byTurn = new Map()
+    emitters.set(ctx, byTurn)
+  }
+  let events = byTurn.get(turnId)
+  // one attempt's emitter, built once per turn ID: a Step asks for it several times
+  if (events === undefined || events.config !== config) {
+    events = { config, emitter: makeEmitter(ctx, config, turnId) }
+    byTurn.set(turnId, events)
+  }
+  return events.emitter
+}
+
+/** The emitters of each Step attempt, by turn ID, with the configuration they were built with. */
+const emitters = new WeakMap<
+  ExecuteContext,
+  Map<string | null, { readonly config: SessionConfig; readonly emitter: Emitter }>
+>()
+
+/**
+ * The events of one Step attempt and turn: its methods are on the prototype, so an attempt's emitter costs one
+ * object, not a closure per event type.
+ */
+class AttemptEmitter {
+  readonly ctx: ExecuteContext
+  readonly config: SessionConfig
+  readonly turnId: string | null
+  private scope: EventWriterScope | undefined
+
+  constructor(ctx: ExecuteContext, config: SessionConfig, turnId: string | null) {
+    this.ctx = ctx
+    this.config = config
+    this.turnId = turnId
+  }
+
+  private write(event: WrittenEvent): Effect.Effect<void> {
+    return writeEnvelope(this.ctx, this.config, {
       type: event.type,
-      turnId,
-      attempt: ctx.attempt,
+      turnId: this.turnId,
+      attempt: this.ctx.attempt,
       payload: JSON.stringify(event.payload),
-      stepExecutionId: ctx.stepExecutionId
+      stepExecutionId: this.ctx.stepExecutionId
     })
-  const scope = { flowId: ctx.flowId, turnId, stepExecutionId: ctx.stepExecutionId, attempt: ctx.attempt }
-  // Every event, the session's own and the runner's, goes through the decorators provided to the worker.
-  const raw = (type: string, payload: unknown) =>
-    Effect.flatMap(Effect.service(EventWriterDecorators), (decorators) =>
-      decorators.length === 0
-        ? write({ type, payload: payload as WrittenEvent["payload"] })
-        : decorators
-            .reduce((writer, decorate) => decorate(writer, scope), EventWriter.make(write))
-            .write({ type, payload: payload as WrittenEvent["payload"] })
-    )
-  const typed =
-    <A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>) =>
-    (payload: A) =>
-      raw(type, payloadEncoder(schema)(payload))
-  return {
-    raw,
-    turnStarted: typed("turn_started", Wire.TurnStartedPayload),
-    turnCompleted: typed("turn_completed", Wire.TurnCompletedPayload),
-    turnFailed: typed("turn_failed", Wire.TurnFailedPayload),
-    turnSteered: typed("turn_steered", Wire.TurnSteeredPayload),
-    turnCancelled: typed("turn_cancelled", Wire.TurnCancelledPayload),
-    timerStarted: typed("timer_started", Wire.TimerStartedPayload),
-    planUpdated: typed("plan_updated", Wire.PlanUpdatedPayload),
-    planExecutionStarted: typed("plan_execution_started", Wire.PlanExecutionStartedPayload),
-    toolCallStarted: typed("tool_call_started", Wire.ToolCallStartedPayload),
-    toolCallFinished: typed("tool_call_finished", Wire.ToolCallFinishedPayload),
-    toolCallDeferred: typed("tool_call_deferred", Wire.ToolCallDeferredPayload),
-    interruptRaised: typed("interrupt_raised", Wire.InterruptRaisedPayload),
-    interruptResolved: typed("interrupt_resolved", Wire.InterruptResolvedPayload),
-    usageRecorded: typed("usage_recorded", Wire.UsageRecordedPayload)
+  }
+
+  /** Every event, the session's own and the runner's, goes through the decorators provided to the worker. */
+  raw(type: string, payload: unknown): Effect.Effect<void> {
+    return Effect.flatMap(Effect.service(EventWriterDecorators), (decorators) => {
+      const event = { type, payload: payload as WrittenEvent["payload"] }
+      if (decorators.length === 0) return this.write(event)
+      const ctx = this.ctx
+      this.scope ??= {
+        flowId: ctx.flowId,
+        turnId: this.turnId,
+        stepExecutionId: ctx.stepExecutionId,
+        attempt: ctx.attempt
+      }
+      const scope = this.scope
+      return decorators
+        .reduce(
+          (writer, decorate) => decorate(writer, scope),
+          EventWriter.make((e) => this.write(e))
+        )
+        .write(event)
+    })
+  }
+
+  private typed<A>(type: Wire.AgentEventType, schema: Schema.Codec<A, unknown>, payload: A): Effect.Effect<void> {
+    return this.raw(type, payloadEncoder(schema)(payload))
+  }
+
+  turnStarted(payload: Wire.TurnStartedPayload) {
+    return this.typed("turn_started", Wire.TurnStartedPayload, payload)
+  }
+  turnCompleted(payload: Wire.TurnCompletedPayload) {
+    return this.typed("turn_completed", Wire.TurnCompletedPayload, payload)
+  }
+  turnFailed(payload: Wire.TurnFailedPayload) {
+    return this.typed("turn_failed", Wire.TurnFailedPayload, payload)
+  }
+  turnSteered(payload: Wire.TurnSteeredPayload) {
+    return this.typed("turn_steered", Wire.TurnSteeredPayload, payload)
+  }
+  turnCancelled(payload: Wire.TurnCancelledPayload) {
+    return this.typed("turn_cancelled", Wire.TurnCancelledPayload, payload)
+  }
+  timerStarted(payload: Wire.TimerStartedPayload) {
+    return this.typed("timer_started", Wire.TimerStartedPayload, payload)
+  }
+  planUpdated(payload: Wire.PlanUpdatedPayload) {
+    return this.typed("plan_updated", Wire.PlanUpdatedPayload, payload)
+  }
+  planExecutionStarted(payload: Wire.PlanExecutionStartedPayload) {
+    return this.typed("plan_execution_started", Wire.PlanExecutionStartedPayload, payload)
+  }
+  toolCallStarted(payload: Wire.ToolCallStartedPayload) {
+    return this.typed("tool_call_started", Wire.ToolCallStartedPayload, payload)
+  }
+  toolCallFinished(payload: Wire.ToolCallFinishedPayload) {
+    return this.typed("tool_call_finished", Wire.ToolCallFinishedPayload, payload)
+  }
+  toolCallDeferred(payload: Wire.ToolCallDeferredPayload) {
+    return this.typed("tool_call_deferred", Wire.ToolCallDeferredPayload, payload)
+  }
+  interruptRaised(payload: Wire.InterruptRaisedPayload) {
+    return this.typed("interrupt_raised", Wire.InterruptRaisedPayload, payload)
+  }
+  interruptResolved(payload: Wire.InterruptResolvedPayload) {
+    return this.typed("interrupt_resolved", Wire.InterruptResolvedPayload, payload)
+  }
+  usageRecorded(payload: Wire.UsageRecordedPayload) {
+    return this.typed("usage_recorded", Wire.UsageRecordedPayload, payload)
   }
 }
-export type Emitter = ReturnType<typeof emitter>
+
+const makeEmitter = (ctx: ExecuteContext, config: SessionConfig, turnId: string | null) =>
+  new AttemptEmitter(ctx, config, turnId)
+export type Emitter = AttemptEmitter
 
 /** Provides the per-attempt `EventWriter` and `Heartbeat` services built from the engine's Step context. */
 export const provideStepServices =

@@ -62,11 +62,14 @@ export const sizeBound = (value: unknown): number => {
       if (value === null) return 4
       let n = 2
       if (Array.isArray(value)) {
-        for (const v of value) n += sizeBound(v) + 1
+        for (let i = 0; i < value.length; i++) n += sizeBound(value[i]) + 1
         return n
       }
       if (Object.getPrototypeOf(value) !== Object.prototype) return Number.POSITIVE_INFINITY
-      for (const [k, v] of Object.entries(value)) n += 12 * k.length + 3 + sizeBound(v) + 1
+      // its own enumerable keys, without an array per entry
+      const record = value as Record<string, unknown>
+      const keys = Object.keys(record)
+      for (let i = 0; i < keys.length; i++) n += 12 * keys[i]!.length + 3 + sizeBound(record[keys[i]!]) + 1
       return n
     }
     default:

@@ -198,26 +198,25 @@ export const noteChat = (ctx: ExecuteContext, chat: ChatNote): void => {
 const tracerOption = Effect.serviceOption(Tracer)
 
 /**
- * Runs `body`, then `finish` with its exit, the tracer (if any) and the start time; `finish` (the metrics, and
- * the span when tracing is on) never fails the body.
+ * Runs `body` (built with the tracer, if any), then `finish` with its exit, the tracer and the start time;
+ * `finish` (the metrics, and the span when tracing is on) never fails the body.
  */
 const around = <A, E, R>(
   ctx: ExecuteContext,
-  body: Effect.Effect<A, E, R>,
+  body: (tracer: TracerShape | undefined) => Effect.Effect<A, E, R>,
   finish: (tracer: TracerShape | undefined, exit: Exit.Exit<A, E>, startTime: bigint) => Effect.Effect<void>
 ): Effect.Effect<A, E, R> =>
-  Effect.flatMap(tracerOption, (tracer) =>
-    Effect.flatMap(Clock.currentTimeNanos, (startTime) =>
-      body.pipe(
-        Effect.onExit((exit) =>
-          finish(Option.getOrUndefined(tracer), exit, startTime).pipe(
-            Effect.catchCause((cause) => Effect.logWarning("tracing failed; the span is skipped", cause)),
-            Effect.ensuring(Effect.sync(() => notes.delete(ctx)))
-          )
+  Effect.flatMap(tracerOption, (option) => {
+    const tracer = Option.getOrUndefined(option)
+    return Effect.flatMap(Clock.currentTimeNanos, (startTime) =>
+      Effect.onExit(body(tracer), (exit) =>
+        finish(tracer, exit, startTime).pipe(
+          Effect.catchCause((cause) => Effect.logWarning("tracing failed; the span is skipped", cause)),
+          Effect.ensuring(Effect.sync(() => notes.delete(ctx)))
         )
       )
     )
-  )
+  })
 
 // ---------------------------------------------------------------------------------------------------------
 // The spans
@@ -237,43 +236,61 @@ export const activationSpan = <A, E, R>(
 ): Effect.Effect<A, E, R> => {
   if (always) noteActivation(ctx)
   const turnBefore = activeTurn(ctx)
-  return around(ctx, body, (shape, exit, startTime) =>
-    Effect.gen(function* () {
-      if (!Exit.isSuccess(exit)) return
+  return around(
+    ctx,
+    () => body,
+    (shape, exit, startTime) => {
+      if (!Exit.isSuccess(exit)) return Effect.void
       const turnAfter = activeTurn(ctx)
-      if (turnAfter !== null && turnAfter !== turnBefore) yield* SessionMetrics.turnStarted
+      const counted = turnAfter !== null && turnAfter !== turnBefore ? SessionMetrics.turnStarted : Effect.void
       const activation = notes.get(ctx)?.activation
-      if (shape === undefined || activation === undefined) return
-      const runner = yield* Effect.serviceOption(config.runner)
-      const agentName = Option.match(runner, { onNone: () => config.flowType, onSome: (r) => r.name })
-      const previous = parseTraceparent(Option.getOrUndefined(ctx.get(P.AgentTraceContext)))
-      const root = yield* emit(shape, {
-        name: `invoke_agent ${agentName}`,
-        kind: "internal",
-        parent: undefined,
-        links: previous === undefined ? [] : [previous],
-        startTime,
-        attributes: {
-          ...stepAttributes(ctx, stepType, turnAfter, "invoke_agent"),
-          "gen_ai.agent.name": agentName
-        },
-        exit
-      })
-      if (root === undefined) {
-        ctx.delete(P.AgentTraceContext)
-        return
-      }
-      const traceparent = formatTraceparent(root)
-      ctx.set(P.AgentTraceContext, traceparent)
-      if (activation.toolCallId !== undefined) {
-        const record = ctx.getAt(P.AgentToolCalls, activation.toolCallId)
-        if (Option.isSome(record)) {
-          ctx.setAt(P.AgentToolCalls, activation.toolCallId, { ...record.value, traceContext: traceparent })
-        }
-      }
-    })
+      // without a tracer or an activation there is no span: the count alone
+      if (shape === undefined || activation === undefined) return counted
+      return Effect.andThen(counted, emitRoot(config, ctx, stepType, shape, activation, turnAfter, exit, startTime))
+    }
   )
 }
+
+/** {@link activationSpan}'s root span, stored in `AgentTraceContext` (and the approved record's context). */
+const emitRoot = (
+  config: SessionConfig<any>,
+  ctx: ExecuteContext,
+  stepType: string,
+  shape: TracerShape,
+  activation: NonNullable<Note["activation"]>,
+  turnAfter: string | null,
+  exit: Exit.Exit<unknown, unknown>,
+  startTime: bigint
+) =>
+  Effect.gen(function* () {
+    const runner = yield* Effect.serviceOption(config.runner)
+    const agentName = Option.match(runner, { onNone: () => config.flowType, onSome: (r) => r.name })
+    const previous = parseTraceparent(Option.getOrUndefined(ctx.get(P.AgentTraceContext)))
+    const root = yield* emit(shape, {
+      name: `invoke_agent ${agentName}`,
+      kind: "internal",
+      parent: undefined,
+      links: previous === undefined ? [] : [previous],
+      startTime,
+      attributes: {
+        ...stepAttributes(ctx, stepType, turnAfter, "invoke_agent"),
+        "gen_ai.agent.name": agentName
+      },
+      exit
+    })
+    if (root === undefined) {
+      ctx.delete(P.AgentTraceContext)
+      return
+    }
+    const traceparent = formatTraceparent(root)
+    ctx.set(P.AgentTraceContext, traceparent)
+    if (activation.toolCallId !== undefined) {
+      const record = ctx.getAt(P.AgentToolCalls, activation.toolCallId)
+      if (Option.isSome(record)) {
+        ctx.setAt(P.AgentToolCalls, activation.toolCallId, { ...record.value, traceContext: traceparent })
+      }
+    }
+  })
 
 const usageAttributes = (shape: TracerShape, usage: Wire.AgentUsage, metadata: ModelCallMetadata | undefined) => ({
   [shape.conventions === "1.36.0" ? "gen_ai.system" : "gen_ai.provider.name"]: metadata?.providerName,
@@ -300,46 +317,49 @@ export const chatSpan = <A, E, R>(ctx: ExecuteContext, stepType: string, body: E
   const turnId = activeTurn(ctx)
   return around(
     ctx,
-    Effect.flatMap(tracerOption, (tracer) =>
-      Option.isNone(tracer)
+    (tracer) =>
+      tracer === undefined
         ? body
         : Effect.provideService(body, FrameworkSpans, {
             enabled: true,
             record: (s) => void recorded.push(s),
             annotate: (attributes) => void Object.assign(annotations, attributes)
+          }),
+    (shape, exit, startTime) => {
+      const chat = notes.get(ctx)?.chat
+      const counted = SessionMetrics.modelCall(exit, chat?.usage, startTime)
+      if (shape === undefined) return counted
+      return Effect.andThen(
+        counted,
+        Effect.gen(function* () {
+          const oneCall = chat !== undefined && chat.usage.modelCalls === 1
+          const model = chat?.metadata?.requestModel ?? chat?.metadata?.responseModel
+          yield* emit(shape, {
+            name: model === undefined ? "chat" : `chat ${model}`,
+            kind: oneCall ? "client" : "internal",
+            parent: parseTraceparent(root),
+            links: [],
+            startTime,
+            attributes: {
+              ...annotations,
+              ...stepAttributes(ctx, stepType, turnId, "chat"),
+              ...(oneCall ? usageAttributes(shape, chat.usage, chat.metadata) : {}),
+              "dex.agent.message.sequences": chat?.messageSequences.length ? chat.messageSequences : undefined,
+              "dex.agent.tool_call.ids": chat?.toolCallIds.length ? chat.toolCallIds : undefined,
+              ...(shape.captureContent && chat !== undefined
+                ? {
+                    "gen_ai.input.messages": chat.input === undefined ? undefined : JSON.stringify(chat.input()),
+                    "gen_ai.output.messages": chat.output === undefined ? undefined : JSON.stringify(chat.output())
+                  }
+                : {}),
+              ...errorAttributes(exit)
+            },
+            exit,
+            children: recorded
           })
-    ),
-    (shape, exit, startTime) =>
-      Effect.gen(function* () {
-        const chat = notes.get(ctx)?.chat
-        yield* SessionMetrics.modelCall(exit, chat?.usage, startTime)
-        if (shape === undefined) return
-        const oneCall = chat !== undefined && chat.usage.modelCalls === 1
-        const model = chat?.metadata?.requestModel ?? chat?.metadata?.responseModel
-        yield* emit(shape, {
-          name: model === undefined ? "chat" : `chat ${model}`,
-          kind: oneCall ? "client" : "internal",
-          parent: parseTraceparent(root),
-          links: [],
-          startTime,
-          attributes: {
-            ...annotations,
-            ...stepAttributes(ctx, stepType, turnId, "chat"),
-            ...(oneCall ? usageAttributes(shape, chat.usage, chat.metadata) : {}),
-            "dex.agent.message.sequences": chat?.messageSequences.length ? chat.messageSequences : undefined,
-            "dex.agent.tool_call.ids": chat?.toolCallIds.length ? chat.toolCallIds : undefined,
-            ...(shape.captureContent && chat !== undefined
-              ? {
-                  "gen_ai.input.messages": chat.input === undefined ? undefined : JSON.stringify(chat.input()),
-                  "gen_ai.output.messages": chat.output === undefined ? undefined : JSON.stringify(chat.output())
-                }
-              : {}),
-            ...errorAttributes(exit)
-          },
-          exit,
-          children: recorded
         })
-      })
+      )
+    }
   )
 }
 
@@ -354,35 +374,39 @@ export const toolSpan = <A, E, R>(
   body: Effect.Effect<A, E, R>
 ) => {
   const before = Option.getOrUndefined(ctx.getAt(P.AgentToolCalls, toolCallId))
-  return around(ctx, body, (shape, exit, startTime) => {
-    if (before === undefined) return Effect.void
-    const after = Option.getOrElse(ctx.getAt(P.AgentToolCalls, toolCallId), () => before)
-    const counted = SessionMetrics.toolCall(before.effect, Exit.isSuccess(exit) ? after.status : "attempt_failed")
-    if (shape === undefined) return counted
-    return Effect.andThen(
-      counted,
-      emit(shape, {
-        name: `execute_tool ${before.toolName}`,
-        kind: "internal",
-        parent: parseTraceparent(before.traceContext),
-        links: [],
-        startTime,
-        attributes: {
-          ...stepAttributes(ctx, stepType, before.turnId, "execute_tool"),
-          "gen_ai.tool.name": before.toolName,
-          "gen_ai.tool.call.id": before.toolCallId,
-          "gen_ai.tool.type": "function",
-          "dex.tool.effect": before.effect,
-          "dex.tool.status": after.status,
-          ...(shape.captureContent
-            ? { "gen_ai.tool.call.arguments": before.arguments, "gen_ai.tool.call.result": after.output ?? undefined }
-            : {}),
-          ...errorAttributes(exit)
-        },
-        exit
-      })
-    )
-  })
+  return around(
+    ctx,
+    () => body,
+    (shape, exit, startTime) => {
+      if (before === undefined) return Effect.void
+      const after = Option.getOrElse(ctx.getAt(P.AgentToolCalls, toolCallId), () => before)
+      const counted = SessionMetrics.toolCall(before.effect, Exit.isSuccess(exit) ? after.status : "attempt_failed")
+      if (shape === undefined) return counted
+      return Effect.andThen(
+        counted,
+        emit(shape, {
+          name: `execute_tool ${before.toolName}`,
+          kind: "internal",
+          parent: parseTraceparent(before.traceContext),
+          links: [],
+          startTime,
+          attributes: {
+            ...stepAttributes(ctx, stepType, before.turnId, "execute_tool"),
+            "gen_ai.tool.name": before.toolName,
+            "gen_ai.tool.call.id": before.toolCallId,
+            "gen_ai.tool.type": "function",
+            "dex.tool.effect": before.effect,
+            "dex.tool.status": after.status,
+            ...(shape.captureContent
+              ? { "gen_ai.tool.call.arguments": before.arguments, "gen_ai.tool.call.result": after.output ?? undefined }
+              : {}),
+            ...errorAttributes(exit)
+          },
+          exit
+        })
+      )
+    }
+  )
 }
 
 // ---------------------------------------------------------------------------------------------------------

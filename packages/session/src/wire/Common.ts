@@ -19,10 +19,25 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}
  * @since 0.1.0
  */
 export const canonicalTimestamp = (text: string): string => {
+  if (text.length > 64) return canonicalOf(text)
+  const known = canonicalTimestamps.get(text)
+  if (known !== undefined) return known
+  const canonical = canonicalOf(text)
+  // every stored value's timestamps are decoded and encoded on each read and write, and most repeat
+  if (canonicalTimestamps.size >= CANONICAL_TIMESTAMPS_KEPT) canonicalTimestamps.clear()
+  canonicalTimestamps.set(text, canonical)
+  return canonical
+}
+
+const canonicalOf = (text: string): string => {
   if (!RFC3339.test(text)) return text
   const ms = Date.parse(text)
   return Number.isNaN(ms) ? text : new Date(ms).toISOString()
 }
+
+/** The canonical forms of recent timestamp texts (a pure function of the text), at most this many. */
+const CANONICAL_TIMESTAMPS_KEPT = 4096
+const canonicalTimestamps = new Map<string, string>()
 
 /**
  * An RFC 3339 timestamp as text (docs/session-contract.md, "Wire format"): readers accept any offset

@@ -44,25 +44,37 @@ const MODEL_STEP_TIMEOUT_MS = Duration.toMillis(Duration.fromInputUnsafe(MODEL_S
 /** The error of a summary call that returned a blank summary: it fails the attempt. */
 export const BLANK_SUMMARY_ERROR = "the context summary is blank"
 
+/** A turn's model input: its messages and the summary before them. */
+interface ModelInput {
+  readonly messages: Array<Wire.AgentMessage>
+  readonly contextSummary: Wire.ContextSummary | null
+}
+
 /**
  * The model input of a turn ("Compaction changes the model input"): for a runner with the compaction
  * capability and a session that compacted, only the messages after `ContextSummary.last_sequence` (the chunks
  * before it are not read) and the summary; otherwise every stored message and no summary, with a warning when
  * retention deleted messages ("Message storage", Warning).
  */
-export const modelInput = Effect.fnUntraced(function* (ctx: TxView, runner: AgentFrameworkRunnerShape) {
-  const summary = Option.getOrNull(ctx.get(P.ContextSummary))
-  if (summary !== null && isContextCompactionRunner(runner)) {
-    return { messages: messagesBetween(ctx, summary.lastSequence + 1, null), contextSummary: summary }
-  }
-  const firstSequence = messageIndex(ctx).firstSequence
-  if (firstSequence > 1) {
-    yield* Effect.logWarning(
-      `the runner has no compaction capability: its model input leaves out the deleted messages before sequence ${firstSequence} and has no summary`
+export const modelInput = (ctx: TxView, runner: AgentFrameworkRunnerShape): Effect.Effect<ModelInput> =>
+  Effect.suspend((): Effect.Effect<ModelInput> => {
+    const summary = Option.getOrNull(ctx.get(P.ContextSummary))
+    if (summary !== null && isContextCompactionRunner(runner)) {
+      return Effect.succeed({
+        messages: messagesBetween(ctx, summary.lastSequence + 1, null),
+        contextSummary: summary
+      })
+    }
+    const firstSequence = messageIndex(ctx).firstSequence
+    const input = (): ModelInput => ({ messages: storedMessages(ctx), contextSummary: null })
+    if (firstSequence <= 1) return Effect.succeed(input())
+    return Effect.andThen(
+      Effect.logWarning(
+        `the runner has no compaction capability: its model input leaves out the deleted messages before sequence ${firstSequence} and has no summary`
+      ),
+      Effect.sync(input)
     )
-  }
-  return { messages: storedMessages(ctx), contextSummary: null }
-})
+  })
 
 /** A runner result that may be a value, a Promise or an effect, as an effect. */
 const deferred = <A>(what: string, thunk: () => MaybeDeferred<A>): Effect.Effect<A, ModelCallError> =>
@@ -136,7 +148,7 @@ export const makeCompactionSteps = <Id>(
     },
     execute: tracedChat(
       "CompactContext",
-      Effect.fn(function* (ctx, maybeInput: Wire.RecordTurnFailureInput) {
+      Effect.fnUntraced(function* (ctx, maybeInput: Wire.RecordTurnFailureInput) {
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
         const turnId = state.activeTurnId

@@ -43,7 +43,7 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
     execute: tracedActivation(
       config,
       "ApplyTurnControl",
-      Effect.fn(function* (ctx, _: null) {
+      Effect.fnUntraced(function* (ctx, _: null) {
         const runner = yield* config.runner
         let state = yield* requireState(ctx)
         const steered = ctx.channelResults(P.SteeredUserMessages)
@@ -93,7 +93,7 @@ export const makeControlSteps = <Id>(config: SessionConfig<Id>, steps: SessionSt
       ...controlStep,
       execute: { ...controlStep.execute, retry: recoveryRetry, locks: [P.TurnCancellationRequest, P.PendingInterrupts] }
     },
-    execute: Effect.fn(function* (ctx, turnId) {
+    execute: Effect.fnUntraced(function* (ctx, turnId) {
       const state = yield* requireState(ctx)
       if (state.activeTurnId !== turnId || turnControl(ctx, turnId) !== "turn_cancelled") {
         return StepDecision.deadEnd()

@@ -139,7 +139,7 @@ export const makeTaskSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       },
       onExecuteFailure: tools.RecordToolOutcomeUnknown
     },
-    execute: Effect.fn(function* (ctx, toolCallId) {
+    execute: Effect.fnUntraced(function* (ctx, toolCallId) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
       const record = found.value

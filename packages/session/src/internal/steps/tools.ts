@@ -76,19 +76,19 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
    * A tool Step's execute: its body, with a ToolExecutionError recorded as `failed` with the error's message
    * (the model sees it; not retried). ToolAttemptError fails the attempt.
    */
-  const recordingToolErrors = (body: ToolStepBody<Id>) =>
-    Effect.fn(function* (ctx: ExecuteContext, toolCallId: string) {
-      return yield* body(ctx, toolCallId).pipe(
+  const recordingToolErrors = (body: ToolStepBody<Id>) => (ctx: ExecuteContext, toolCallId: string) =>
+    Effect.suspend(() =>
+      body(ctx, toolCallId).pipe(
         Effect.catchTag("ToolExecutionError", (e) =>
-          Effect.gen(function* () {
+          Effect.suspend(() => {
             const found = ctx.getAt(P.AgentToolCalls, toolCallId)
-            if (Option.isNone(found)) return StepDecision.deadEnd()
+            if (Option.isNone(found)) return Effect.succeed(StepDecision.deadEnd())
             const events = emitter(ctx, config, found.value.turnId)
-            return yield* finishCall(ctx, events, found.value, { status: "failed", output: null, error: e.message })
+            return finishCall(ctx, events, found.value, { status: "failed", output: null, error: e.message })
           })
         )
       )
-    })
+    )
 
   const callToolBody = (ctx: ExecuteContext, toolCallId: string) =>
     Effect.gen(function* () {
@@ -230,7 +230,7 @@ export const makeToolSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
 
   /** Records a call whose tool Step ran out of attempts, from the recovery error. */
   const recordExhausted = (exhausted: (record: Wire.AgentToolCall) => "failed" | "outcome_unknown") =>
-    Effect.fn(function* (ctx: ExecuteContext, toolCallId: string) {
+    Effect.fnUntraced(function* (ctx: ExecuteContext, toolCallId: string) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
       const record = found.value

@@ -10,7 +10,12 @@ import * as BuiltInTools from "../../BuiltInTools.ts"
 import { ModelCallError } from "../../Errors.ts"
 import * as P from "../../Persistence.ts"
 import { parseToolArguments, toolCallIdProblem } from "../../Policy.ts"
-import { type DeferredToolCall, type FrameworkMessage, normalizeOutcome } from "../../Runner.ts"
+import {
+  type DeferredToolCall,
+  type FrameworkMessage,
+  isContextCompactionRunner,
+  normalizeOutcome
+} from "../../Runner.ts"
 import * as Wire from "../../wire/index.ts"
 import { NoInput, ResultCountInput, StartInput } from "../schemas.ts"
 import {
@@ -122,7 +127,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "StartAgentSession",
-      Effect.fn(function* (ctx, input: typeof StartInput.Type) {
+      Effect.fnUntraced(function* (ctx, input: typeof StartInput.Type) {
         const settings = input.sessionSettings
         if (settings !== null) {
           const problem = settingsProblem(settings)
@@ -184,7 +189,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "AwaitUserMessage",
-      Effect.fn(function* (ctx, _: null) {
+      Effect.fnUntraced(function* (ctx, _: null) {
         if (ctx.channelResults(P.TurnControlRequests).length > 0) return StepDecision.goTo(steps.ApplyTurnControl, null)
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
@@ -230,7 +235,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     input: Wire.RecordTurnFailureInput,
     recovers: ModelCallError,
     options: { ...controlStep, execute: { ...controlStep.execute, retry: recoveryRetry } },
-    execute: Effect.fn(function* (ctx) {
+    execute: Effect.fnUntraced(function* (ctx) {
       const runner = yield* config.runner
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
@@ -279,7 +284,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     },
     execute: tracedChat(
       "RunModel",
-      Effect.fn(function* (ctx, _: Wire.RecordTurnFailureInput) {
+      Effect.fnUntraced(function* (ctx, _: Wire.RecordTurnFailureInput) {
         const runner = yield* config.runner
         const state = yield* requireState(ctx)
         const turnId = state.activeTurnId
@@ -309,10 +314,14 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
           deadline: new Date((yield* Clock.currentTimeMillis) + RUN_MODEL_TIMEOUT_MS)
         }
         // Compaction's decision points, in the spec's order: the input's size, then at the trigger the cutoff.
-        const cutoff = yield* compactionCutoff(config, runner, turn, state).pipe(
-          provideStepServices(ctx, config, turnId),
-          Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
-        )
+        // without compaction there is no decision point: no call, and no services to provide for one
+        const cutoff =
+          config.compaction === null || !isContextCompactionRunner(runner)
+            ? null
+            : yield* compactionCutoff(config, runner, turn, state).pipe(
+                provideStepServices(ctx, config, turnId),
+                Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the turn was cancelled"))))
+              )
         if (cutoff !== null) {
           ctx.set(P.AgentState, { ...state, status: "compacting_context" })
           return StepDecision.goTo(steps.CompactContext, { throughSequence: cutoff })
@@ -557,7 +566,7 @@ export const makeTurnSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     },
     waitFor: (_ctx, count) =>
       Wait.anyOf(P.ToolCallResults.forN(count), P.TurnControlRequests.forRange(1, Wire.CHANNEL_RANGE_MAX)),
-    execute: Effect.fn(function* (ctx, count) {
+    execute: Effect.fnUntraced(function* (ctx, count) {
       const state = yield* requireState(ctx)
       const turnId = state.activeTurnId
       if (turnId === null) return StepDecision.goTo(AwaitUserMessage, null)

@@ -145,7 +145,7 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
     execute: tracedActivation(
       config,
       "AwaitToolApproval",
-      Effect.fn(function* (ctx, toolCallId: string) {
+      Effect.fnUntraced(function* (ctx, toolCallId: string) {
         const found = ctx.getAt(P.AgentToolCalls, toolCallId)
         if (Option.isNone(found) || isFinal(found.value)) return StepDecision.deadEnd()
         const record = found.value
@@ -240,7 +240,7 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
         ? Wait.anyOf(Timer.seconds(secondsUntil(pending.deadline, Date.now())), ...channels)
         : Wait.anyOf(...channels)
     },
-    execute: Effect.fn(function* (ctx, toolCallId) {
+    execute: Effect.fnUntraced(function* (ctx, toolCallId) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || found.value.status !== "awaiting_answer") return StepDecision.deadEnd()
       const record = found.value
@@ -382,7 +382,7 @@ export const makeWaitSteps = <Id>(config: SessionConfig<Id>, steps: SessionSteps
       const seconds = record?.waitUntil == null ? 0 : secondsUntil(record.waitUntil, Date.now())
       return Wait.anyOf(Timer.seconds(seconds), P.ToolCallCancellations.forOne(toolCallId))
     },
-    execute: Effect.fn(function* (ctx, toolCallId) {
+    execute: Effect.fnUntraced(function* (ctx, toolCallId) {
       const found = ctx.getAt(P.AgentToolCalls, toolCallId)
       if (Option.isNone(found) || found.value.status !== "waiting_for_timer") return StepDecision.deadEnd()
       const record = found.value
