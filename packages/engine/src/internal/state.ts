@@ -169,8 +169,11 @@ const makeDeclared = (flow: FlowDef<any, any>) => {
 export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: Staged): TxView => {
   const check = declared(flow)
   const read = (name: string, key: string): string | undefined => {
-    const w = staged.attrWrites.get(channelKey(name, key))
-    if (w !== undefined) return w.value ?? undefined
+    // most reads come before any write (a query's never write): no staged key to build and look up
+    if (staged.attrWrites.size > 0) {
+      const w = staged.attrWrites.get(channelKey(name, key))
+      if (w !== undefined) return w.value ?? undefined
+    }
     return state.attrs.get(name)?.get(key)
   }
   const write = (name: string, key: string, value: string | null) => {
@@ -192,7 +195,9 @@ export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: St
     },
     keys: (map) => {
       check.attr(map)
-      const keys = new Set(state.attrs.get(map.name)?.keys() ?? [])
+      const stored = state.attrs.get(map.name)
+      if (staged.attrWrites.size === 0) return stored === undefined ? [] : [...stored.keys()].sort()
+      const keys = new Set(stored?.keys() ?? [])
       for (const w of staged.attrWrites.values()) {
         if (w.name !== map.name) continue
         if (w.value === null) keys.delete(w.key)
