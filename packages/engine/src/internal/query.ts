@@ -39,6 +39,7 @@ import {
   emptyStaged,
   encodeJson,
   type FlowState,
+  freezeAttrMap,
   makeRpcView,
   type Staged,
   type StoredMessage
@@ -217,7 +218,11 @@ const holdState = (held: string, runId: string, version: number, lazy: ReadonlyA
   const lazyMaps = new Map<string, LazyValues.HeldLazyMap>()
   for (const [name, m] of state.attrs) {
     if (m instanceof LazyMap) lazyMaps.set(name, lazyKnown(m))
-    else attrs.set(name, m)
+    else {
+      // shared by the reads of this version, never changed: its sorted keys are kept (a session's window)
+      freezeAttrMap(m)
+      attrs.set(name, m)
+    }
   }
   const channels = state.channels as ReadonlyMap<string, ReadonlyArray<StoredMessage>>
   LazyValues.holdCommit(held, runId, {

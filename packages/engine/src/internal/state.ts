@@ -165,6 +165,26 @@ const makeDeclared = (flow: FlowDef<any, any>) => {
   }
 }
 
+/**
+ * The sorted keys of attribute maps that never change again (`freezeAttrMap`: the query path's held state of a
+ * Flow version), computed on the first `keys` and kept; `null` until then. A map not here is sorted on every call.
+ */
+const frozenKeys = new WeakMap<ReadonlyMap<string, string>, ReadonlyArray<string> | null>()
+
+/** Marks an attribute map (name → instance key → text) that its owner never changes again. */
+export const freezeAttrMap = (m: ReadonlyMap<string, string>): void => {
+  if (!frozenKeys.has(m)) frozenKeys.set(m, null)
+}
+
+/** The sorted keys of a stored map, as a new array (a frozen map's computed once). */
+const sortedKeys = (m: ReadonlyMap<string, string>): Array<string> => {
+  const known = frozenKeys.get(m)
+  if (known) return known.slice()
+  const sorted = [...m.keys()].sort()
+  if (known === null) frozenKeys.set(m, sorted.slice())
+  return sorted
+}
+
 /** A TxView over `state` that stages its writes into `staged`. */
 export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: Staged): TxView => {
   const check = declared(flow)
@@ -196,7 +216,7 @@ export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: St
     keys: (map) => {
       check.attr(map)
       const stored = state.attrs.get(map.name)
-      if (staged.attrWrites.size === 0) return stored === undefined ? [] : [...stored.keys()].sort()
+      if (staged.attrWrites.size === 0) return stored === undefined ? [] : sortedKeys(stored)
       const keys = new Set(stored?.keys() ?? [])
       for (const w of staged.attrWrites.values()) {
         if (w.name !== map.name) continue

@@ -244,10 +244,11 @@ export const messagesBefore = (
   // Newest first: the window's messages and the chunks' ranges, merged by sequence as the page fills.
   const window = windowMessages(ctx).filter((m) => m.sequence < before)
   const ranges = index.chunks.filter((r) => r.firstSequence < before)
-  touchChunks(ctx, window, ranges, before, limit)
   const memoKey: object | undefined = Option.isSome(stored) ? stored.value : window[0]
   const memo = memoKey === undefined ? undefined : pageMemos.get(memoKey)
+  // the memo's check reads the chunks the page needs (a query reads them as it asks for them)
   if (memo !== undefined && memoHolds(ctx, memo, before, limit, window)) return memo.page
+  touchChunks(ctx, window, ranges, before, limit)
   const page: Array<Wire.AgentMessage> = []
   const used: Array<readonly [number, ReadonlyArray<Wire.AgentMessage>]> = []
   let w = window.length - 1
