@@ -147,7 +147,8 @@ const heldFlow = (store: EngineStoreShape, flowId: string): string => {
  * is the key's value at this commit, read without another statement. With `base` (the state held at an older
  * version of run `base.runId`), a value stored at or below that version comes as the text held for it, not read
  * again (`Flows.loadCommittedAttributes`, `since`); `undefined` when the statement finds the Flow in another run,
- * or a value without its text that the base does not hold: the caller reads without a base.
+ * at a version below the base's, or a value without its text that the base does not hold: the caller reads
+ * without a base.
  */
 const lazyState = Effect.fnUntraced(function* (
   store: EngineStoreShape,
@@ -164,7 +165,10 @@ const lazyState = Effect.fnUntraced(function* (
   const flowRow = rows.find((r) => r.kind === "flow")
   const version = flowRow === undefined ? undefined : Number(flowRow.version)
   const runId = flowRow?.value ?? undefined
-  if (base !== undefined && runId !== base.runId) return undefined
+  // the base must be of this run and at or below the version read (a base of a newer version holds newer texts)
+  if (base !== undefined && (runId !== base.runId || version === undefined || version < base.commit.version)) {
+    return undefined
+  }
   const texts = runId === undefined ? undefined : LazyValues.readRows(held, runId)
   const messages: Array<QueryStateRow> = []
   for (const r of rows) {
