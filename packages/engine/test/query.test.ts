@@ -102,12 +102,29 @@ const SetNote = FlowRpc({
     })
 })
 
+/** Every page (its first 12 characters) by key, and the note: what a read that lists the pages sees. */
+const ReadAll = FlowRpc({
+  name: "read_all",
+  input: Schema.Null,
+  output: Schema.Struct({
+    pages: Schema.Array(Schema.Tuple([Schema.String, Schema.String])),
+    note: Schema.NullOr(Schema.String)
+  }),
+  handler: (ctx) =>
+    Effect.sync(() => ({
+      output: {
+        pages: ctx.keys(Pages).map((k) => [k, Option.getOrElse(ctx.getAt(Pages, k), () => "").slice(0, 12)] as const),
+        note: Option.getOrNull(ctx.get(Note))
+      }
+    }))
+})
+
 const Idle = Step({ type: "Idle", input: Schema.Null, execute: () => Effect.succeed(StepDecision.deadEnd()) })
 const Book = Flow({
   type: "Book",
   start: Idle,
   attributes: [Pages, Newest, Note],
-  rpcs: [Write, ReadNewest, Put, ReadPage, SetNote]
+  rpcs: [Write, ReadNewest, Put, ReadPage, SetNote, ReadAll]
 })
 
 /** A temporary directory for SQLite files, removed with the scope. */
@@ -267,6 +284,64 @@ for (const engine of engines) {
           const deleted = yield* client.queryRpc(Book, ReadNewest, "commit", null, { readLazily: [Pages] })
           assert.deepStrictEqual(deleted, { newest: 2, page: null, keys: 2 })
           assert.deepStrictEqual(yield* client.queryRpc(Book, ReadNewest, "commit", null), deleted)
+        }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
+      120_000
+    )
+
+    it.live(
+      "a read after a commit takes the values stored before the held state's version from it, and reads the changed, added and deleted ones",
+      () =>
+        Effect.gen(function* () {
+          const client = yield* Client.Client
+          // no lazy map: every value is read by the first statement, and held with the state
+          const read = client.queryRpc(Book, ReadAll, "since", null)
+          const expect = (pages: ReadonlyArray<readonly [string, string]>, note: string | null) =>
+            Effect.gen(function* () {
+              const out = yield* read
+              assert.deepStrictEqual(out, { pages, note })
+              // the same as the RPC through the owner, at the same commit
+              assert.deepStrictEqual(yield* client.invokeRpc(Book, ReadAll, "since", null), out)
+            })
+          yield* client.startFlow(Book, "since", null)
+          for (let n = 1; n <= 3; n++)
+            yield* client.invokeRpc(Book, Put, "since", { n, text: `page ${n} ${"p".repeat(300)}` })
+          yield* expect(
+            [
+              ["1", "page 1 ppppp"],
+              ["2", "page 2 ppppp"],
+              ["3", "page 3 ppppp"]
+            ],
+            `put 3: page 3 ${"p".repeat(300)}`
+          )
+          // a delete that leaves no row (no running Step reads an older version)
+          yield* client.invokeRpc(Book, Put, "since", { n: 2, text: null })
+          yield* expect(
+            [
+              ["1", "page 1 ppppp"],
+              ["3", "page 3 ppppp"]
+            ],
+            "put 2: null"
+          )
+          // a value added, then one rewritten, then a commit outside the pages
+          yield* client.invokeRpc(Book, Put, "since", { n: 4, text: `page 4 ${"q".repeat(300)}` })
+          yield* client.invokeRpc(Book, Put, "since", { n: 1, text: `again 1 ${"r".repeat(300)}` })
+          yield* expect(
+            [
+              ["1", "again 1 rrrr"],
+              ["3", "page 3 ppppp"],
+              ["4", "page 4 qqqqq"]
+            ],
+            `put 1: again 1 ${"r".repeat(300)}`
+          )
+          yield* client.invokeRpc(Book, SetNote, "since", "a note")
+          yield* expect(
+            [
+              ["1", "again 1 rrrr"],
+              ["3", "page 3 ppppp"],
+              ["4", "page 4 qqqqq"]
+            ],
+            "a note"
+          )
         }).pipe(Effect.provide(Worker.layer(Book).pipe(Layer.provideMerge(engine.layer({}))))),
       120_000
     )

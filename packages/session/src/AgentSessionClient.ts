@@ -282,6 +282,22 @@ const roundTrip = (message: Wire.AgentMessage): Wire.AgentMessage => {
 }
 
 /**
+ * The messages of a reply page through `roundTrip`, by the page: a read of a session that did not change since
+ * gets the page it built before (`messagesBefore`), whose messages went through their codec already.
+ */
+const roundTripPages = new WeakMap<ReadonlyArray<Wire.AgentMessage>, ReadonlyArray<Wire.AgentMessage>>()
+
+/** A page's messages through `roundTrip`, as a new array (the caller's to keep). */
+const roundTripPage = (page: ReadonlyArray<Wire.AgentMessage>): Array<Wire.AgentMessage> => {
+  let out = roundTripPages.get(page)
+  if (out === undefined) {
+    out = page.map(roundTrip)
+    roundTripPages.set(page, out)
+  }
+  return out.slice()
+}
+
+/**
  * A client-side definition of a session Flow type: its start input, RPCs and event Stream, without Step
  * bodies. Worker and client agree on it by Flow type and names.
  *
@@ -351,7 +367,7 @@ export const makeAgentSessionClient = (flowType: string) =>
         }
         return Effect.map(
           query(apart, sessionId, input),
-          (output): O => ({ ...output, messages: messages.map(roundTrip) })
+          (output): O => ({ ...output, messages: roundTripPage(messages) })
         )
       })
 

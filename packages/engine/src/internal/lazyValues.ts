@@ -244,6 +244,18 @@ export const commitAt = (flowId: string, runId: string, version: number, lazyNam
   return commit
 }
 
+/**
+ * The held committed state of run `runId` read with the lazy maps `lazyNames`, at whichever version it was read;
+ * `undefined` when none is held for that run and maps. Its values stored at or below its version that are still
+ * current are those values (a stored row never changes), which a read at a newer version need not read again.
+ */
+export const heldCommitOf = (flowId: string, runId: string, lazyNames: string) => {
+  const flow = flows.get(flowId)
+  if (flow === undefined || flow.runId !== runId) return undefined
+  const commit = flow.commit
+  return commit === undefined || commit.lazyNames !== lazyNames ? undefined : commit
+}
+
 const lazyChars = (m: HeldLazyMap) => {
   let n = 0
   for (const text of m.values.values()) n += text.length

@@ -23,6 +23,9 @@
 // moves its version on, so while the Flow's row (read first, to tell a missing or closed Flow) shows the same run
 // and version, that state is the committed one and the read needs no other statement (an idle session's snapshot
 // reads no message again). What the handler asks for beyond it is read as above, checked against that version.
+// After a commit the held state of the older version is the base of the next first statement: a value stored at
+// or below the base's version comes without its text, and the base's text stands for it (a stored row never
+// changes, and a key deleted since has no row), so a turn that added a few messages re-reads only those.
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import type { SqlError } from "effect/sql/SqlError"
@@ -36,6 +39,7 @@ import {
   emptyStaged,
   encodeJson,
   type FlowState,
+  freezeAttrMap,
   makeRpcView,
   type Staged,
   type StoredMessage
@@ -140,11 +144,20 @@ const heldFlow = (store: EngineStoreShape, flowId: string): string => {
 /**
  * The first statement of a lazy read: the Flow's version, every value outside the lazy maps, the queue, and the
  * newest versions of the lazy keys whose values this process holds (`LazyValues`): a held value of that version
- * is the key's value at this commit, read without another statement.
+ * is the key's value at this commit, read without another statement. With `base` (the state held at an older
+ * version of run `base.runId`), a value stored at or below that version comes as the text held for it, not read
+ * again (`Flows.loadCommittedAttributes`, `since`); `undefined` when the statement finds the Flow in another run,
+ * at a version below the base's, or a value without its text that the base does not hold: the caller reads
+ * without a base.
  */
-const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: string, lazy: ReadonlyArray<string>) {
+const lazyState = Effect.fnUntraced(function* (
+  store: EngineStoreShape,
+  flowId: string,
+  lazy: ReadonlyArray<string>,
+  base?: { readonly runId: string; readonly commit: LazyValues.HeldCommit }
+) {
   const held = heldFlow(store, flowId)
-  const rows = yield* store.loadCommittedAttributes(flowId, lazy, LazyValues.heldKeys(held, lazy))
+  const rows = yield* store.loadCommittedAttributes(flowId, lazy, LazyValues.heldKeys(held, lazy), base?.commit.version)
   const misses = new Set<LazyMap>()
   const state: FlowState = { attrs: new Map(), channels: new Map() }
   for (const name of lazy) state.attrs.set(name, new LazyMap(name, misses))
@@ -152,11 +165,20 @@ const lazyState = Effect.fnUntraced(function* (store: EngineStoreShape, flowId: 
   const flowRow = rows.find((r) => r.kind === "flow")
   const version = flowRow === undefined ? undefined : Number(flowRow.version)
   const runId = flowRow?.value ?? undefined
+  // the base must be of this run and at or below the version read (a base of a newer version holds newer texts)
+  if (base !== undefined && (runId !== base.runId || version === undefined || version < base.commit.version)) {
+    return undefined
+  }
   const texts = runId === undefined ? undefined : LazyValues.readRows(held, runId)
   const messages: Array<QueryStateRow> = []
   for (const r of rows) {
     if (r.kind === "attr") {
-      const value = r.value as string
+      // a value at or below the base's version comes without its text: the base's text is that stored row's
+      const value = r.value ?? base?.commit.attrs.get(r.name)?.get(r.key)
+      if (value === undefined) {
+        texts?.done()
+        return undefined
+      }
       addAttr(state, r.name, r.key, texts === undefined ? value : texts.text(r.name, r.key, Number(r.version), value))
     } else if (r.kind === "held") {
       const text = runId === undefined ? undefined : LazyValues.lookup(held, runId, r.name, r.key, Number(r.version))
@@ -200,7 +222,11 @@ const holdState = (held: string, runId: string, version: number, lazy: ReadonlyA
   const lazyMaps = new Map<string, LazyValues.HeldLazyMap>()
   for (const [name, m] of state.attrs) {
     if (m instanceof LazyMap) lazyMaps.set(name, lazyKnown(m))
-    else attrs.set(name, m)
+    else {
+      // shared by the reads of this version, never changed: its sorted keys are kept (a session's window)
+      freezeAttrMap(m)
+      attrs.set(name, m)
+    }
   }
   const channels = state.channels as ReadonlyMap<string, ReadonlyArray<StoredMessage>>
   LazyValues.holdCommit(held, runId, {
@@ -355,8 +381,16 @@ const runLazily = <O>(
         return ran
       }
     }
+    // the state held at an older version of this run: its values that did not change since are not read again
+    const older = LazyValues.heldCommitOf(held, flow.runId, LazyValues.lazyNamesKey(lazy))
+    let base = older === undefined ? undefined : { runId: flow.runId, commit: older }
     for (let tries = 0; tries < READ_TRIES; tries++) {
-      const { state, misses, version, runId } = yield* lazyState(store, flowId, lazy)
+      const read = yield* lazyState(store, flowId, lazy, base)
+      if (read === undefined) {
+        base = undefined
+        continue
+      }
+      const { state, misses, version, runId } = read
       const ran = yield* runToEnd(store, flowId, { version, runId: flow.runId }, state, misses, run)
       if (ran === undefined) continue
       if (version !== undefined && runId === flow.runId) holdState(held, runId, version, lazy, state)

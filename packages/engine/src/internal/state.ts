@@ -165,12 +165,35 @@ const makeDeclared = (flow: FlowDef<any, any>) => {
   }
 }
 
+/**
+ * The sorted keys of attribute maps that never change again (`freezeAttrMap`: the query path's held state of a
+ * Flow version), computed on the first `keys` and kept; `null` until then. A map not here is sorted on every call.
+ */
+const frozenKeys = new WeakMap<ReadonlyMap<string, string>, ReadonlyArray<string> | null>()
+
+/** Marks an attribute map (name → instance key → text) that its owner never changes again. */
+export const freezeAttrMap = (m: ReadonlyMap<string, string>): void => {
+  if (!frozenKeys.has(m)) frozenKeys.set(m, null)
+}
+
+/** The sorted keys of a stored map, as a new array (a frozen map's computed once). */
+const sortedKeys = (m: ReadonlyMap<string, string>): Array<string> => {
+  const known = frozenKeys.get(m)
+  if (known) return known.slice()
+  const sorted = [...m.keys()].sort()
+  if (known === null) frozenKeys.set(m, sorted.slice())
+  return sorted
+}
+
 /** A TxView over `state` that stages its writes into `staged`. */
 export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: Staged): TxView => {
   const check = declared(flow)
   const read = (name: string, key: string): string | undefined => {
-    const w = staged.attrWrites.get(channelKey(name, key))
-    if (w !== undefined) return w.value ?? undefined
+    // most reads come before any write (a query's never write): no staged key to build and look up
+    if (staged.attrWrites.size > 0) {
+      const w = staged.attrWrites.get(channelKey(name, key))
+      if (w !== undefined) return w.value ?? undefined
+    }
     return state.attrs.get(name)?.get(key)
   }
   const write = (name: string, key: string, value: string | null) => {
@@ -192,7 +215,9 @@ export const makeTxView = (flow: FlowDef<any, any>, state: FlowState, staged: St
     },
     keys: (map) => {
       check.attr(map)
-      const keys = new Set(state.attrs.get(map.name)?.keys() ?? [])
+      const stored = state.attrs.get(map.name)
+      if (staged.attrWrites.size === 0) return stored === undefined ? [] : sortedKeys(stored)
+      const keys = new Set(stored?.keys() ?? [])
       for (const w of staged.attrWrites.values()) {
         if (w.name !== map.name) continue
         if (w.value === null) keys.delete(w.key)

@@ -193,17 +193,64 @@ const touchChunks = (
 }
 
 /**
- * The newest `limit` stored messages before `beforeSequence` (all when `null`), in sequence order. Reads the
- * window and then chunks from the newest back, only as many as the page needs.
+ * The page `messagesBefore` built last from one index (by the decoded index, or by the window's first message in
+ * a session without one), with what it was built from: the same `before` and `limit`, the same window messages
+ * and the same chunks (decoded values, compared by identity: the engine's decode cache gives the same value for
+ * the same stored text) build the same page, so a read of a session that did not change since returns the page
+ * it built (the same array) instead of merging its messages again, and the client codes it once
+ * (`AgentSessionClient`). A long session's snapshot merges 200 messages otherwise, on every read.
  */
-export const messagesBefore = (ctx: TxView, beforeSequence: number | null, limit: number): Array<Wire.AgentMessage> => {
+interface PageMemo {
+  readonly before: number
+  readonly limit: number
+  readonly window: ReadonlyArray<Wire.AgentMessage>
+  /** The chunks the page took messages from: each range's first sequence and its decoded messages. */
+  readonly chunks: ReadonlyArray<readonly [number, ReadonlyArray<Wire.AgentMessage>]>
+  readonly page: ReadonlyArray<Wire.AgentMessage>
+}
+
+const pageMemos = new WeakMap<object, PageMemo>()
+
+/** Whether `memo` was built from the state `ctx` reads now (the same window, and the same chunks). */
+const memoHolds = (
+  ctx: TxView,
+  memo: PageMemo,
+  before: number,
+  limit: number,
+  window: ReadonlyArray<Wire.AgentMessage>
+): boolean => {
+  if (memo.before !== before || memo.limit !== limit || memo.window.length !== window.length) return false
+  for (let i = 0; i < window.length; i++) if (memo.window[i] !== window[i]) return false
+  for (const [first, messages] of memo.chunks) {
+    const chunk = ctx.getAt(P.AgentMessageChunks, key(first))
+    if (!Option.isSome(chunk) || chunk.value.messages !== messages) return false
+  }
+  return true
+}
+
+/**
+ * The newest `limit` stored messages before `beforeSequence` (all when `null`), in sequence order. Reads the
+ * window and then chunks from the newest back, only as many as the page needs. The page is shared by the reads
+ * of an unchanged session (`PageMemo`): callers do not change it.
+ */
+export const messagesBefore = (
+  ctx: TxView,
+  beforeSequence: number | null,
+  limit: number
+): ReadonlyArray<Wire.AgentMessage> => {
   const before = beforeSequence ?? Number.POSITIVE_INFINITY
-  const index = messageIndex(ctx)
+  const stored = ctx.get(P.AgentMessageIndex)
+  const index = Option.getOrElse(stored, () => ({ chunks: [], firstSequence: 1, windowFirstSequence: 1 }))
   // Newest first: the window's messages and the chunks' ranges, merged by sequence as the page fills.
   const window = windowMessages(ctx).filter((m) => m.sequence < before)
   const ranges = index.chunks.filter((r) => r.firstSequence < before)
+  const memoKey: object | undefined = Option.isSome(stored) ? stored.value : window[0]
+  const memo = memoKey === undefined ? undefined : pageMemos.get(memoKey)
+  // the memo's check reads the chunks the page needs (a query reads them as it asks for them)
+  if (memo !== undefined && memoHolds(ctx, memo, before, limit, window)) return memo.page
   touchChunks(ctx, window, ranges, before, limit)
   const page: Array<Wire.AgentMessage> = []
+  const used: Array<readonly [number, ReadonlyArray<Wire.AgentMessage>]> = []
   let w = window.length - 1
   let c = ranges.length - 1
   let pendingChunk: ReadonlyArray<Wire.AgentMessage> = []
@@ -211,6 +258,7 @@ export const messagesBefore = (ctx: TxView, beforeSequence: number | null, limit
   while (page.length < limit) {
     if (p < 0 && c >= 0 && (w < 0 || ranges[c]!.lastSequence > window[w]!.sequence)) {
       pendingChunk = chunkMessages(ctx, ranges[c]!)
+      used.push([ranges[c]!.firstSequence, pendingChunk])
       p = pendingChunk.length - 1
       c--
       while (p >= 0 && pendingChunk[p]!.sequence >= before) p--
@@ -226,7 +274,9 @@ export const messagesBefore = (ctx: TxView, beforeSequence: number | null, limit
       w--
     }
   }
-  return page.reverse()
+  page.reverse()
+  if (memoKey !== undefined) pageMemos.set(memoKey, { before, limit, window, chunks: used, page })
+  return page
 }
 
 /**

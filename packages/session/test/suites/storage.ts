@@ -265,6 +265,51 @@ export const storageSuite = (engine: EngineFactory) => {
       )
     )
 
+    it.live(
+      "a read of an unchanged session returns the page it built, as a copy of its own; after each turn the new page",
+      () =>
+        withSession(
+          // turns that add to the window without a rollover (the index unchanged) and turns that roll it over
+          { script: answers(8), flow: { messageStorage: { messageWindowSize: 6, messageChunkSize: 4 } } },
+          () =>
+            Effect.gen(function* () {
+              const client = yield* AgentSessionClient.AgentSessionClient
+              const db = yield* Client.Client
+              const flow = AgentSessionClient.clientFlow(FLOW_TYPE)
+              const pages = [
+                { beforeSequence: null, limit: 5 },
+                { beforeSequence: null, limit: 50 },
+                { beforeSequence: 6, limit: 3 }
+              ] as const
+              for (let turn = 1; turn <= 8; turn++) {
+                if (turn === 1) yield* client.startSession("s-memo", { initialMessage: "message 1" })
+                else assert.isTrue(yield* client.sendUserMessage("s-memo", `message ${turn}`))
+                yield* awaitTurns("s-memo", turn)
+                const viaRpc = yield* db.invokeRpc(flow, flow.rpcs_.get_agent_snapshot, "s-memo", null)
+                assert.deepStrictEqual(
+                  viaRpc.messages.map((m) => m.sequence),
+                  range(1, 2 * turn)
+                )
+                // the first read builds the page, the next ones find it; a caller that changes its copy changes no other
+                const first = yield* client.getSnapshot("s-memo")
+                assert.deepStrictEqual(first, viaRpc)
+                ;(first.messages as Array<Wire.AgentMessage>).length = 0
+                for (let i = 0; i < 2; i++) assert.deepStrictEqual(yield* client.getSnapshot("s-memo"), viaRpc)
+                // pages of other sizes in turn, each the RPC's reply
+                for (let i = 0; i < 2; i++) {
+                  for (const request of pages) {
+                    assert.deepStrictEqual(
+                      yield* client.listMessages("s-memo", request),
+                      yield* db.invokeRpc(flow, flow.rpcs_.list_agent_messages, "s-memo", request)
+                    )
+                  }
+                }
+              }
+              assert.isAtLeast(Option.getOrThrow(yield* index("s-memo")).chunks.length, 2, "rollovers")
+            })
+        )
+    )
+
     it.live("a session stored the old way (every message in AgentMessages, no index) is upgraded in place", () =>
       withSession(
         {

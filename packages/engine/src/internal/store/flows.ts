@@ -409,17 +409,28 @@ export interface QueryStateRow {
  * long session's message chunks) are read as the handler asks for them ({@link loadCommittedAttributesOf}),
  * unless the caller holds the value of the version read here. The rows come in no order (an `ORDER BY` would
  * sort every value the statement reads): the caller puts the messages in ID order. Writes nothing.
+ *
+ * With `since` (a Flow version of the same run whose values the caller holds), a current value stored at or
+ * below `since` comes without its text (`value` `null`; a delete never comes): a stored row never changes, so it
+ * is the value the caller holds for that key (a session's window of messages is not read again after a commit
+ * that added a few).
  */
 export const loadCommittedAttributes = (
   sql: Sql,
   flowId: string,
   lazy: ReadonlyArray<string>,
-  held: ReadonlyArray<{ readonly name: string; readonly key: string }> = []
+  held: ReadonlyArray<{ readonly name: string; readonly key: string }> = [],
+  since?: number
 ) =>
   sql<QueryStateRow>`
     ${flowVersionRow(sql, flowId)}
     UNION ALL
-    ${currentAttrRows(sql, flowId, sql`${lazy.length === 0 ? sql`1 = 1` : sql`a.name NOT IN ${sql.in(lazy as Array<string>)}`} AND a.value IS NOT NULL`)}
+    ${currentAttrRows(
+      sql,
+      flowId,
+      sql`${lazy.length === 0 ? sql`1 = 1` : sql`a.name NOT IN ${sql.in(lazy as Array<string>)}`} AND a.value IS NOT NULL`,
+      since
+    )}
     ${held.length === 0 ? sql`` : sql`UNION ALL ${newestVersionRows(sql, flowId, held)}`}
     UNION ALL
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id, NULL AS version
@@ -431,10 +442,14 @@ const flowVersionRow = (sql: Sql, flowId: string) =>
       f.version AS version
       FROM dex_flows f WHERE f.flow_id = ${flowId}`
 
-/** The newest stored version of each attribute key of the Flow that `where` selects, with that version. */
-const currentAttrRows = (sql: Sql, flowId: string, where: Fragment) =>
-  sql`SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, CAST(NULL AS BIGINT) AS id,
-      a.version AS version
+/**
+ * The newest stored version of each attribute key of the Flow that `where` selects, with that version; with
+ * `since`, the value only of a version after it (`null` otherwise).
+ */
+const currentAttrRows = (sql: Sql, flowId: string, where: Fragment, since?: number) =>
+  sql`SELECT 'attr' AS kind, a.name AS name, a.key AS key,
+      ${since === undefined ? sql`a.value` : sql`CASE WHEN a.version > ${since} THEN a.value END`} AS value,
+      CAST(NULL AS BIGINT) AS id, a.version AS version
       FROM dex_attrs a
       WHERE a.flow_id = ${flowId} AND ${where} AND a.version = (
         SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
