@@ -339,7 +339,7 @@ const emitters = new WeakMap<
  * The events of one Step attempt and turn: its methods are on the prototype, so an attempt's emitter costs one
  * object, not a closure per event type.
  */
-class AttemptEmitter {
+export class AttemptEmitter {
   readonly ctx: ExecuteContext
   readonly config: SessionConfig
   readonly turnId: string | null
