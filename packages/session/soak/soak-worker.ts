@@ -15,8 +15,8 @@
 // snapshot, approves pending interrupts (requestId `approve/<interruptId>`), and sends "turn <t>" to an idle
 // session (requestId `turn/<t>`, t = turns ended + 1) until the send deadline. Several drivers (one per runner)
 // race on the same sessions; the keys make their repeats replays. Sends and approvals that returned are appended
-// to the ledger too. Prints PROGRESS <json> every 2 s, and ALL_SETTLED <turns> once every session is settled
-// after the deadline.
+// to the ledger too. Prints PROGRESS <json> every 2 s, ALL_SETTLED <turns> when every session is settled after
+// the deadline, and UNSETTLED <turns> when one of them is not any more.
 import { appendFileSync } from "node:fs"
 import { Client } from "@durable-agent/engine"
 import * as Effect from "effect/Effect"
@@ -181,9 +181,12 @@ const program = Effect.gen(function* () {
       lastPrint = Date.now()
       yield* print(`PROGRESS ${JSON.stringify({ turns: total, settled: done.size, sessions: ids.length })}`)
     }
-    if (!announced && done.size === ids.length) {
-      announced = true
-      yield* print(`ALL_SETTLED ${total}`)
+    // the state is printed on each change, not once: a send that another driver had in flight across the
+    // deadline (its process paused by a SIGSTOP) can start a turn after this driver saw every session settled
+    const allSettled = done.size === ids.length
+    if (allSettled !== announced) {
+      announced = allSettled
+      yield* print(`${allSettled ? "ALL_SETTLED" : "UNSETTLED"} ${total}`)
     }
     yield* Effect.sleep("100 millis")
   }

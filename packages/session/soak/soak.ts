@@ -91,7 +91,7 @@ const startWorker = (args: ReadonlyArray<string>, log: string): Worker => {
     while (i >= 0) {
       const line = buffer.slice(0, i)
       // only the protocol lines are kept in memory (the log lines are in the file)
-      if (/^(READY|PROGRESS|ALL_SETTLED|ERROR) /.test(line)) worker.lines.push(line)
+      if (/^(READY|PROGRESS|ALL_SETTLED|UNSETTLED|ERROR) /.test(line)) worker.lines.push(line)
       buffer = buffer.slice(i + 1)
       i = buffer.indexOf("\n")
     }
@@ -600,15 +600,15 @@ export const runSoak = async (options: {
     const faultsStopped = Date.now()
     log(`faults stopped after ${faults.length}; waiting for the sessions to settle`)
     const settleDeadline = faultsStopped + options.settleSeconds * 1000
-    const seen = new Set<Worker>()
+    // settled when every worker's driver last said so: one driver's word is not enough, since another one
+    // (paused by the last SIGSTOP) may still have a send in flight that starts a turn once it resumes
+    const saysSettled = (w: Worker) =>
+      w.lines
+        .findLast((l) => l.startsWith("ALL_SETTLED ") || l.startsWith("UNSETTLED "))
+        ?.startsWith("ALL_SETTLED ") === true
     while (Date.now() < settleDeadline && settledAt === null) {
-      for (const w of slots) {
-        if (w.lines.some((l) => l.startsWith("ALL_SETTLED"))) {
-          seen.add(w)
-          settledAt = Date.now()
-        }
-      }
-      await sleep(200)
+      if (slots.every(saysSettled)) settledAt = Date.now()
+      else await sleep(200)
     }
   } finally {
     for (const w of slots) await killWorker(w)
