@@ -53,7 +53,7 @@ export interface AttemptInput {
   readonly counters?: StreamCounters | undefined
   /** The runner's stream budgets. */
   readonly budget: StreamBudget
-  /** The runner's heartbeat batches (SQLite: heartbeats with messages of one turn share a statement pair). */
+  /** The runner's heartbeat batches (heartbeats with messages of one turn are written together). */
   readonly beats?: HeartbeatBatch | undefined
   /** This process's commit notices. */
   readonly notices: CommitNotices

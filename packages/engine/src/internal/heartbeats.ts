@@ -1,20 +1,25 @@
-// Heartbeats with messages, batched (SQLite): the durable heartbeats (and the stream rows they make visible) of
-// attempts that ask in the same event-loop turn, such as a turn's parallel tool calls announcing themselves,
-// are written by one fenced statement pair in one write of the owner's group commit: one `UPDATE ... FROM` of
-// every attempt's heartbeat, each fenced by its own owner epoch in the WHERE and returned when written, and one
-// multi-row INSERT of the rows of the attempts it wrote. Each caller waits for that transaction's COMMIT, so its
-// heartbeat is durable before its user code goes on; an attempt whose fence refused it gets `false` (its caller
-// stops it) and leaves no row; a database error fails every caller of the batch, and each tries again.
+// Heartbeats with messages, batched: the durable heartbeats (and the stream rows they make visible) of attempts
+// that ask in the same event-loop turn, such as a turn's parallel tool calls announcing themselves, are written
+// together, each attempt fenced by its own owner epoch (and, on a cluster runner, its own shard lease), and each
+// caller waits for the COMMIT of its heartbeat, so its heartbeat is durable before its user code goes on; an
+// attempt whose fence refused it gets `false` (its caller stops it) and leaves no row.
 //
-// Postgres keeps its own path: a heartbeat with its rows is one statement that commits alone
-// (`store.recordHeartbeatWithRows`), fenced by the shard lease too, which a batch would share between Flows.
+// - SQLite (`submit`): one fenced statement pair in one write of the owner's group commit: one `UPDATE ... FROM`
+//   of every attempt's heartbeat, each fenced by its epoch in the WHERE and returned when written, and one
+//   multi-row INSERT of the rows of the attempts it wrote. A database error fails every caller of the batch, and
+//   each tries again.
+// - Postgres (`submitFenced`): one statement that commits alone (`store.recordHeartbeatsWithRows`), as the single
+//   heartbeat's (`store.recordHeartbeatWithRows`): each attempt's heartbeat fenced by its owner row (share-locked)
+//   and by its shard lock in the UPDATE's WHERE, the rows of the attempts written, and the commit notices. A
+//   second heartbeat of the same attempt goes in the next statement; a database error fails the callers of that
+//   statement and of the ones after it, and each tries again.
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { SqlError } from "effect/sql/SqlError"
 import type { EngineStoreShape as Store } from "./store/EngineStore.ts"
 import type { HeartbeatRow } from "./store/flows.ts"
-import { num, type StreamRow } from "./store/rows.ts"
+import { num, type ShardLease, type StreamRow } from "./store/rows.ts"
 
 /** Runs a write in a transaction (the owner's group commit). */
 type Transact = <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
@@ -23,6 +28,8 @@ interface Pending {
   readonly beat: HeartbeatRow
   readonly rows: ReadonlyArray<StreamRow>
   readonly flowId: string
+  /** Postgres: the shard lease of the attempt's fence. */
+  readonly lease?: ShardLease | undefined
   readonly done: Deferred.Deferred<boolean, SqlError>
 }
 
@@ -93,11 +100,42 @@ const writeBatch = (store: Store, pending: ReadonlyArray<Pending>) =>
   })
 
 /**
- * The runner's heartbeat batches, one per group commit (an embedded runner has one). Only for stores with
- * `recordHeartbeats` (SQLite) and fences without a shard lease.
+ * The writes of one Postgres batch, one statement per round and chunk, each committing alone: resolves the
+ * callers of each statement when it returns; a failed statement fails its callers and those of the statements
+ * after it (nothing of theirs was written).
+ */
+const writeFencedBatch = (store: Store, pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const recordHeartbeatsWithRows = store.recordHeartbeatsWithRows!
+    const statements = rounds(pending).flatMap((round) => chunks(round, BEATS_PER_STATEMENT))
+    for (let s = 0; s < statements.length; s++) {
+      const chunk = statements[s]!
+      const exit = yield* Effect.exit(
+        recordHeartbeatsWithRows(chunk.map((p) => ({ beat: p.beat, lease: p.lease, rows: p.rows })))
+      )
+      if (Exit.isFailure(exit)) {
+        const failed = exit as Exit.Exit<never, SqlError>
+        for (const later of statements.slice(s)) for (const p of later) Deferred.doneUnsafe(p.done, failed)
+        return
+      }
+      const keys = new Set(exit.value.map((r) => keyOf(r.flow_id, r.step_execution_id, num(r.attempt))))
+      for (const p of chunk) {
+        Deferred.doneUnsafe(
+          p.done,
+          Exit.succeed(keys.has(keyOf(p.beat.flow_id, p.beat.step_execution_id, p.beat.attempt)))
+        )
+      }
+    }
+  })
+
+/**
+ * The runner's heartbeat batches: on SQLite one per group commit (an embedded runner has one), for stores with
+ * `recordHeartbeats` and fences without a shard lease; on Postgres one per store (`recordHeartbeatsWithRows`),
+ * shared by the runner's owners, each heartbeat under its own fence and lease.
  */
 export class HeartbeatBatch {
   private readonly batches = new Map<Transact, Batch>()
+  private readonly fenced = new Map<Store, Array<Pending>>()
 
   /**
    * Writes one attempt's heartbeat and its stream rows with the other heartbeats asked for in this turn, and
@@ -122,6 +160,44 @@ export class HeartbeatBatch {
         batch.pending.length === 1
           ? // the first heartbeat of a batch schedules its write after the others of this turn have joined
             Effect.forkDetach(Effect.andThen(Effect.yieldNow, this.flush(transact, batch)))
+          : Effect.void
+      return Effect.andThen(start, Deferred.await(done))
+    })
+  }
+
+  /**
+   * Postgres: writes one attempt's heartbeat and its stream rows with the other heartbeats asked for in this turn
+   * in one statement that commits alone, fenced by the attempt's owner epoch and by `lease` (when set), and waits
+   * for it: `true` when written, `false` when the fence or the lease refused it (nothing of it is written).
+   * Fails with the statement's error.
+   */
+  submitFenced(
+    store: Store,
+    beat: HeartbeatRow,
+    lease: ShardLease | undefined,
+    rows: ReadonlyArray<StreamRow>
+  ): Effect.Effect<boolean, SqlError> {
+    return Effect.suspend(() => {
+      let pending = this.fenced.get(store)
+      if (pending === undefined) {
+        pending = []
+        this.fenced.set(store, pending)
+      }
+      const done = Deferred.makeUnsafe<boolean, SqlError>()
+      pending.push({ beat, rows, flowId: beat.flow_id, lease, done })
+      const start =
+        pending.length === 1
+          ? // the first heartbeat of a batch schedules its write after the others of this turn have joined
+            Effect.forkDetach(
+              Effect.andThen(
+                Effect.yieldNow,
+                Effect.suspend(() => {
+                  const batch = this.fenced.get(store) ?? []
+                  this.fenced.delete(store)
+                  return writeFencedBatch(store, batch)
+                })
+              )
+            )
           : Effect.void
       return Effect.andThen(start, Deferred.await(done))
     })

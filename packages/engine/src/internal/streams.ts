@@ -5,8 +5,9 @@
 //   tried again on a database error, up to ten times;
 // - `writeMessages` with a heartbeat: what must be visible before the attempt commits (a tool's
 //   `tool_call_started`, a model call's first delta), written with the attempt's durable heartbeat in one
-//   transaction (on SQLite with the other heartbeats of the same event-loop turn, one fenced statement pair,
-//   `heartbeats.ts`; on Postgres one statement that commits alone, `store.recordHeartbeatWithRows`);
+//   transaction, with the other heartbeats of the same event-loop turn (`heartbeats.ts`): on SQLite one fenced
+//   statement pair in the group commit; on Postgres one statement that commits alone, each attempt fenced in
+//   it by its own epoch and shard lease (`store.recordHeartbeatsWithRows`);
 // - staged messages (`prepareMessage`), which the attempt hands to its outcome and the owner writes in the
 //   transaction of the transition that makes them true (`store.writeTransition`).
 //
@@ -301,8 +302,8 @@ export interface WriteTarget {
   readonly attempt: number
   readonly counters?: StreamCounters | undefined
   /**
-   * The runner's heartbeat batches (SQLite): a heartbeat with messages joins the others of its event-loop turn
-   * in one fenced statement pair (`heartbeats.ts`).
+   * The runner's heartbeat batches: a heartbeat with messages joins the others of its event-loop turn, each
+   * fenced by its own epoch (and, on Postgres, shard lease) (`heartbeats.ts`).
    */
   readonly beats?: HeartbeatBatch | undefined
 }
@@ -400,35 +401,36 @@ const writeMessages = <A>(
       )
       .pipe(Effect.catchTag("LeaseLost", () => Effect.succeed("fenced" as const)))
     const oneStatement = store.recordHeartbeatWithRows
+    const beatRow = {
+      flow_id: t.flowId,
+      step_execution_id: t.stepExecutionId,
+      attempt: t.attempt,
+      epoch: fence.epoch,
+      at: now,
+      checkpoint: heartbeat?.checkpoint ?? null
+    }
     const write =
-      heartbeat !== undefined && oneStatement !== undefined
-        ? // Postgres: the heartbeat and its messages in one statement that commits alone, fenced in itself
-          Effect.map(
-            oneStatement(rows, fence, t.flowId, t.stepExecutionId, t.attempt, now, heartbeat.checkpoint),
-            (beat) => (beat ? ("written" as const) : ("fenced" as const))
+      heartbeat !== undefined && t.beats !== undefined && store.recordHeartbeatsWithRows !== undefined
+        ? // Postgres: with the other heartbeats of this turn, one statement that commits alone, each attempt
+          // fenced in it by its own epoch and shard lease
+          Effect.map(t.beats.submitFenced(store, beatRow, fence.lease, rows), (beat) =>
+            beat ? ("written" as const) : ("fenced" as const)
           )
-        : heartbeat !== undefined &&
-            t.beats !== undefined &&
-            store.recordHeartbeats !== undefined &&
-            fence.lease === undefined
-          ? // SQLite: with the other heartbeats of this turn, one fenced statement pair in the group commit
+        : heartbeat !== undefined && oneStatement !== undefined
+          ? // Postgres: the heartbeat and its messages in one statement that commits alone, fenced in itself
             Effect.map(
-              t.beats.submit(
-                store,
-                t.transact,
-                {
-                  flow_id: t.flowId,
-                  step_execution_id: t.stepExecutionId,
-                  attempt: t.attempt,
-                  epoch: fence.epoch,
-                  at: now,
-                  checkpoint: heartbeat.checkpoint
-                },
-                rows
-              ),
+              oneStatement(rows, fence, t.flowId, t.stepExecutionId, t.attempt, now, heartbeat.checkpoint),
               (beat) => (beat ? ("written" as const) : ("fenced" as const))
             )
-          : writeInTransaction
+          : heartbeat !== undefined &&
+              t.beats !== undefined &&
+              store.recordHeartbeats !== undefined &&
+              fence.lease === undefined
+            ? // SQLite: with the other heartbeats of this turn, one fenced statement pair in the group commit
+              Effect.map(t.beats.submit(store, t.transact, beatRow, rows), (beat) =>
+                beat ? ("written" as const) : ("fenced" as const)
+              )
+            : writeInTransaction
     // a transaction that failed (a dropped connection, a transaction the server ended) wrote nothing: try again,
     // on another connection (a stall that ended one transaction may have ended others of the pool too)
     const result = yield* Effect.retry(write, { times: WRITE_TRIES - 1, schedule: Schedule.spaced("50 millis") }).pipe(

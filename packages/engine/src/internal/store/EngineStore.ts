@@ -69,6 +69,11 @@ export interface EngineStoreShape {
    * holds the transaction. Returns the attempts it wrote.
    */
   readonly recordHeartbeats: Op<typeof Flows.recordHeartbeats> | undefined
+  /**
+   * Postgres: the heartbeats with stream messages of several attempts in one statement that commits alone, each
+   * fenced by its own owner epoch and shard lease (`undefined` on SQLite). Returns the attempts it wrote.
+   */
+  readonly recordHeartbeatsWithRows: Op<typeof Flows.recordHeartbeatsWithRows> | undefined
   readonly flowsWithRunningSteps: Op<typeof Flows.flowsWithRunningSteps>
 
   // --- ownership and leases (`ownership.ts`) ---
@@ -154,6 +159,7 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     recordHeartbeat: (...a) => Flows.recordHeartbeat(sql, d, ...a),
     recordHeartbeatWithRows: d.dialect === "pg" ? (...a) => Flows.recordHeartbeatWithRows(sql, d, ...a) : undefined,
     recordHeartbeats: d.dialect === "sqlite" ? (...a) => Flows.recordHeartbeats(sql, ...a) : undefined,
+    recordHeartbeatsWithRows: d.dialect === "pg" ? (...a) => Flows.recordHeartbeatsWithRows(sql, ...a) : undefined,
     flowsWithRunningSteps: (...a) => Flows.flowsWithRunningSteps(sql, ...a),
     claimOwnership: (...a) => Ownership.claimOwnership(sql, ...a),
     loadOwner: (...a) => Ownership.loadOwner(sql, ...a),

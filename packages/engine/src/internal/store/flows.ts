@@ -19,6 +19,7 @@ import {
   num,
   row,
   rows,
+  type ShardLease,
   type Sql,
   type StreamRow,
   type TransitionBatch
@@ -345,6 +346,58 @@ export const recordHeartbeats = (sql: Sql, beats: ReadonlyArray<HeartbeatRow>) =
       AND dex_attempts.attempt = b.attempt
       AND EXISTS (SELECT 1 FROM dex_owners o WHERE o.flow_id = b.flow_id AND o.epoch = b.epoch)
     RETURNING flow_id, step_execution_id, attempt`
+
+/** One heartbeat of {@link recordHeartbeatsWithRows}: the attempt's heartbeat, its fence's shard lease, its rows. */
+export interface FencedHeartbeat {
+  readonly beat: HeartbeatRow
+  /** The shard lock the attempt's owner claimed the Flow under (cluster runners), checked as the single path's. */
+  readonly lease: ShardLease | undefined
+  /** The stream messages written with the heartbeat, only when the heartbeat is (in their order). */
+  readonly rows: ReadonlyArray<StreamRow>
+}
+
+/**
+ * Postgres: the heartbeats with stream messages of several attempts as one statement, outside any transaction
+ * (it commits alone), as {@link recordHeartbeatWithRows} is for one: each attempt's heartbeat is fenced in the
+ * UPDATE's WHERE by its own owner row, share-locked (`FOR SHARE`) at its own epoch, and by its own shard lock,
+ * which must not be another runner's (attempts of different shards each check theirs); the messages of the
+ * attempts written are inserted in their order, the others' never; and one commit notice goes out per Flow
+ * with a message written (`pg_notify` is transactional: with the statement's commit). Each attempt at most once.
+ * Returns the attempts it wrote (`flow_id`, `step_execution_id`, `attempt`): one it left out was refused.
+ */
+export const recordHeartbeatsWithRows = (sql: Sql, beats: ReadonlyArray<FencedHeartbeat>) => {
+  const values = beats.map(({ beat, lease }) => ({
+    ...beat,
+    lease_app: lease?.applicationName ?? null,
+    lease_class: lease?.classId ?? null,
+    lease_obj: lease?.objId ?? null
+  }))
+  const streamRows = beats.flatMap((b) => b.rows)
+  return sql<{ flow_id: string; step_execution_id: string; attempt: unknown }>`WITH b AS (
+      SELECT * FROM json_to_recordset(${JSON.stringify(values)}::json) AS x(flow_id text, step_execution_id text,
+        attempt integer, epoch bigint, at bigint, checkpoint text, lease_app text, lease_class oid, lease_obj oid)),
+    beat AS (
+      UPDATE dex_attempts a SET heartbeat_at = b.at, output_at = COALESCE(a.output_at, b.at),
+        checkpoint = COALESCE(b.checkpoint, a.checkpoint)
+      FROM b WHERE a.flow_id = b.flow_id AND a.step_execution_id = b.step_execution_id AND a.attempt = b.attempt
+        AND EXISTS (SELECT 1 FROM dex_owners o WHERE o.flow_id = b.flow_id AND o.epoch = b.epoch FOR SHARE)
+        AND (b.lease_app IS NULL OR NOT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = b.lease_class AND l.objid = b.lease_obj
+          AND l.objsubid = 2 AND s.datname = current_database() AND s.application_name IS DISTINCT FROM b.lease_app))
+      RETURNING a.flow_id, a.step_execution_id, a.attempt),
+    written AS (
+      INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)
+      SELECT r.flow_type, r.stream, r.flow_id, r.step_execution_id, r.attempt, r.value, r.bytes, r.at, r.runner
+      FROM json_populate_recordset(NULL::dex_stream, ${JSON.stringify(streamRows)}::json) WITH ORDINALITY r
+      WHERE EXISTS (SELECT 1 FROM beat WHERE beat.flow_id = r.flow_id
+        AND beat.step_execution_id = r.step_execution_id AND beat.attempt = r.attempt)
+      ORDER BY r.ordinality
+      RETURNING flow_id)
+    SELECT beat.flow_id, beat.step_execution_id, beat.attempt,
+      (SELECT COUNT(*) FROM (SELECT pg_notify(${COMMIT_CHANNEL}, w.flow_id)
+        FROM (SELECT DISTINCT flow_id FROM written) w) n) AS notices
+    FROM beat`
+}
 
 /** Flows with a running Step execution (at most `limit`): the candidates of the recovery sweep. */
 export const flowsWithRunningSteps = (sql: Sql, limit: number) =>
