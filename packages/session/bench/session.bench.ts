@@ -20,7 +20,8 @@
  *    embedded engine every statement the engine runs on the file (printed, grouped), on Postgres every reply
  *    the server sends on the process's own connections (the session worker's and the client's pool), read
  *    client-side beside the driver (printed, grouped by command tag). Both count the same way: a transaction
- *    with an INSERT, UPDATE or DELETE, or such a statement outside a transaction, is a commit; a read-only
+ *    with an INSERT, UPDATE or DELETE, or such a statement outside a transaction, is a commit (a `WITH` that
+ *    holds one counts as one, though Postgres tags it SELECT: the one-statement heartbeats); a read-only
  *    BEGIN/COMMIT is reported apart; the statements per cycle are printed too. On Postgres the server's
  *    committed transactions (`pg_stat_database.xact_commit`, every backend of the database) less the idle
  *    rate measured right after are printed as a cross-check only: on a busy machine the idle rate swamps it.
@@ -241,7 +242,9 @@ interface PgEvent {
  * are read beside the client (a second `data` listener, found through the `net.client.socket` diagnostics
  * channel) and their messages parsed: a CommandComplete is a statement, its tag says which; a `BEGIN` ... `COMMIT`
  * with an INSERT, UPDATE or DELETE in it, or such a statement outside a transaction, is a commit; a `BEGIN` ...
- * `COMMIT` without one is read-only. `stop` ends the trace for connections opened later.
+ * `COMMIT` without one is read-only. The statements' text is read from what the client writes (its Query, Parse
+ * and Bind messages, each Execute's statement queued for its reply), so a statement tagged SELECT that is a
+ * `WITH` holding an INSERT, UPDATE or DELETE counts as a write. `stop` ends the trace for connections opened later.
  */
 const tracePgConnections = (port: number) => {
   const log: Array<PgEvent> = []
@@ -257,6 +260,47 @@ const tracePgConnections = (port: number) => {
       let wrote = false
       let lost = false
       const push = (what: string) => void log.push({ at: performance.now(), connection, what })
+      // the statements this connection sent, in the order their replies come: a statement outside a transaction
+      // whose tag is SELECT writes when it is a WITH holding an INSERT, UPDATE or DELETE (the engine's one-statement
+      // heartbeats with messages), which the tag alone does not say
+      const sent: Array<string> = []
+      const parsed = new Map<string, string>()
+      let bound = ""
+      let out: Buffer = Buffer.alloc(0)
+      let untyped = true
+      const write = socket.write.bind(socket) as (...args: Array<unknown>) => boolean
+      ;(socket as unknown as { write: (...args: Array<unknown>) => boolean }).write = (...args) => {
+        const data = args[0]
+        if (!lost && (Buffer.isBuffer(data) || data instanceof Uint8Array)) {
+          out = Buffer.concat([out, Buffer.from(data as Uint8Array)])
+          let at = 0
+          while (out.length - at >= 5) {
+            if (untyped) {
+              // the SSLRequest and the StartupMessage carry no type byte
+              const length = out.readInt32BE(at)
+              if (out.length - at < length) break
+              const code = length === 8 ? out.readInt32BE(at + 4) : 0
+              if (code !== 80877103) untyped = false
+              at += length
+              continue
+            }
+            const length = out.readInt32BE(at + 1)
+            if (out.length - at < 1 + length) break
+            const type = String.fromCharCode(out[at]!)
+            const body = out.subarray(at + 5, at + 1 + length)
+            const cstrings = () => body.toString("utf8").split("\0")
+            if (type === "Q") sent.push(cstrings()[0]!)
+            else if (type === "P") {
+              const [name, text] = cstrings()
+              parsed.set(name!, text!)
+            } else if (type === "B") bound = parsed.get(cstrings()[1]!) ?? ""
+            else if (type === "E") sent.push(bound)
+            at += 1 + length
+          }
+          out = out.subarray(at)
+        }
+        return write(...args)
+      }
       socket.on("data", (chunk: Buffer) => {
         if (lost) return
         pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
@@ -281,7 +325,13 @@ const tracePgConnections = (port: number) => {
             const tag = pending.toString("utf8", at + 5, at + length).replace(/\0$/, "")
             const verb = tag.split(" ")[0]!
             push(verb)
-            const writes = verb === "INSERT" || verb === "UPDATE" || verb === "DELETE" || verb === "MERGE"
+            const text = sent.shift() ?? ""
+            const writes =
+              verb === "INSERT" ||
+              verb === "UPDATE" ||
+              verb === "DELETE" ||
+              verb === "MERGE" ||
+              (verb === "SELECT" && /^\s*WITH\b/i.test(text) && /\b(INSERT|UPDATE|DELETE)\b/i.test(text))
             if (verb === "BEGIN") {
               inTx = true
               wrote = false
@@ -293,7 +343,10 @@ const tracePgConnections = (port: number) => {
               push("rollback")
             } else if (writes && inTx) wrote = true
             else if (writes) push("commit")
-          } else if (type === "E") push("ERROR")
+          } else if (type === "E") {
+            sent.shift()
+            push("ERROR")
+          } else if (type === "I") sent.shift()
           at += 1 + length
         }
         pending = pending.subarray(at)
