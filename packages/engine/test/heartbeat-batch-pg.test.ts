@@ -9,25 +9,15 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
-import {
-  Client,
-  Engine,
-  Flow,
-  FlowStream,
-  Step,
-  StepDecision,
-  type StepDef,
-  StepMovement,
-  Worker
-} from "../src/index.ts"
+import { Client, Engine, Worker } from "../src/index.ts"
 import { COMMIT_CHANNEL } from "../src/internal/feed.ts"
 import { HeartbeatBatch } from "../src/internal/heartbeats.ts"
 import * as EngineStore from "../src/internal/store/EngineStore.ts"
 import type { FencedHeartbeat } from "../src/internal/store/flows.ts"
 import type { ShardLease, StreamRow } from "../src/internal/store/rows.ts"
+import { Announcing, Events } from "./support/announcing.ts"
 import { freePort } from "./support/ports.ts"
 import { layerTestDatabase, withTestDatabase } from "./support/postgres.ts"
 
@@ -230,31 +220,6 @@ describe("cluster engine: batched heartbeats", () => {
 })
 
 // Through the cluster engine: parallel Steps that each announce themselves with `heartbeatWith` before they go on.
-const Events = FlowStream("events", Schema.Struct({ kind: Schema.String, name: Schema.String }))
-
-const Announcer: StepDef<string> = Step({
-  type: "Announcer",
-  input: Schema.String,
-  execute: (ctx, name) =>
-    Effect.gen(function* () {
-      yield* ctx.heartbeatWith(Events, [{ kind: "started", name }])
-      yield* ctx.stage(Events, { kind: "finished", name })
-      return StepDecision.gracefulComplete(name)
-    })
-})
-const FanOut: StepDef<null> = Step({
-  type: "FanOut",
-  input: Schema.Null,
-  execute: () =>
-    Effect.succeed(
-      StepDecision.goToMany(
-        StepMovement.of(Announcer, "x"),
-        StepMovement.of(Announcer, "y"),
-        StepMovement.of(Announcer, "z")
-      )
-    )
-})
-const Announcing = Flow({ type: "Announcing", start: FanOut, steps: [Announcer], streams: [Events] })
 
 describe("cluster engine: parallel Steps announcing themselves", () => {
   it.live(

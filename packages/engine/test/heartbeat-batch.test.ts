@@ -9,24 +9,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Reactivity } from "effect/reactivity"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
-import {
-  Client,
-  Engine,
-  Flow,
-  FlowStream,
-  Step,
-  StepDecision,
-  type StepDef,
-  StepMovement,
-  Worker
-} from "../src/index.ts"
+import { Client, Engine, Worker } from "../src/index.ts"
 import { HeartbeatBatch } from "../src/internal/heartbeats.ts"
 import * as EngineStore from "../src/internal/store/EngineStore.ts"
 import type { StreamRow } from "../src/internal/store/rows.ts"
 import * as NodeSqliteClient from "../src/NodeSqliteClient.ts"
+import { Announcing, Events } from "./support/announcing.ts"
 
 const withFile = <A, E, R>(use: (filename: string) => Effect.Effect<A, E, R>) =>
   Effect.acquireUseRelease(
@@ -113,31 +103,6 @@ describe("embedded engine: batched heartbeats", () => {
 })
 
 // Through the engine: parallel Steps that each announce themselves with `heartbeatWith` before they go on.
-const Events = FlowStream("events", Schema.Struct({ kind: Schema.String, name: Schema.String }))
-
-const Announcer: StepDef<string> = Step({
-  type: "Announcer",
-  input: Schema.String,
-  execute: (ctx, name) =>
-    Effect.gen(function* () {
-      yield* ctx.heartbeatWith(Events, [{ kind: "started", name }])
-      yield* ctx.stage(Events, { kind: "finished", name })
-      return StepDecision.gracefulComplete(name)
-    })
-})
-const FanOut: StepDef<null> = Step({
-  type: "FanOut",
-  input: Schema.Null,
-  execute: () =>
-    Effect.succeed(
-      StepDecision.goToMany(
-        StepMovement.of(Announcer, "x"),
-        StepMovement.of(Announcer, "y"),
-        StepMovement.of(Announcer, "z")
-      )
-    )
-})
-const Announcing = Flow({ type: "Announcing", start: FanOut, steps: [Announcer], streams: [Events] })
 
 describe("embedded engine: parallel Steps announcing themselves", () => {
   it.live("every heartbeat's message is stored before its Step's commit, and each attempt's heartbeat holds", () =>
