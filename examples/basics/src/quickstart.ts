@@ -2,10 +2,26 @@
 // on the embedded engine. Run it twice: the second run continues the same session.
 //
 //   node --conditions=@durable-agent/source examples/basics/src/quickstart.ts [sessions.db]
+//
+// Without an argument the file is ~/.local/state/durable-agent-session/quickstart/sessions.db ($XDG_STATE_HOME
+// instead of ~/.local/state when set), so a run leaves nothing in the repository.
+import { mkdirSync } from "node:fs"
+import { homedir } from "node:os"
+import { join } from "node:path"
 import { Engine } from "@durable-agent/engine"
 import { AgentSessionClient, AgentSessionFlow, ModelClient, Stepwise, ToolkitSource } from "@durable-agent/session"
 import { Effect, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
+
+const defaultFile = () => {
+  const dir = join(
+    process.env.XDG_STATE_HOME?.trim() || join(homedir(), ".local", "state"),
+    "durable-agent-session",
+    "quickstart"
+  )
+  mkdirSync(dir, { recursive: true })
+  return join(dir, "sessions.db")
+}
 
 const GetWeather = Tool.make("get_weather", {
   description: "The weather of a city.",
@@ -45,7 +61,7 @@ const program = Effect.gen(function* () {
 program.pipe(
   Effect.provide(
     Layer.mergeAll(worker, AgentSessionClient.layer(flow.type)).pipe(
-      Layer.provideMerge(Engine.layerEmbedded({ filename: process.argv[2] ?? "sessions.db", maxConcurrentTasks: 32 }))
+      Layer.provideMerge(Engine.layerEmbedded({ filename: process.argv[2] ?? defaultFile(), maxConcurrentTasks: 32 }))
     )
   ),
   Effect.runPromise

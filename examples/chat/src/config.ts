@@ -1,15 +1,19 @@
 /**
  * The chat's settings, from the environment:
  *
- * - `CHAT_DB`: the SQLite file of the embedded engine (default `examples/chat/.data/chat.db`).
- * - `CHAT_WORKSPACE`: the folder the agent's file tools work in (default `examples/chat/workspace`).
+ * - `CHAT_DB`: the SQLite file of the embedded engine (default `chat.db` in the state folder, below).
+ * - `CHAT_WORKSPACE`: the folder the agent's file tools work in (default `workspace` in the state folder, seeded
+ *   from `examples/chat/workspace` when it does not exist yet).
+ * - `XDG_STATE_HOME`: the state folder is `$XDG_STATE_HOME/durable-agent-session/chat` (default
+ *   `~/.local/state/durable-agent-session/chat`): what the demo writes stays out of the repository.
  * - `OPENAI_API_KEY`: when set, a real OpenAI model answers instead of the scripted demo model.
  * - `CHAT_MODEL`: the OpenAI model ID (default `gpt-4.1-mini`).
  *
  * And from the command line: `--db <file>` (over `CHAT_DB`), `--mcp <servers.json>`, `--runner <name>`; a flag
  * without its value, or a flag the chat does not know, is an error rather than ignored.
  */
-import { dirname, resolve } from "node:path"
+import { homedir } from "node:os"
+import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -29,6 +33,8 @@ export interface ChatConfig {
   readonly database: string
   /** Absolute path of the workspace folder. */
   readonly workspace: string
+  /** The tracked seed files' folder to copy into the workspace when it does not exist (the default workspace). */
+  readonly seedWorkspace?: string | null
   readonly model: ModelChoice
 }
 
@@ -43,6 +49,12 @@ export const loadConfig = Effect.gen(function* () {
   const workspace = yield* nonEmpty("CHAT_WORKSPACE")
   const apiKey = yield* Config.option(Config.Redacted("OPENAI_API_KEY"))
   const modelId = yield* nonEmpty("CHAT_MODEL")
+  const stateHome = yield* nonEmpty("XDG_STATE_HOME")
+  const stateDir = resolve(
+    Option.getOrElse(stateHome, () => join(homedir(), ".local", "state")),
+    "durable-agent-session",
+    "chat"
+  )
   const model: ModelChoice = Option.match(
     Option.filter(apiKey, (key) => Redacted.value(key).trim().length > 0),
     {
@@ -51,8 +63,9 @@ export const loadConfig = Effect.gen(function* () {
     }
   )
   return {
-    database: resolve(Option.getOrElse(database, () => resolve(exampleDir, ".data", "chat.db"))),
-    workspace: resolve(Option.getOrElse(workspace, () => resolve(exampleDir, "workspace"))),
+    database: resolve(Option.getOrElse(database, () => join(stateDir, "chat.db"))),
+    workspace: resolve(Option.getOrElse(workspace, () => join(stateDir, "workspace"))),
+    seedWorkspace: Option.isNone(workspace) ? resolve(exampleDir, "workspace") : null,
     model
   } satisfies ChatConfig
 })

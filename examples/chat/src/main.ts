@@ -16,7 +16,8 @@
  * embedded engine locks its file, so `/history` reads it through this process too. Kill the process
  * at any time and start it again: the session, and a turn that was running, continue from the file.
  */
-import { mkdir } from "node:fs/promises"
+import { existsSync } from "node:fs"
+import { cp, mkdir } from "node:fs/promises"
 import { dirname } from "node:path"
 import { Engine } from "@durable-agent/engine"
 import { AiSdkRunner, type AiSdkTool } from "@durable-agent/runner-ai-sdk"
@@ -197,6 +198,11 @@ const main = Effect.gen(function* () {
   const config = withArguments(yield* loadConfig, argv)
   const { model, label } = selectModel(config.model)
   yield* Effect.promise(() => mkdir(dirname(config.database), { recursive: true }))
+  // the default workspace starts as a copy of the tracked seed files; a copy that exists is left as it is
+  const seed = config.seedWorkspace ?? null
+  if (seed !== null && !existsSync(config.workspace)) {
+    yield* Effect.promise(() => cp(seed, config.workspace, { recursive: true }))
+  }
   const mcp = yield* Option.match(mcpFileArgument(process.argv.slice(2)), {
     onNone: () => Effect.succeed(null),
     onSome: loadMcpTools

@@ -3,12 +3,13 @@
  * the demonstration model, and an effect/http server with the UI stream routes and the page, built with Vite at
  * start. No server to install and no API key.
  *
- * Settings: `PORT` (3000; 0 picks a free one), `WEB_DB` (examples/web/.data/web.db), `WEB_SKIP_BUILD=1` (serve
+ * Settings: `PORT` (3000; 0 picks a free one), `WEB_DB` (web.db in $XDG_STATE_HOME/durable-agent-session/web, by default ~/.local/state/durable-agent-session/web), `WEB_SKIP_BUILD=1` (serve
  * the last build), `WEB_WORD_DELAY_MS` (60: how fast the demonstration model streams).
  */
 import { randomUUID } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync } from "node:fs"
 import { createServer } from "node:http"
+import { homedir } from "node:os"
 import { dirname, extname, join, normalize } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Engine } from "@durable-agent/engine"
@@ -29,7 +30,13 @@ const here = dirname(fileURLToPath(import.meta.url))
 const appRoot = join(here, "..")
 const dist = join(appRoot, "dist")
 const port = Number(process.env.PORT ?? "3000")
-const database = process.env.WEB_DB ?? join(appRoot, ".data", "web.db")
+// what the demo keeps stays out of the repository: $XDG_STATE_HOME/durable-agent-session/web (~/.local/state/...)
+const stateDir = join(
+  process.env.XDG_STATE_HOME?.trim() || join(homedir(), ".local", "state"),
+  "durable-agent-session",
+  "web"
+)
+const database = process.env.WEB_DB ?? join(stateDir, "web.db")
 const notesFile = join(dirname(database), "notes.md")
 const conversationsFile = join(dirname(database), "conversations.json")
 const wordDelay = Number(process.env.WEB_WORD_DELAY_MS ?? "60")
