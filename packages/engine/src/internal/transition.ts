@@ -338,12 +338,14 @@ export class Transition {
       this.messageDeletes.push(Number(d.id))
     }
     for (const w of writes) {
+      // a value written as it already is (or a delete of a key that has none) changes nothing a reader can see:
+      // no version is stored and the attribute's map is not copied
+      const previous = this.attrs.get(w.name)?.get(w.key)
+      if (w.value === previous || (w.value === null && previous === undefined)) continue
       const m = this.attrMap(w.name)
-      const previous = m.get(w.key)
       this.stateBytesDelta +=
         (w.value === null ? 0 : byteLength(w.value)) - (previous === undefined ? 0 : byteLength(previous))
       if (w.value === null) {
-        if (!m.has(w.key)) continue
         m.delete(w.key)
       } else {
         m.set(w.key, w.value)
