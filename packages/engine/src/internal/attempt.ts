@@ -179,27 +179,25 @@ export const runAttempt = Effect.fnUntraced(function* (i: AttemptInput) {
   const body = Effect.suspend(() => def.execute(ctx, decodeJson(def.input, step.input))).pipe(
     Effect.provideContext(registered.context)
   )
-  const timed =
-    options.timeoutMs === null
-      ? body
-      : body.pipe(
-          Effect.timeoutOrElse({
-            duration: Duration.millis(options.timeoutMs),
-            orElse: () => Effect.fail(new MethodTimeout({ ms: options.timeoutMs! }))
-          })
-        )
+  // One watchdog for the method timeout and the heartbeat timeout, raced against the body: the first limit
+  // passed fails the attempt with its error and interrupts the body (one race of two fibers per attempt, not a
+  // race per limit).
+  const methodMs = options.timeoutMs
+  const heartbeatMs = options.heartbeatTimeoutMs
   const watched =
-    options.heartbeatTimeoutMs === null
-      ? timed
+    methodMs === null && heartbeatMs === null
+      ? body
       : Effect.raceFirst(
-          timed,
+          body,
           Effect.gen(function* () {
-            const limit = options.heartbeatTimeoutMs!
+            const started = yield* Clock.currentTimeMillis
+            const deadline = methodMs === null ? Number.POSITIVE_INFINITY : started + methodMs
             while (true) {
               const at = yield* Clock.currentTimeMillis
-              const left = lastBeat + limit - at
-              if (left < 0) return yield* new HeartbeatTimeout({ ms: limit })
-              yield* Effect.sleep(Duration.millis(left + 1))
+              if (at >= deadline) return yield* new MethodTimeout({ ms: methodMs! })
+              const beatDue = heartbeatMs === null ? Number.POSITIVE_INFINITY : lastBeat + heartbeatMs
+              if (at > beatDue) return yield* new HeartbeatTimeout({ ms: heartbeatMs! })
+              yield* Effect.sleep(Duration.millis(Math.min(deadline - at, beatDue - at + 1)))
             }
           })
         )

@@ -571,25 +571,63 @@ export const conformance = (name: string, engine: EngineFactory, options: Confor
               return StepDecision.gracefulComplete("beat")
             })
         })
+        // both limits on one Step: the first one passed fails the attempt
+        const BothBeating = Step({
+          type: "BothBeating",
+          input: Str,
+          options: { heartbeatTimeout: "1 second", execute: { timeout: "2 seconds", retry: { maxAttempts: 1 } } },
+          execute: (ctx) =>
+            Effect.gen(function* () {
+              while (true) {
+                yield* ctx.heartbeat()
+                yield* Effect.sleep("300 millis")
+              }
+            }).pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted.push("BothBeating"))))
+        })
+        const BothSilent = Step({
+          type: "BothSilent",
+          input: Str,
+          options: { heartbeatTimeout: "1 second", execute: { timeout: "20 seconds", retry: { maxAttempts: 1 } } },
+          execute: () => Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted.push("BothSilent"))))
+        })
+        const BothQuick = Step({
+          type: "BothQuick",
+          input: Str,
+          options: { heartbeatTimeout: "1 second", execute: { timeout: "20 seconds", retry: { maxAttempts: 1 } } },
+          execute: (ctx) => Effect.as(ctx.heartbeat(), StepDecision.gracefulComplete("quick"))
+        })
+        const byName = {
+          slow: Slow,
+          silent: Silent,
+          beating: Beating,
+          bothBeating: BothBeating,
+          bothSilent: BothSilent,
+          bothQuick: BothQuick
+        } as const
         const Pick = Step({
           type: "Pick",
           input: Str,
-          execute: (_ctx, which) =>
-            Effect.succeed(StepDecision.goTo(which === "slow" ? Slow : which === "silent" ? Silent : Beating, which))
+          execute: (_ctx, which) => Effect.succeed(StepDecision.goTo(byName[which as keyof typeof byName], which))
         })
-        const F = Flow({ type: "Timeouts", start: Pick, steps: [Slow, Silent, Beating] })
+        const F = Flow({ type: "Timeouts", start: Pick, steps: Object.values(byName) })
         return run(
           [F],
           Effect.gen(function* () {
             const client = yield* Client
-            for (const which of ["slow", "silent", "beating"]) yield* client.startFlow(F, `to-${which}`, which)
+            for (const which of Object.keys(byName)) yield* client.startFlow(F, `to-${which}`, which)
             const slow = yield* waitClosed("to-slow")
             const silent = yield* waitClosed("to-silent")
             const beating = yield* waitClosed("to-beating")
             assert.include(slow.reason ?? "", "MethodTimeout")
             assert.include(silent.reason ?? "", "HeartbeatTimeout")
             assert.strictEqual(beating.status, "completed")
-            assert.sameMembers(interrupted, ["Slow", "Silent"])
+            const bothBeating = yield* waitClosed("to-bothBeating")
+            const bothSilent = yield* waitClosed("to-bothSilent")
+            const bothQuick = yield* waitClosed("to-bothQuick")
+            assert.include(bothBeating.reason ?? "", "MethodTimeout")
+            assert.include(bothSilent.reason ?? "", "HeartbeatTimeout")
+            assert.strictEqual(bothQuick.status, "completed")
+            assert.sameMembers(interrupted, ["Slow", "Silent", "BothBeating", "BothSilent"])
           })
         )
       })
