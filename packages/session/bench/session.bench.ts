@@ -15,7 +15,9 @@
  *    session's `AgentState` from the engine every 50 ms, 2,000 reads/s on the turns' CPU, which the bare Flow
  *    side did not pay; bench/concurrent-child.ts),
  * 4. per mode, a bare engine Flow of the turn's shape (bench/engine-turn.ts), one at a time: the baseline of
- *    (2) (`session.<mode>.engine_turn_p50_ms`),
+ *    (2) (`session.<mode>.engine_turn_p50_ms`); beside it, not a baseline, the same Flow whose tool Steps write a
+ *    durable heartbeat with one stream message before their work, the one write the contract adds to a tool Step
+ *    (`session.<mode>.engine_turn_announced_p50_ms`),
  * 5. per mode, the commits of one turn cycle from a statement trace (`session.<mode>.turn_commits`): on the
  *    embedded engine every statement the engine runs on the file (printed, grouped), on Postgres every reply
  *    the server sends on the process's own connections (the session worker's and the client's pool), read
@@ -35,7 +37,7 @@
  * the run. Progress goes to stderr, the report to stdout; temporary files and databases are removed.
  *
  * Environment: `BENCH_MODES` (default `embedded,cluster`), as the engine benchmark; `SESSION_BENCH_ONLY=trace`
- * runs only (5) and prints it, `SESSION_BENCH_ONLY=turns` only (2) and (4), `SESSION_BENCH_ONLY=concurrent` only (3)
+ * runs only (5) and prints it, `SESSION_BENCH_ONLY=turns` only (2) and (4) (both of its Flows), `SESSION_BENCH_ONLY=concurrent` only (3)
  * and its baseline (the bare engine Flows of the turn's shape at once, `session.<mode>.engine_concurrent_turns_per_s`).
  */
 import { spawn } from "node:child_process"
@@ -59,7 +61,7 @@ import { createTestDatabase } from "../../engine/test/support/postgres.ts"
 import { AgentSessionClient, Persistence } from "../src/index.ts"
 import { cycles, engineFor, type Mode, runInMemory, type TurnStarts, userText, workerLayer } from "./agent.ts"
 import type { ConcurrentResult } from "./concurrent-child.ts"
-import { engineTurnStarts, engineTurns, TurnShapeFlow } from "./engine-turn.ts"
+import { AnnouncedTurnShapeFlow, engineTurnStarts, engineTurns, TurnShapeFlow } from "./engine-turn.ts"
 
 /** Sessions measured one at a time, after one warm-up session. */
 const SEQUENTIAL_SESSIONS = 10
@@ -193,18 +195,22 @@ const sequential = async (
   }
 }
 
-/** The bare engine Flow of the turn's shape, one Flow at a time, as {@link sequential}. */
-const engineSequential = async (mode: Mode): Promise<Array<number>> => {
+/**
+ * The bare engine Flow of the turn's shape, one Flow at a time, as {@link sequential}; with `announced`, the same
+ * shape whose Tool Steps write one stream message with a durable heartbeat first (engine-turn.ts).
+ */
+const engineSequential = async (mode: Mode, announced = false): Promise<Array<number>> => {
   const storage = await makeStorage(mode)
+  const flow = announced ? AnnouncedTurnShapeFlow : TurnShapeFlow
   try {
     const engine = await engineFor(mode, storage.location)
     await Effect.runPromise(
       Effect.gen(function* () {
-        yield* engineTurns("ewarm", 1, TURNS_PER_SESSION)
+        yield* engineTurns("ewarm", 1, TURNS_PER_SESSION, flow)
         engineTurnStarts.clear()
-        yield* engineTurns("eseq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION)
+        yield* engineTurns("eseq", SEQUENTIAL_SESSIONS, TURNS_PER_SESSION, flow)
       }).pipe(
-        Effect.provide(Worker.layer(TurnShapeFlow).pipe(Layer.provideMerge(engine))),
+        Effect.provide(Worker.layer(flow).pipe(Layer.provideMerge(engine))),
         Effect.scoped,
         Effect.provideService(References.MinimumLogLevel, "Warn")
       ) as Effect.Effect<void, unknown>
@@ -544,6 +550,8 @@ interface ModeResult {
   readonly mode: Mode
   readonly turns: Summary
   readonly engineTurns: Summary
+  /** (4) with a durable heartbeat (and one stream message) in each tool Step, as the contract asks of a tool Step. */
+  readonly announcedTurns: Summary
   readonly trace: TurnTrace
   /** The same turns with tracing on (embedded only), and the spans the exporter got. */
   readonly traced?: { readonly turns: Summary; readonly untraced: Summary; readonly spans: number } | undefined
@@ -578,6 +586,14 @@ const rows = (memory: Summary, results: ReadonlyArray<ModeResult>): Array<Row> =
         result: `${p50p99(r.engineTurns)}; ${fmtRatio(r.turns.p50 / r.engineTurns.p50)}`,
         target: "session <= 1.5x",
         verdict: r.turns.p50 <= 1.5 * r.engineTurns.p50 ? "PASS" : "MISS"
+      },
+      {
+        mode: r.mode,
+        metric:
+          "2e. 2c with a durable heartbeat in each tool Step, as the contract asks (not a baseline); session / it",
+        result: `${p50p99(r.announcedTurns)}; ${fmtRatio(r.turns.p50 / r.announcedTurns.p50)}`,
+        target: "-",
+        verdict: "-"
       },
       {
         mode: r.mode,
@@ -663,8 +679,9 @@ const pairOnly = async (what: "turns" | "concurrent") => {
     if (what === "turns") {
       const session = summarize(await sequential(mode))
       const engine = summarize(await engineSequential(mode))
+      const announced = summarize(await engineSequential(mode, true))
       process.stdout.write(
-        `${mode} (load ${load}): session turn p50 ${fmtMs(session.p50)}, bare engine Flow p50 ${fmtMs(engine.p50)}: ${fmtRatio(session.p50 / engine.p50)}\n`
+        `${mode} (load ${load}): session turn p50 ${fmtMs(session.p50)}, bare engine Flow p50 ${fmtMs(engine.p50)}: ${fmtRatio(session.p50 / engine.p50)}; with the tool Steps' heartbeat ${fmtMs(announced.p50)}: ${fmtRatio(session.p50 / announced.p50)}\n`
       )
     } else {
       const session = await concurrent(mode)
@@ -695,6 +712,8 @@ const main = async () => {
     const turns = summarize(await sequential(mode))
     progress(`${mode}: the bare engine Flow of the turn's shape, one at a time`)
     const engineTurnsResult = summarize(await engineSequential(mode))
+    progress(`${mode}: the same with a durable heartbeat in each tool Step, one at a time`)
+    const announcedTurns = summarize(await engineSequential(mode, true))
     progress(`${mode}: statement trace of one session`)
     const trace = await traceTurn(mode)
     let traced: ModeResult["traced"]
@@ -721,6 +740,7 @@ const main = async () => {
       mode,
       turns,
       engineTurns: engineTurnsResult,
+      announcedTurns,
       trace,
       traced,
       concurrent: concurrentResult,
@@ -789,6 +809,15 @@ const main = async () => {
             unit: "ms",
             target: `session.${r.mode}.turn_p50_ms <= 1.5x this`,
             met: r.turns.p50 <= 1.5 * r.engineTurns.p50
+          }
+        ],
+        [
+          `session.${r.mode}.engine_turn_announced_p50_ms`,
+          {
+            value: r.announcedTurns.p50,
+            unit: "ms",
+            baseline: { name: "the bare engine Flow of the turn's shape, p50", value: r.engineTurns.p50, unit: "ms" },
+            note: "the bare Flow with the one durable write the contract adds to each tool Step (a heartbeat with a stream message before its work, batched as the session's tool_call_started): shows how much of the session turn's cost over the bare Flow that write is; not a target"
           }
         ],
         [
