@@ -4,19 +4,23 @@
 // the others go on, and a commit notice goes out for each Flow whose messages were written.
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
 import { Client, Engine, Worker } from "../src/index.ts"
 import { COMMIT_CHANNEL } from "../src/internal/feed.ts"
+import { GroupCommit } from "../src/internal/groupCommit.ts"
 import { HeartbeatBatch } from "../src/internal/heartbeats.ts"
 import * as EngineStore from "../src/internal/store/EngineStore.ts"
 import type { FencedHeartbeat } from "../src/internal/store/flows.ts"
-import type { ShardLease, StreamRow } from "../src/internal/store/rows.ts"
+import type { ShardLease, StreamRow, TransitionBatch } from "../src/internal/store/rows.ts"
 import { Announcing, Events } from "./support/announcing.ts"
 import { freePort } from "./support/ports.ts"
 import { layerTestDatabase, withTestDatabase } from "./support/postgres.ts"
@@ -257,6 +261,267 @@ describe("cluster engine: parallel Steps announcing themselves", () => {
           )
         )
       ),
+    120_000
+  )
+})
+
+// Lock order: batches of the same attempts in opposite orders, a group commit of transitions that write those
+// attempts, and claims of those Flows, side by side, many times over. Before the batched statement locked its
+// rows in key order (and the group commit ran its transitions in Flow order), a batch and another batch or a
+// group could each hold an attempt row the other wanted: Postgres ended one with a deadlock (40P01).
+
+const FLOWS = ["f0", "f1", "f2", "f3", "f4", "f5"]
+const STEPS = ["S-1", "S-2"]
+const ROUNDS = 40
+
+/** A transition of `flowId` that writes its attempts (in reverse key order) and moves its version on by one. */
+const attemptsTransition = (flowId: string, epoch: number, version: number, at: number): TransitionBatch => ({
+  fence: { epoch, runner: "r" },
+  flow: {
+    flow_id: flowId,
+    flow_type: "T",
+    run_id: "run",
+    status: "running",
+    input: "null",
+    output: null,
+    outputs: null,
+    reason: null,
+    error_type: null,
+    request_id: null,
+    counters: "{}",
+    version: version + 1,
+    started_at: 0,
+    closed_at: null
+  },
+  expectedVersion: version,
+  steps: [],
+  attempts: [...STEPS].reverse().map((step) => ({
+    flow_id: flowId,
+    step_execution_id: step,
+    attempt: 1,
+    started_at: at,
+    finished_at: null,
+    outcome: null,
+    error_type: null,
+    detail: null
+  })),
+  attrs: [],
+  attrDeletes: [],
+  messages: [],
+  messageDeletes: [],
+  history: [],
+  reply: undefined
+})
+
+describe("cluster engine: batched heartbeats and the other writers of their rows", () => {
+  it.live(
+    "batches of the same attempts in opposite orders, a group commit writing those attempts and claims of their Flows: no deadlock reaches a caller, each written heartbeat is stored once",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = EngineStore.makeWith(sql)
+        yield* store.migrate
+        const groupCommit = yield* Effect.provide(
+          Effect.gen(function* () {
+            return yield* GroupCommit
+          }),
+          GroupCommit.layer.pipe(Layer.provide(Layer.succeed(EngineStore.EngineStore, store)))
+        )
+        for (const flowId of FLOWS) {
+          yield* sql`INSERT INTO dex_owners (flow_id, epoch, runner, claimed_at) VALUES (${flowId}, 1, 'r', 0)`
+          yield* sql`INSERT INTO dex_flows (flow_id, flow_type, run_id, status, input, counters, version, started_at)
+            VALUES (${flowId}, 'T', 'run', 'running', 'null', '{}', 1, 0)`
+        }
+        yield* insertAttempts(
+          sql,
+          FLOWS.flatMap((flowId) => STEPS.map((step) => [flowId, step] as const))
+        )
+        const attempts = FLOWS.flatMap((flowId) => STEPS.map((step) => ({ flowId, step })))
+        const ascending = new HeartbeatBatch()
+        const descending = new HeartbeatBatch()
+        const beats: Array<{
+          value: string
+          flowId: string
+          step: string
+          epoch: number
+          at: number
+          written: boolean
+        }> = []
+        const committed = new Map(FLOWS.map((f) => [f, 0]))
+        for (let round = 0; round < ROUNDS; round++) {
+          const epochs = new Map(
+            (yield* sql<{ flow_id: string; epoch: unknown }>`SELECT flow_id, epoch FROM dex_owners`).map(
+              (r) => [r.flow_id, Number(r.epoch)] as const
+            )
+          )
+          const versions = new Map(
+            (yield* sql<{ flow_id: string; version: unknown }>`SELECT flow_id, version FROM dex_flows`).map(
+              (r) => [r.flow_id, Number(r.version)] as const
+            )
+          )
+          const at = round + 1
+          const side = (batch: HeartbeatBatch, name: string, order: ReadonlyArray<{ flowId: string; step: string }>) =>
+            Effect.forEach(
+              order,
+              ({ flowId, step }) => {
+                const epoch = epochs.get(flowId)!
+                const value = `${name} ${round} ${flowId} ${step}`
+                return Effect.map(
+                  batch.submitFenced(
+                    store,
+                    { flow_id: flowId, step_execution_id: step, attempt: 1, epoch, at, checkpoint: null },
+                    undefined,
+                    [row(flowId, step, 1, value)]
+                  ),
+                  (written) => beats.push({ value, flowId, step, epoch, at, written })
+                )
+              },
+              { concurrency: "unbounded", discard: true }
+            )
+          // one group of transitions, given in reverse Flow order, each writing its attempts in reverse key order
+          const group = Effect.forEach(
+            [...FLOWS].reverse(),
+            (flowId) => {
+              const fence = { epoch: epochs.get(flowId)!, runner: "r" }
+              return Effect.map(
+                groupCommit.run(
+                  Effect.gen(function* () {
+                    const batch = attemptsTransition(flowId, fence.epoch, versions.get(flowId)!, at)
+                    if (!(yield* store.writeTransition(batch))) return false
+                    yield* store.requireLeaseAndNotify(flowId, fence)
+                    return true
+                  }),
+                  flowId
+                ),
+                (ok) => {
+                  if (ok) committed.set(flowId, committed.get(flowId)! + 1)
+                }
+              )
+            },
+            { concurrency: "unbounded", discard: true }
+          )
+          const claim = store.claimOwnership(FLOWS[round % FLOWS.length]!, "r", at, undefined)
+          yield* Effect.all(
+            [side(ascending, "up", attempts), side(descending, "down", [...attempts].reverse()), group, claim],
+            { concurrency: "unbounded", discard: true }
+          )
+        }
+        const finalEpochs = new Map(
+          (yield* sql<{ flow_id: string; epoch: unknown }>`SELECT flow_id, epoch FROM dex_owners`).map(
+            (r) => [r.flow_id, Number(r.epoch)] as const
+          )
+        )
+        const stored = new Map(
+          (yield* sql<{ value: string; n: unknown }>`SELECT value, COUNT(*) AS n FROM dex_stream GROUP BY value`).map(
+            (r) => [r.value, Number(r.n)] as const
+          )
+        )
+        assert.strictEqual(beats.length, ROUNDS * 2 * attempts.length)
+        for (const b of beats) {
+          if (b.written) assert.strictEqual(stored.get(b.value), 1, b.value)
+          else {
+            // refused only because a claim moved its Flow's epoch on
+            assert.isUndefined(stored.get(b.value), b.value)
+            assert.isAbove(finalEpochs.get(b.flowId)!, b.epoch, b.value)
+          }
+        }
+        assert.strictEqual(stored.size, beats.filter((b) => b.written).length)
+        assert.isAbove(stored.size, 0)
+        // each attempt's heartbeat is the last round's in which one of its heartbeats was written
+        const rows = yield* sql<{
+          flow_id: string
+          step_execution_id: string
+          heartbeat_at: unknown
+        }>`SELECT flow_id, step_execution_id, heartbeat_at FROM dex_attempts`
+        assert.strictEqual(rows.length, attempts.length)
+        for (const r of rows) {
+          const last = Math.max(
+            0,
+            ...beats
+              .filter((b) => b.written && b.flowId === r.flow_id && b.step === r.step_execution_id)
+              .map((b) => b.at)
+          )
+          assert.strictEqual(r.heartbeat_at === null ? 0 : Number(r.heartbeat_at), last, r.step_execution_id)
+        }
+        // each committed transition moved its Flow's version on once
+        const versions = yield* sql<{ flow_id: string; version: unknown }>`SELECT flow_id, version FROM dex_flows`
+        for (const v of versions) assert.strictEqual(Number(v.version), 1 + committed.get(v.flow_id)!, v.flow_id)
+      }).pipe(Effect.scoped, Effect.provide(layerTestDatabase)),
+    300_000
+  )
+  it.live(
+    "a batch that Postgres ends as a deadlock victim runs again and writes each heartbeat once; the caller never sees the deadlock",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const real = EngineStore.makeWith(sql)
+        yield* real.migrate
+        let runs = 0
+        const store: EngineStore.EngineStoreShape = {
+          ...real,
+          // each run of the statement counted (a statement run again too); the batch uses it only as an Effect
+          recordHeartbeatsWithRows: ((beats: ReadonlyArray<FencedHeartbeat>) =>
+            Effect.suspend(() => {
+              runs++
+              return real.recordHeartbeatsWithRows!(beats)
+            })) as unknown as EngineStore.EngineStoreShape["recordHeartbeatsWithRows"]
+        }
+        yield* sql`INSERT INTO dex_owners (flow_id, epoch, runner, claimed_at) VALUES ('d', 1, 'r', 0)`
+        yield* insertAttempts(sql, [
+          ["d", "S-1"],
+          ["d", "S-2"]
+        ])
+        // a transaction that holds S-2, then (once the batch holds S-1 and waits for S-2) wants S-1: a deadlock,
+        // which Postgres breaks by ending one of the two, the batch or this transaction
+        const locked = yield* Deferred.make<void>()
+        const goOn = yield* Deferred.make<void>()
+        const holder = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              yield* sql`SELECT attempt FROM dex_attempts WHERE flow_id = 'd' AND step_execution_id = 'S-2' FOR UPDATE`
+              yield* Deferred.succeed(locked, undefined)
+              yield* Deferred.await(goOn)
+              yield* sql`UPDATE dex_attempts SET checkpoint = 'holder' WHERE flow_id = 'd' AND step_execution_id = 'S-1'`
+            })
+          )
+          .pipe(Effect.exit, Effect.forkScoped)
+        yield* Deferred.await(locked)
+        const batch = new HeartbeatBatch()
+        const beat = (step: string) =>
+          batch.submitFenced(
+            store,
+            { flow_id: "d", step_execution_id: step, attempt: 1, epoch: 1, at: 30, checkpoint: null },
+            undefined,
+            [row("d", step, 1, step)]
+          )
+        const beating = yield* Effect.all([beat("S-1"), beat("S-2")], { concurrency: "unbounded" }).pipe(
+          Effect.forkScoped
+        )
+        // the batch statement waits for S-2's row lock
+        yield* sql<{ n: unknown }>`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database()
+            AND wait_event_type = 'Lock' AND query LIKE '%json_to_recordset%' AND pid <> pg_backend_pid()`.pipe(
+          Effect.repeat({ until: (rows) => Number(rows[0]!.n) > 0, schedule: Schedule.spaced("20 millis") })
+        )
+        yield* Deferred.succeed(goOn, undefined)
+        const results = yield* Fiber.join(beating)
+        const held = yield* Fiber.join(holder)
+        assert.deepStrictEqual(results, [true, true])
+        if (held._tag === "Success") {
+          // the batch was the victim: it ran again after the transaction committed
+          assert.strictEqual(runs, 2)
+        } else {
+          // the transaction was: the batch went on
+          assert.strictEqual(runs, 1)
+          assert.isTrue(Cause.hasFails(held.cause), String(held.cause))
+          const error = Cause.squash(held.cause) as SqlError
+          assert.strictEqual(error.reason._tag, "DeadlockError")
+        }
+        assert.deepStrictEqual(yield* valuesOf(sql), ["S-1", "S-2"])
+        assert.deepStrictEqual(yield* attemptsOf(sql), [
+          ["d", "S-1", 30, 30],
+          ["d", "S-2", 30, 30]
+        ])
+      }).pipe(Effect.scoped, Effect.provide(layerTestDatabase)),
     120_000
   )
 })

@@ -9,6 +9,11 @@
 // Flow's shard lock (`requireLease`); both are inside its savepoint. The row lock is held until the group's
 // COMMIT, so a new owner's claim, which updates that row, waits for the COMMIT and then loads what it
 // committed; a lease check that fails rolls its savepoint back, and the other transitions of the group commit.
+//
+// Lock order: a group runs its transitions in Flow ID order (byte order; writes given without a Flow ID first,
+// in their order), and each writes its Flow's attempt rows in key order (`writeTransition`), so the attempt rows
+// a group locks come in key order, as those of a batched heartbeat (`recordHeartbeatsWithRows`): a group and a
+// batch that want the same attempts wait for each other instead of deadlocking.
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -16,19 +21,27 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import type { SqlError } from "effect/sql/SqlError"
 import { EngineStore } from "./store/EngineStore.ts"
+import { utf8Order } from "./store/rows.ts"
 
 interface Pending {
   readonly effect: Effect.Effect<unknown, unknown>
+  /** The Flow the write is for: the group runs its writes in this order. */
+  readonly key: string
   readonly done: Deferred.Deferred<unknown, unknown>
 }
 
 /** The most transitions one Postgres group holds. */
 export const PG_GROUP_LIMIT = 16
 
-/** Runs one transition's writes in a transaction, possibly shared with other Flows' transitions. */
+/**
+ * Runs one transition's writes in a transaction, possibly shared with other Flows' transitions: `flowId`, the
+ * Flow they write, orders the group's writes (Flow ID order; without it, before those with one).
+ */
 export class GroupCommit extends Context.Service<
   GroupCommit,
-  { readonly run: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError> }
+  {
+    readonly run: <A, E>(effect: Effect.Effect<A, E>, flowId?: string) => Effect.Effect<A, E | SqlError>
+  }
 >()("@durable-agent/engine/GroupCommit") {
   static readonly layer = Layer.effect(
     GroupCommit,
@@ -36,10 +49,12 @@ export class GroupCommit extends Context.Service<
       const store = yield* EngineStore
       const limit = store.dialect === "sqlite" ? Number.POSITIVE_INFINITY : PG_GROUP_LIMIT
       let pending: Array<Pending> = []
-      const flush = (batch: ReadonlyArray<Pending>) =>
+      const flush = (group: ReadonlyArray<Pending>) =>
         Effect.gen(function* () {
           // a flush scheduled for a group that already went when it filled up
-          if (batch.length === 0) return
+          if (group.length === 0) return
+          // in Flow ID order (a stable sort: writes of the same Flow keep theirs): the lock order
+          const batch = [...group].sort((a, b) => utf8Order(a.key, b.key))
           if (batch.length === 1) {
             const only = batch[0]!
             const exit = yield* Effect.exit(store.withTransaction(only.effect))
@@ -60,10 +75,10 @@ export class GroupCommit extends Context.Service<
         pending = []
         return flush(batch)
       })
-      const run = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError> =>
+      const run = <A, E>(effect: Effect.Effect<A, E>, flowId?: string): Effect.Effect<A, E | SqlError> =>
         Effect.suspend(() => {
           const done = Deferred.makeUnsafe<unknown, unknown>()
-          pending.push({ effect, done })
+          pending.push({ effect, key: flowId ?? "", done })
           let start: Effect.Effect<unknown> = Effect.void
           if (pending.length >= limit) {
             // a full Postgres group goes now; the next transition opens another

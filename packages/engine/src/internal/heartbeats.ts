@@ -10,9 +10,12 @@
 //   each tries again.
 // - Postgres (`submitFenced`): one statement that commits alone (`store.recordHeartbeatsWithRows`), as the single
 //   heartbeat's (`store.recordHeartbeatWithRows`): each attempt's heartbeat fenced by its owner row (share-locked)
-//   and by its shard lock in the UPDATE's WHERE, the rows of the attempts written, and the commit notices. A
-//   second heartbeat of the same attempt goes in the next statement; a database error fails the callers of that
-//   statement and of the ones after it, and each tries again.
+//   and by its shard lock, the rows of the attempts written, and the commit notices. A second heartbeat of the
+//   same attempt goes in the next statement. The statement locks its rows in key order, as the transitions do,
+//   so it does not deadlock with them or with another batch; should Postgres still end it as a deadlock victim
+//   (40P01: the statement rolled back whole, nothing of it written), it runs again, up to `DEADLOCK_TRIES`
+//   times. Any other database error fails the callers of that statement and of the ones after it, and each tries
+//   again.
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -41,6 +44,12 @@ interface Batch {
 /** Heartbeats per statement (six parameters each), and stream rows per INSERT (nine each). */
 const BEATS_PER_STATEMENT = 100
 const ROWS_PER_STATEMENT = 500
+
+/** How many times a Postgres batch statement runs when Postgres ends it as a deadlock victim (40P01). */
+const DEADLOCK_TRIES = 5
+
+/** Postgres ended the statement to break a deadlock (SQLSTATE 40P01): it rolled back, nothing of it was written. */
+const isDeadlock = (error: SqlError): boolean => error.reason._tag === "DeadlockError"
 
 const keyOf = (flowId: string, stepExecutionId: string, attempt: number) =>
   `${flowId}\u0000${stepExecutionId}\u0000${attempt}`
@@ -101,8 +110,8 @@ const writeBatch = (store: Store, pending: ReadonlyArray<Pending>) =>
 
 /**
  * The writes of one Postgres batch, one statement per round and chunk, each committing alone: resolves the
- * callers of each statement when it returns; a failed statement fails its callers and those of the statements
- * after it (nothing of theirs was written).
+ * callers of each statement when it returns; a statement ended as a deadlock victim runs again; a failed
+ * statement fails its callers and those of the statements after it (nothing of theirs was written).
  */
 const writeFencedBatch = (store: Store, pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
   Effect.gen(function* () {
@@ -111,7 +120,10 @@ const writeFencedBatch = (store: Store, pending: ReadonlyArray<Pending>): Effect
     for (let s = 0; s < statements.length; s++) {
       const chunk = statements[s]!
       const exit = yield* Effect.exit(
-        recordHeartbeatsWithRows(chunk.map((p) => ({ beat: p.beat, lease: p.lease, rows: p.rows })))
+        recordHeartbeatsWithRows(chunk.map((p) => ({ beat: p.beat, lease: p.lease, rows: p.rows }))).pipe(
+          // the statement commits alone, so a deadlock victim wrote nothing: running it again writes it once
+          Effect.retry({ while: isDeadlock, times: DEADLOCK_TRIES - 1 })
+        )
       )
       if (Exit.isFailure(exit)) {
         const failed = exit as Exit.Exit<never, SqlError>

@@ -413,7 +413,8 @@ const build = Effect.gen(function* () {
                 // statement with the commit notice to other processes (Postgres: delivered after COMMIT)
                 yield* store.requireLeaseAndNotify(flowId, owner)
                 return true
-              })
+              }),
+              flowId
             )
             .pipe(
               Effect.catchTag("LeaseLost", () => Effect.succeed(false)),

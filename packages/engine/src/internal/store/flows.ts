@@ -22,7 +22,8 @@ import {
   type ShardLease,
   type Sql,
   type StreamRow,
-  type TransitionBatch
+  type TransitionBatch,
+  utf8Order
 } from "./rows.ts"
 import { streamRowsInsert } from "./streams.ts"
 
@@ -165,8 +166,12 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
       ${sql.csv(STEP_COLUMNS.map((c) => sql`${sql(c)} = excluded.${sql(c)}`))}`
   }
   if (b.attempts.length > 0) {
-    // a start (or a start handed out again) stamps the attempt with this owner; a finish keeps who ran it
-    const stamped = b.attempts.map((a) => ({ ...a, runner: b.fence.runner, epoch: b.fence.epoch }))
+    // a start (or a start handed out again) stamps the attempt with this owner; a finish keeps who ran it. In key
+    // order (the rows are locked in the VALUES' order): the lock order of the batched heartbeats
+    // (`recordHeartbeatsWithRows`), so this transaction and a batch that want the same attempts do not deadlock
+    const stamped = [...b.attempts]
+      .sort((x, y) => utf8Order(x.step_execution_id, y.step_execution_id) || x.attempt - y.attempt)
+      .map((a) => ({ ...a, runner: b.fence.runner, epoch: b.fence.epoch }))
     yield* sql`INSERT INTO dex_attempts ${sql.insert(rows(stamped))} ON CONFLICT (flow_id, step_execution_id, attempt)
       DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
       error_type = excluded.error_type, detail = excluded.detail,
@@ -358,12 +363,20 @@ export interface FencedHeartbeat {
 
 /**
  * Postgres: the heartbeats with stream messages of several attempts as one statement, outside any transaction
- * (it commits alone), as {@link recordHeartbeatWithRows} is for one: each attempt's heartbeat is fenced in the
- * UPDATE's WHERE by its own owner row, share-locked (`FOR SHARE`) at its own epoch, and by its own shard lock,
- * which must not be another runner's (attempts of different shards each check theirs); the messages of the
- * attempts written are inserted in their order, the others' never; and one commit notice goes out per Flow
- * with a message written (`pg_notify` is transactional: with the statement's commit). Each attempt at most once.
+ * (it commits alone), as {@link recordHeartbeatWithRows} is for one: each attempt's heartbeat is fenced by its
+ * own owner row, share-locked (`FOR SHARE`) at its own epoch, and by its own shard lock, which must not be
+ * another runner's (attempts of different shards each check theirs); the messages of the attempts written are
+ * inserted in their order, the others' never; and one commit notice goes out per Flow with a message written
+ * (`pg_notify` is transactional: with the statement's commit). Each attempt at most once.
  * Returns the attempts it wrote (`flow_id`, `step_execution_id`, `attempt`): one it left out was refused.
+ *
+ * Lock order: the owner rows first, share-locked in `flow_id` order (`owners`), then the attempt rows, locked
+ * in key order, `(flow_id, step_execution_id, attempt)`, byte order (`locked`, `ORDER BY ... FOR NO KEY
+ * UPDATE`: Postgres sorts, then locks), before the UPDATE writes them (it then waits for no row). The
+ * transitions lock the same way (the group commit runs them in `flow_id` order, and `writeTransition` writes a
+ * Flow's attempts in key order), so two batches, or a batch and a group commit, that want the same attempt
+ * rows wait for each other instead of deadlocking. A share lock on an owner row waits only for a claim, which
+ * updates that one row in a statement of its own and waits for nothing while it holds it.
  */
 export const recordHeartbeatsWithRows = (sql: Sql, beats: ReadonlyArray<FencedHeartbeat>) => {
   const values = beats.map(({ beat, lease }) => ({
@@ -376,14 +389,27 @@ export const recordHeartbeatsWithRows = (sql: Sql, beats: ReadonlyArray<FencedHe
   return sql<{ flow_id: string; step_execution_id: string; attempt: unknown }>`WITH b AS (
       SELECT * FROM json_to_recordset(${JSON.stringify(values)}::json) AS x(flow_id text, step_execution_id text,
         attempt integer, epoch bigint, at bigint, checkpoint text, lease_app text, lease_class oid, lease_obj oid)),
-    beat AS (
-      UPDATE dex_attempts a SET heartbeat_at = b.at, output_at = COALESCE(a.output_at, b.at),
-        checkpoint = COALESCE(b.checkpoint, a.checkpoint)
-      FROM b WHERE a.flow_id = b.flow_id AND a.step_execution_id = b.step_execution_id AND a.attempt = b.attempt
-        AND EXISTS (SELECT 1 FROM dex_owners o WHERE o.flow_id = b.flow_id AND o.epoch = b.epoch FOR SHARE)
+    owners AS MATERIALIZED (
+      SELECT o.flow_id, o.epoch FROM dex_owners o JOIN (SELECT DISTINCT flow_id, epoch FROM b) k
+        ON o.flow_id = k.flow_id AND o.epoch = k.epoch
+      ORDER BY o.flow_id COLLATE "C"
+      FOR SHARE OF o),
+    locked AS MATERIALIZED (
+      SELECT a.flow_id, a.step_execution_id, a.attempt FROM dex_attempts a
+      JOIN b ON a.flow_id = b.flow_id AND a.step_execution_id = b.step_execution_id AND a.attempt = b.attempt
+      WHERE EXISTS (SELECT 1 FROM owners WHERE owners.flow_id = b.flow_id AND owners.epoch = b.epoch)
         AND (b.lease_app IS NULL OR NOT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
           WHERE l.locktype = 'advisory' AND l.granted AND l.classid = b.lease_class AND l.objid = b.lease_obj
           AND l.objsubid = 2 AND s.datname = current_database() AND s.application_name IS DISTINCT FROM b.lease_app))
+      ORDER BY a.flow_id COLLATE "C", a.step_execution_id COLLATE "C", a.attempt
+      FOR NO KEY UPDATE OF a),
+    beat AS (
+      UPDATE dex_attempts a SET heartbeat_at = b.at, output_at = COALESCE(a.output_at, b.at),
+        checkpoint = COALESCE(b.checkpoint, a.checkpoint)
+      FROM locked JOIN b ON b.flow_id = locked.flow_id AND b.step_execution_id = locked.step_execution_id
+        AND b.attempt = locked.attempt
+      WHERE a.flow_id = locked.flow_id AND a.step_execution_id = locked.step_execution_id
+        AND a.attempt = locked.attempt
       RETURNING a.flow_id, a.step_execution_id, a.attempt),
     written AS (
       INSERT INTO dex_stream (flow_type, stream, flow_id, step_execution_id, attempt, value, bytes, at, runner)

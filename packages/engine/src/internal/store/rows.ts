@@ -105,6 +105,18 @@ export interface AttemptRow {
 /** Postgres returns BIGINT columns as strings; every numeric column goes through this. */
 export const num = (v: unknown): number => Number(v)
 
+/** Byte order of UTF-8 strings (code point order), as Postgres's `COLLATE "C"` sorts them. */
+export const utf8Order = (x: string, y: string): number => {
+  const n = Math.min(x.length, y.length)
+  for (let i = 0; i < n; i++) {
+    const a = x.codePointAt(i)!
+    const b = y.codePointAt(i)!
+    if (a !== b) return a - b
+    if (a > 0xffff) i++
+  }
+  return x.length - y.length
+}
+
 /** A `dex_flows` row as the driver returned it, decoded. */
 export const normalizeFlow = (r: any): FlowRow => ({
   ...r,
