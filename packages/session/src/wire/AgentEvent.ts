@@ -14,7 +14,7 @@ import { AgentPlanStatus } from "./AgentPlan.ts"
 import { AgentUsage } from "./AgentState.ts"
 import { AgentToolCallFinalStatus } from "./AgentToolCall.ts"
 import { CancellationReason, Timestamp, ToolEffect } from "./Common.ts"
-import { withDefault } from "./internal.ts"
+import { wireStruct, withDefault } from "./internal.ts"
 
 /**
  * Every event type the session core writes ("Events"). Adapter-specific types carry an adapter prefix
@@ -83,13 +83,16 @@ const Attempt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
  * @category schemas
  * @since 0.1.0
  */
-export const AgentEventEnvelope = Schema.Struct({
-  type: Schema.String,
-  turnId: Schema.NullOr(Schema.String),
-  attempt: Attempt,
-  payload: Schema.String,
-  stepExecutionId: withDefault(Schema.String, "")
-}).pipe(Schema.encodeKeys(envelopeKeys))
+export const AgentEventEnvelope = wireStruct(
+  {
+    type: Schema.String,
+    turnId: Schema.NullOr(Schema.String),
+    attempt: Attempt,
+    payload: Schema.String,
+    stepExecutionId: withDefault(Schema.String, "")
+  },
+  envelopeKeys
+)
 /** @since 0.1.0 */
 export type AgentEventEnvelope = typeof AgentEventEnvelope.Type
 /** @since 0.1.0 */
@@ -115,9 +118,7 @@ export type TurnStartedPayload = typeof TurnStartedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const TurnCompletedPayload = Schema.Struct({ messageCount: Schema.Int }).pipe(
-  Schema.encodeKeys({ messageCount: "message_count" })
-)
+export const TurnCompletedPayload = wireStruct({ messageCount: Schema.Int }, { messageCount: "message_count" })
 /** @since 0.1.0 */
 export type TurnCompletedPayload = typeof TurnCompletedPayload.Type
 
@@ -138,10 +139,13 @@ export type TurnFailedPayload = typeof TurnFailedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const TurnSteeredPayload = Schema.Struct({
-  steeredMessageCount: Schema.Int,
-  messageCount: Schema.Int
-}).pipe(Schema.encodeKeys({ steeredMessageCount: "steered_message_count", messageCount: "message_count" }))
+export const TurnSteeredPayload = wireStruct(
+  {
+    steeredMessageCount: Schema.Int,
+    messageCount: Schema.Int
+  },
+  { steeredMessageCount: "steered_message_count", messageCount: "message_count" }
+)
 /** @since 0.1.0 */
 export type TurnSteeredPayload = typeof TurnSteeredPayload.Type
 
@@ -151,9 +155,7 @@ export type TurnSteeredPayload = typeof TurnSteeredPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const TurnCancelledPayload = Schema.Struct({ messageCount: Schema.Int }).pipe(
-  Schema.encodeKeys({ messageCount: "message_count" })
-)
+export const TurnCancelledPayload = wireStruct({ messageCount: Schema.Int }, { messageCount: "message_count" })
 /** @since 0.1.0 */
 export type TurnCancelledPayload = typeof TurnCancelledPayload.Type
 
@@ -173,10 +175,13 @@ export type TextDeltaPayload = typeof TextDeltaPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const ToolCallStartedPayload = Schema.Struct({
-  toolCallId: Schema.String,
-  toolName: Schema.String
-}).pipe(Schema.encodeKeys({ toolCallId: "tool_call_id", toolName: "tool_name" }))
+export const ToolCallStartedPayload = wireStruct(
+  {
+    toolCallId: Schema.String,
+    toolName: Schema.String
+  },
+  { toolCallId: "tool_call_id", toolName: "tool_name" }
+)
 /** @since 0.1.0 */
 export type ToolCallStartedPayload = typeof ToolCallStartedPayload.Type
 
@@ -186,11 +191,14 @@ export type ToolCallStartedPayload = typeof ToolCallStartedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const ToolCallFinishedPayload = Schema.Struct({
-  toolCallId: Schema.String,
-  toolName: Schema.String,
-  status: AgentToolCallFinalStatus
-}).pipe(Schema.encodeKeys({ toolCallId: "tool_call_id", toolName: "tool_name" }))
+export const ToolCallFinishedPayload = wireStruct(
+  {
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    status: AgentToolCallFinalStatus
+  },
+  { toolCallId: "tool_call_id", toolName: "tool_name" }
+)
 /** @since 0.1.0 */
 export type ToolCallFinishedPayload = typeof ToolCallFinishedPayload.Type
 
@@ -200,12 +208,15 @@ export type ToolCallFinishedPayload = typeof ToolCallFinishedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const ToolCallDeferredPayload = Schema.Struct({
-  toolCallId: Schema.String,
-  toolName: Schema.String,
-  effect: ToolEffect,
-  requiresApproval: Schema.Boolean
-}).pipe(Schema.encodeKeys({ toolCallId: "tool_call_id", toolName: "tool_name", requiresApproval: "requires_approval" }))
+export const ToolCallDeferredPayload = wireStruct(
+  {
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    effect: ToolEffect,
+    requiresApproval: Schema.Boolean
+  },
+  { toolCallId: "tool_call_id", toolName: "tool_name", requiresApproval: "requires_approval" }
+)
 /** @since 0.1.0 */
 export type ToolCallDeferredPayload = typeof ToolCallDeferredPayload.Type
 
@@ -215,22 +226,23 @@ export type ToolCallDeferredPayload = typeof ToolCallDeferredPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const InterruptRaisedPayload = Schema.Struct({
-  interruptId: Schema.String,
-  toolCallId: Schema.String,
-  toolName: Schema.String,
-  deadline: Schema.NullOr(Timestamp),
-  kind: AgentInterruptKind,
-  question: Schema.NullOr(Schema.String),
-  choices: Schema.Array(Schema.String),
-  allowsFreeText: Schema.Boolean
-}).pipe(
-  Schema.encodeKeys({
+export const InterruptRaisedPayload = wireStruct(
+  {
+    interruptId: Schema.String,
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    deadline: Schema.NullOr(Timestamp),
+    kind: AgentInterruptKind,
+    question: Schema.NullOr(Schema.String),
+    choices: Schema.Array(Schema.String),
+    allowsFreeText: Schema.Boolean
+  },
+  {
     interruptId: "interrupt_id",
     toolCallId: "tool_call_id",
     toolName: "tool_name",
     allowsFreeText: "allows_free_text"
-  })
+  }
 )
 /** @since 0.1.0 */
 export type InterruptRaisedPayload = typeof InterruptRaisedPayload.Type
@@ -242,19 +254,20 @@ export type InterruptRaisedPayload = typeof InterruptRaisedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const InterruptResolvedPayload = Schema.Struct({
-  interruptId: Schema.String,
-  approved: Schema.Boolean,
-  rejectionMessage: Schema.NullOr(Schema.String),
-  kind: AgentInterruptKind,
-  answered: Schema.Boolean,
-  cancellationReason: Schema.NullOr(CancellationReason)
-}).pipe(
-  Schema.encodeKeys({
+export const InterruptResolvedPayload = wireStruct(
+  {
+    interruptId: Schema.String,
+    approved: Schema.Boolean,
+    rejectionMessage: Schema.NullOr(Schema.String),
+    kind: AgentInterruptKind,
+    answered: Schema.Boolean,
+    cancellationReason: Schema.NullOr(CancellationReason)
+  },
+  {
     interruptId: "interrupt_id",
     rejectionMessage: "rejection_message",
     cancellationReason: "cancellation_reason"
-  })
+  }
 )
 /** @since 0.1.0 */
 export type InterruptResolvedPayload = typeof InterruptResolvedPayload.Type
@@ -265,11 +278,14 @@ export type InterruptResolvedPayload = typeof InterruptResolvedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const TimerStartedPayload = Schema.Struct({
-  toolCallId: Schema.String,
-  waitUntil: Timestamp,
-  reason: Schema.String
-}).pipe(Schema.encodeKeys({ toolCallId: "tool_call_id", waitUntil: "wait_until" }))
+export const TimerStartedPayload = wireStruct(
+  {
+    toolCallId: Schema.String,
+    waitUntil: Timestamp,
+    reason: Schema.String
+  },
+  { toolCallId: "tool_call_id", waitUntil: "wait_until" }
+)
 /** @since 0.1.0 */
 export type TimerStartedPayload = typeof TimerStartedPayload.Type
 
@@ -280,11 +296,14 @@ export type TimerStartedPayload = typeof TimerStartedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const PlanUpdatedPayload = Schema.Struct({
-  revision: Schema.Int,
-  status: AgentPlanStatus,
-  taskCount: Schema.Int
-}).pipe(Schema.encodeKeys({ taskCount: "task_count" }))
+export const PlanUpdatedPayload = wireStruct(
+  {
+    revision: Schema.Int,
+    status: AgentPlanStatus,
+    taskCount: Schema.Int
+  },
+  { taskCount: "task_count" }
+)
 /** @since 0.1.0 */
 export type PlanUpdatedPayload = typeof PlanUpdatedPayload.Type
 
@@ -304,11 +323,14 @@ export type PlanExecutionStartedPayload = typeof PlanExecutionStartedPayload.Typ
  * @category payloads
  * @since 0.1.0
  */
-export const ToolTaskStartedPayload = Schema.Struct({
-  toolCallId: Schema.String,
-  toolName: Schema.String,
-  taskId: Schema.String
-}).pipe(Schema.encodeKeys({ toolCallId: "tool_call_id", toolName: "tool_name", taskId: "task_id" }))
+export const ToolTaskStartedPayload = wireStruct(
+  {
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    taskId: Schema.String
+  },
+  { toolCallId: "tool_call_id", toolName: "tool_name", taskId: "task_id" }
+)
 /** @since 0.1.0 */
 export type ToolTaskStartedPayload = typeof ToolTaskStartedPayload.Type
 
@@ -328,8 +350,9 @@ export type UsageRecordedPayload = typeof UsageRecordedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const CompactionStartedPayload = Schema.Struct({ throughSequence: Schema.Int }).pipe(
-  Schema.encodeKeys({ throughSequence: "through_sequence" })
+export const CompactionStartedPayload = wireStruct(
+  { throughSequence: Schema.Int },
+  { throughSequence: "through_sequence" }
 )
 /** @since 0.1.0 */
 export type CompactionStartedPayload = typeof CompactionStartedPayload.Type
@@ -340,10 +363,13 @@ export type CompactionStartedPayload = typeof CompactionStartedPayload.Type
  * @category payloads
  * @since 0.1.0
  */
-export const CompactionFinishedPayload = Schema.Struct({
-  generation: Schema.Int,
-  throughSequence: Schema.Int
-}).pipe(Schema.encodeKeys({ throughSequence: "through_sequence" }))
+export const CompactionFinishedPayload = wireStruct(
+  {
+    generation: Schema.Int,
+    throughSequence: Schema.Int
+  },
+  { throughSequence: "through_sequence" }
+)
 /** @since 0.1.0 */
 export type CompactionFinishedPayload = typeof CompactionFinishedPayload.Type
 
@@ -352,13 +378,16 @@ export type CompactionFinishedPayload = typeof CompactionFinishedPayload.Type
 // ---------------------------------------------------------------------------------------------------------
 
 const makeEvent = <const T extends AgentEventType, P extends Schema.Top>(type: T, payload: P) =>
-  Schema.Struct({
-    type: Schema.Literal(type),
-    turnId: Schema.NullOr(Schema.String),
-    attempt: Attempt,
-    payload: Schema.fromJsonString(payload),
-    stepExecutionId: withDefault(Schema.String, "")
-  }).pipe(Schema.encodeKeys(envelopeKeys))
+  wireStruct(
+    {
+      type: Schema.Literal(type),
+      turnId: Schema.NullOr(Schema.String),
+      attempt: Attempt,
+      payload: Schema.fromJsonString(payload),
+      stepExecutionId: withDefault(Schema.String, "")
+    },
+    envelopeKeys
+  )
 
 /**
  * A `turn_started` event ("Events").
@@ -557,13 +586,16 @@ export type CompactionFinishedEvent = typeof CompactionFinishedEvent.Type
  * @category events
  * @since 0.1.0
  */
-export const AdapterAgentEvent = Schema.Struct({
-  type: AdapterAgentEventType,
-  turnId: Schema.NullOr(Schema.String),
-  attempt: Attempt,
-  payload: Schema.fromJsonString(Schema.JsonObject),
-  stepExecutionId: withDefault(Schema.String, "")
-}).pipe(Schema.encodeKeys(envelopeKeys))
+export const AdapterAgentEvent = wireStruct(
+  {
+    type: AdapterAgentEventType,
+    turnId: Schema.NullOr(Schema.String),
+    attempt: Attempt,
+    payload: Schema.fromJsonString(Schema.JsonObject),
+    stepExecutionId: withDefault(Schema.String, "")
+  },
+  envelopeKeys
+)
 /** @since 0.1.0 */
 export type AdapterAgentEvent = typeof AdapterAgentEvent.Type
 

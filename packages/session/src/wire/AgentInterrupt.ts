@@ -8,7 +8,7 @@
  */
 import * as Schema from "effect/Schema"
 import { JsonText, Timestamp } from "./Common.ts"
-import { withDefault } from "./internal.ts"
+import { wireStruct, withDefault } from "./internal.ts"
 
 /**
  * The kind of an interrupt ("Persistence schema", `AgentInterrupt.kind`).
@@ -28,25 +28,26 @@ export type AgentInterruptKind = typeof AgentInterruptKind.Type
  * @category schemas
  * @since 0.1.0
  */
-export const AgentInterrupt = Schema.Struct({
-  interruptId: Schema.String,
-  kind: AgentInterruptKind,
-  toolCallId: Schema.String,
-  toolName: Schema.String,
-  arguments: JsonText,
-  createdAt: Timestamp,
-  deadline: Schema.NullOr(Timestamp),
-  question: withDefault(Schema.NullOr(Schema.String), null),
-  choices: withDefault(Schema.Array(Schema.String), []),
-  allowsFreeText: withDefault(Schema.Boolean, true)
-}).pipe(
-  Schema.encodeKeys({
+export const AgentInterrupt = wireStruct(
+  {
+    interruptId: Schema.String,
+    kind: AgentInterruptKind,
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    arguments: JsonText,
+    createdAt: Timestamp,
+    deadline: Schema.NullOr(Timestamp),
+    question: withDefault(Schema.NullOr(Schema.String), null),
+    choices: withDefault(Schema.Array(Schema.String), []),
+    allowsFreeText: withDefault(Schema.Boolean, true)
+  },
+  {
     interruptId: "interrupt_id",
     toolCallId: "tool_call_id",
     toolName: "tool_name",
     createdAt: "created_at",
     allowsFreeText: "allows_free_text"
-  })
+  }
 )
 /** @since 0.1.0 */
 export type AgentInterrupt = typeof AgentInterrupt.Type
@@ -70,11 +71,14 @@ export type PendingInterrupts = typeof PendingInterrupts.Type
  * @category schemas
  * @since 0.1.0
  */
-export const AgentInterruptResolution = Schema.Struct({
-  approved: Schema.Boolean,
-  rejectionMessage: Schema.NullOr(Schema.String),
-  answer: withDefault(Schema.NullOr(Schema.String), null)
-}).pipe(Schema.encodeKeys({ rejectionMessage: "rejection_message" }))
+export const AgentInterruptResolution = wireStruct(
+  {
+    approved: Schema.Boolean,
+    rejectionMessage: Schema.NullOr(Schema.String),
+    answer: withDefault(Schema.NullOr(Schema.String), null)
+  },
+  { rejectionMessage: "rejection_message" }
+)
 /** @since 0.1.0 */
 export type AgentInterruptResolution = typeof AgentInterruptResolution.Type
 /** @since 0.1.0 */

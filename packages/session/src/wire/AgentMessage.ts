@@ -10,7 +10,7 @@
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
 import { JsonText, Timestamp } from "./Common.ts"
-import { withDefault } from "./internal.ts"
+import { wireStruct, withDefault } from "./internal.ts"
 
 /**
  * The role of a stored message ("Persistence schema", `AgentMessage.role`).
@@ -52,7 +52,7 @@ const agentMessageKeys = {
  * @category schemas
  * @since 0.1.0
  */
-export const AgentMessage = Schema.Struct(agentMessageFields).pipe(Schema.encodeKeys(agentMessageKeys))
+export const AgentMessage = wireStruct(agentMessageFields, agentMessageKeys)
 /** @since 0.1.0 */
 export type AgentMessage = typeof AgentMessage.Type
 /** @since 0.1.0 */
@@ -64,9 +64,7 @@ export type AgentMessageEncoded = typeof AgentMessage.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const UiAgentMessage = Schema.Struct(Struct.omit(agentMessageFields, ["frameworkItem"])).pipe(
-  Schema.encodeKeys(agentMessageKeys)
-)
+export const UiAgentMessage = wireStruct(Struct.omit(agentMessageFields, ["frameworkItem"]), agentMessageKeys)
 /** @since 0.1.0 */
 export type UiAgentMessage = typeof UiAgentMessage.Type
 /** @since 0.1.0 */
@@ -79,10 +77,13 @@ export type UiAgentMessageEncoded = typeof UiAgentMessage.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const AgentUserMessage = Schema.Struct({
-  text: Schema.String,
-  planMode: withDefault(Schema.Boolean, false)
-}).pipe(Schema.encodeKeys({ planMode: "plan_mode" }))
+export const AgentUserMessage = wireStruct(
+  {
+    text: Schema.String,
+    planMode: withDefault(Schema.Boolean, false)
+  },
+  { planMode: "plan_mode" }
+)
 /** @since 0.1.0 */
 export type AgentUserMessage = typeof AgentUserMessage.Type
 /** @since 0.1.0 */
@@ -95,10 +96,13 @@ export type AgentUserMessageEncoded = typeof AgentUserMessage.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const PendingUserMessage = Schema.Struct({
-  messageId: Schema.String,
-  message: AgentUserMessage
-}).pipe(Schema.encodeKeys({ messageId: "message_id" }))
+export const PendingUserMessage = wireStruct(
+  {
+    messageId: Schema.String,
+    message: AgentUserMessage
+  },
+  { messageId: "message_id" }
+)
 /** @since 0.1.0 */
 export type PendingUserMessage = typeof PendingUserMessage.Type
 /** @since 0.1.0 */
@@ -123,10 +127,13 @@ export type AgentMessageChunkEncoded = typeof AgentMessageChunk.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const AgentMessageChunkRange = Schema.Struct({
-  firstSequence: Schema.Int,
-  lastSequence: Schema.Int
-}).pipe(Schema.encodeKeys({ firstSequence: "first_sequence", lastSequence: "last_sequence" }))
+export const AgentMessageChunkRange = wireStruct(
+  {
+    firstSequence: Schema.Int,
+    lastSequence: Schema.Int
+  },
+  { firstSequence: "first_sequence", lastSequence: "last_sequence" }
+)
 /** @since 0.1.0 */
 export type AgentMessageChunkRange = typeof AgentMessageChunkRange.Type
 /** @since 0.1.0 */
@@ -139,11 +146,14 @@ export type AgentMessageChunkRangeEncoded = typeof AgentMessageChunkRange.Encode
  * @category schemas
  * @since 0.1.0
  */
-export const AgentMessageIndex = Schema.Struct({
-  chunks: Schema.Array(AgentMessageChunkRange),
-  firstSequence: Schema.Int,
-  windowFirstSequence: Schema.Int
-}).pipe(Schema.encodeKeys({ firstSequence: "first_sequence", windowFirstSequence: "window_first_sequence" }))
+export const AgentMessageIndex = wireStruct(
+  {
+    chunks: Schema.Array(AgentMessageChunkRange),
+    firstSequence: Schema.Int,
+    windowFirstSequence: Schema.Int
+  },
+  { firstSequence: "first_sequence", windowFirstSequence: "window_first_sequence" }
+)
 /** @since 0.1.0 */
 export type AgentMessageIndex = typeof AgentMessageIndex.Type
 /** @since 0.1.0 */

@@ -8,6 +8,7 @@
  */
 import * as Schema from "effect/Schema"
 import { Timestamp } from "./Common.ts"
+import { wireStruct } from "./internal.ts"
 
 /**
  * The status of an `AgentPlan` ("Persistence schema").
@@ -48,12 +49,15 @@ export type AgentPlanTask = typeof AgentPlanTask.Type
  * @category schemas
  * @since 0.1.0
  */
-export const AgentPlan = Schema.Struct({
-  revision: Schema.Int,
-  status: AgentPlanStatus,
-  tasks: Schema.Array(AgentPlanTask),
-  updatedAt: Timestamp
-}).pipe(Schema.encodeKeys({ updatedAt: "updated_at" }))
+export const AgentPlan = wireStruct(
+  {
+    revision: Schema.Int,
+    status: AgentPlanStatus,
+    tasks: Schema.Array(AgentPlanTask),
+    updatedAt: Timestamp
+  },
+  { updatedAt: "updated_at" }
+)
 /** @since 0.1.0 */
 export type AgentPlan = typeof AgentPlan.Type
 /** @since 0.1.0 */

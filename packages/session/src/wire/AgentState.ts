@@ -8,7 +8,7 @@
  */
 import * as Schema from "effect/Schema"
 import { InteractionMode, SessionSettings, Timestamp } from "./Common.ts"
-import { withDefault } from "./internal.ts"
+import { wireStruct, withDefault } from "./internal.ts"
 
 /**
  * The session's status ("Persistence schema", `AgentState.status`).
@@ -33,23 +33,24 @@ export type AgentStateStatus = typeof AgentStateStatus.Type
  * @category schemas
  * @since 0.1.0
  */
-export const AgentState = Schema.Struct({
-  status: AgentStateStatus,
-  turnCount: Schema.Int,
-  activeTurnId: Schema.NullOr(Schema.String),
-  nextMessageSequence: Schema.Int,
-  lastTurnError: Schema.NullOr(Schema.String),
-  interactionMode: withDefault(InteractionMode, "chat"),
-  acceptsTurnControl: withDefault(Schema.Boolean, false)
-}).pipe(
-  Schema.encodeKeys({
+export const AgentState = wireStruct(
+  {
+    status: AgentStateStatus,
+    turnCount: Schema.Int,
+    activeTurnId: Schema.NullOr(Schema.String),
+    nextMessageSequence: Schema.Int,
+    lastTurnError: Schema.NullOr(Schema.String),
+    interactionMode: withDefault(InteractionMode, "chat"),
+    acceptsTurnControl: withDefault(Schema.Boolean, false)
+  },
+  {
     turnCount: "turn_count",
     activeTurnId: "active_turn_id",
     nextMessageSequence: "next_message_sequence",
     lastTurnError: "last_turn_error",
     interactionMode: "interaction_mode",
     acceptsTurnControl: "accepts_turn_control"
-  })
+  }
 )
 /** @since 0.1.0 */
 export type AgentState = typeof AgentState.Type
@@ -63,20 +64,21 @@ export type AgentStateEncoded = typeof AgentState.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const AgentUsage = Schema.Struct({
-  modelCalls: Schema.Int,
-  inputTokens: Schema.Int,
-  outputTokens: Schema.Int,
-  cachedInputTokens: Schema.Int,
-  reasoningTokens: Schema.Int
-}).pipe(
-  Schema.encodeKeys({
+export const AgentUsage = wireStruct(
+  {
+    modelCalls: Schema.Int,
+    inputTokens: Schema.Int,
+    outputTokens: Schema.Int,
+    cachedInputTokens: Schema.Int,
+    reasoningTokens: Schema.Int
+  },
+  {
     modelCalls: "model_calls",
     inputTokens: "input_tokens",
     outputTokens: "output_tokens",
     cachedInputTokens: "cached_input_tokens",
     reasoningTokens: "reasoning_tokens"
-  })
+  }
 )
 /** @since 0.1.0 */
 export type AgentUsage = typeof AgentUsage.Type
@@ -90,10 +92,13 @@ export type AgentUsageEncoded = typeof AgentUsage.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const AgentSessionStartInput = Schema.Struct({
-  initialMessage: Schema.NullOr(Schema.String),
-  sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
-}).pipe(Schema.encodeKeys({ initialMessage: "initial_message", sessionSettings: "session_settings" }))
+export const AgentSessionStartInput = wireStruct(
+  {
+    initialMessage: Schema.NullOr(Schema.String),
+    sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
+  },
+  { initialMessage: "initial_message", sessionSettings: "session_settings" }
+)
 /** @since 0.1.0 */
 export type AgentSessionStartInput = typeof AgentSessionStartInput.Type
 /** @since 0.1.0 */
@@ -106,10 +111,13 @@ export type AgentSessionStartInputEncoded = typeof AgentSessionStartInput.Encode
  * @category schemas
  * @since 0.1.0
  */
-export const TurnSessionSettings = Schema.Struct({
-  turnId: Schema.String,
-  sessionSettings: SessionSettings
-}).pipe(Schema.encodeKeys({ turnId: "turn_id", sessionSettings: "session_settings" }))
+export const TurnSessionSettings = wireStruct(
+  {
+    turnId: Schema.String,
+    sessionSettings: SessionSettings
+  },
+  { turnId: "turn_id", sessionSettings: "session_settings" }
+)
 /** @since 0.1.0 */
 export type TurnSessionSettings = typeof TurnSessionSettings.Type
 /** @since 0.1.0 */
@@ -122,10 +130,13 @@ export type TurnSessionSettingsEncoded = typeof TurnSessionSettings.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const TurnReplySequence = Schema.Struct({
-  turnId: Schema.String,
-  sequence: Schema.Int
-}).pipe(Schema.encodeKeys({ turnId: "turn_id" }))
+export const TurnReplySequence = wireStruct(
+  {
+    turnId: Schema.String,
+    sequence: Schema.Int
+  },
+  { turnId: "turn_id" }
+)
 /** @since 0.1.0 */
 export type TurnReplySequence = typeof TurnReplySequence.Type
 /** @since 0.1.0 */
@@ -158,10 +169,13 @@ export type TurnControlRequest = typeof TurnControlRequest.Type
  * @category schemas
  * @since 0.1.0
  */
-export const TurnCancellationRequest = Schema.Struct({
-  turnId: Schema.String,
-  requestedAt: Timestamp
-}).pipe(Schema.encodeKeys({ turnId: "turn_id", requestedAt: "requested_at" }))
+export const TurnCancellationRequest = wireStruct(
+  {
+    turnId: Schema.String,
+    requestedAt: Timestamp
+  },
+  { turnId: "turn_id", requestedAt: "requested_at" }
+)
 /** @since 0.1.0 */
 export type TurnCancellationRequest = typeof TurnCancellationRequest.Type
 /** @since 0.1.0 */
@@ -174,9 +188,12 @@ export type TurnCancellationRequestEncoded = typeof TurnCancellationRequest.Enco
  * @category schemas
  * @since 0.1.0
  */
-export const CompactContextInput = Schema.Struct({
-  throughSequence: Schema.Int
-}).pipe(Schema.encodeKeys({ throughSequence: "through_sequence" }))
+export const CompactContextInput = wireStruct(
+  {
+    throughSequence: Schema.Int
+  },
+  { throughSequence: "through_sequence" }
+)
 /** @since 0.1.0 */
 export type CompactContextInput = typeof CompactContextInput.Type
 /** @since 0.1.0 */
@@ -199,13 +216,16 @@ export type RecordTurnFailureInput = typeof RecordTurnFailureInput.Type
  * @category schemas
  * @since 0.1.0
  */
-export const ContextSummary = Schema.Struct({
-  generation: Schema.Int,
-  firstSequence: Schema.Int,
-  lastSequence: Schema.Int,
-  text: Schema.String,
-  createdAt: Timestamp
-}).pipe(Schema.encodeKeys({ firstSequence: "first_sequence", lastSequence: "last_sequence", createdAt: "created_at" }))
+export const ContextSummary = wireStruct(
+  {
+    generation: Schema.Int,
+    firstSequence: Schema.Int,
+    lastSequence: Schema.Int,
+    text: Schema.String,
+    createdAt: Timestamp
+  },
+  { firstSequence: "first_sequence", lastSequence: "last_sequence", createdAt: "created_at" }
+)
 /** @since 0.1.0 */
 export type ContextSummary = typeof ContextSummary.Type
 /** @since 0.1.0 */

@@ -10,7 +10,7 @@
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
 import { CancellationReason, JsonText, Timestamp, ToolEffect } from "./Common.ts"
-import { withDefault } from "./internal.ts"
+import { wireStruct, withDefault } from "./internal.ts"
 
 const nonFinalStatuses = [
   "awaiting_approval",
@@ -96,12 +96,15 @@ export type QuestionResolution = typeof QuestionResolution.Type
  * @category schemas
  * @since 0.1.0
  */
-export const QuestionAnswer = Schema.Struct({
-  interruptId: Schema.String,
-  question: Schema.String,
-  answer: Schema.String,
-  resolution: withDefault(QuestionResolution, "answered")
-}).pipe(Schema.encodeKeys({ interruptId: "interrupt_id" }))
+export const QuestionAnswer = wireStruct(
+  {
+    interruptId: Schema.String,
+    question: Schema.String,
+    answer: Schema.String,
+    resolution: withDefault(QuestionResolution, "answered")
+  },
+  { interruptId: "interrupt_id" }
+)
 /** @since 0.1.0 */
 export type QuestionAnswer = typeof QuestionAnswer.Type
 /** @since 0.1.0 */
@@ -162,7 +165,7 @@ const agentToolCallKeys = {
  * @category schemas
  * @since 0.1.0
  */
-export const AgentToolCall = Schema.Struct(agentToolCallFields).pipe(Schema.encodeKeys(agentToolCallKeys))
+export const AgentToolCall = wireStruct(agentToolCallFields, agentToolCallKeys)
 /** @since 0.1.0 */
 export type AgentToolCall = typeof AgentToolCall.Type
 /** @since 0.1.0 */
@@ -175,15 +178,16 @@ export type AgentToolCallEncoded = typeof AgentToolCall.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const UiAgentToolCall = Schema.Struct(
+export const UiAgentToolCall = wireStruct(
   Struct.omit(agentToolCallFields, [
     "toolSourceReference",
     "traceContext",
     "inputContinuation",
     "inputAnswers",
     "taskAnswerPending"
-  ])
-).pipe(Schema.encodeKeys(agentToolCallKeys))
+  ]),
+  agentToolCallKeys
+)
 /** @since 0.1.0 */
 export type UiAgentToolCall = typeof UiAgentToolCall.Type
 /** @since 0.1.0 */
@@ -196,9 +200,12 @@ export type UiAgentToolCallEncoded = typeof UiAgentToolCall.Encoded
  * @category schemas
  * @since 0.1.0
  */
-export const ToolCallCompleted = Schema.Struct({
-  toolCallId: Schema.String
-}).pipe(Schema.encodeKeys({ toolCallId: "tool_call_id" }))
+export const ToolCallCompleted = wireStruct(
+  {
+    toolCallId: Schema.String
+  },
+  { toolCallId: "tool_call_id" }
+)
 /** @since 0.1.0 */
 export type ToolCallCompleted = typeof ToolCallCompleted.Type
 /** @since 0.1.0 */

@@ -13,7 +13,7 @@ import { AgentPlan } from "./AgentPlan.ts"
 import { AgentState, AgentUsage, ContextSummary } from "./AgentState.ts"
 import { AgentToolCall, UiAgentToolCall } from "./AgentToolCall.ts"
 import { SessionSettings } from "./Common.ts"
-import { withDefault } from "./internal.ts"
+import { wireStruct, withDefault } from "./internal.ts"
 
 /**
  * Input of `execute_plan`: the plan revision the user approves ("RPCs"; "Persistence schema").
@@ -32,10 +32,13 @@ export type ExecutePlanRequest = typeof ExecutePlanRequest.Type
  * @category requests
  * @since 0.1.0
  */
-export const SteerUserMessageRequest = Schema.Struct({
-  messageId: Schema.NullOr(Schema.String),
-  text: Schema.NullOr(Schema.String)
-}).pipe(Schema.encodeKeys({ messageId: "message_id" }))
+export const SteerUserMessageRequest = wireStruct(
+  {
+    messageId: Schema.NullOr(Schema.String),
+    text: Schema.NullOr(Schema.String)
+  },
+  { messageId: "message_id" }
+)
 /** @since 0.1.0 */
 export type SteerUserMessageRequest = typeof SteerUserMessageRequest.Type
 /** @since 0.1.0 */
@@ -47,9 +50,12 @@ export type SteerUserMessageRequestEncoded = typeof SteerUserMessageRequest.Enco
  * @category requests
  * @since 0.1.0
  */
-export const DeleteQueuedMessageRequest = Schema.Struct({
-  messageId: Schema.String
-}).pipe(Schema.encodeKeys({ messageId: "message_id" }))
+export const DeleteQueuedMessageRequest = wireStruct(
+  {
+    messageId: Schema.String
+  },
+  { messageId: "message_id" }
+)
 /** @since 0.1.0 */
 export type DeleteQueuedMessageRequest = typeof DeleteQueuedMessageRequest.Type
 /** @since 0.1.0 */
@@ -61,9 +67,12 @@ export type DeleteQueuedMessageRequestEncoded = typeof DeleteQueuedMessageReques
  * @category requests
  * @since 0.1.0
  */
-export const CancelTurnRequest = Schema.Struct({
-  turnId: Schema.NullOr(Schema.String)
-}).pipe(Schema.encodeKeys({ turnId: "turn_id" }))
+export const CancelTurnRequest = wireStruct(
+  {
+    turnId: Schema.NullOr(Schema.String)
+  },
+  { turnId: "turn_id" }
+)
 /** @since 0.1.0 */
 export type CancelTurnRequest = typeof CancelTurnRequest.Type
 /** @since 0.1.0 */
@@ -76,9 +85,12 @@ export type CancelTurnRequestEncoded = typeof CancelTurnRequest.Encoded
  * @category requests
  * @since 0.1.0
  */
-export const UpdateSessionSettingsRequest = Schema.Struct({
-  sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
-}).pipe(Schema.encodeKeys({ sessionSettings: "session_settings" }))
+export const UpdateSessionSettingsRequest = wireStruct(
+  {
+    sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
+  },
+  { sessionSettings: "session_settings" }
+)
 /** @since 0.1.0 */
 export type UpdateSessionSettingsRequest = typeof UpdateSessionSettingsRequest.Type
 /** @since 0.1.0 */
@@ -91,11 +103,14 @@ export type UpdateSessionSettingsRequestEncoded = typeof UpdateSessionSettingsRe
  * @category requests
  * @since 0.1.0
  */
-export const ResolveInterruptRequest = Schema.Struct({
-  interruptId: Schema.String,
-  approved: Schema.Boolean,
-  rejectionMessage: Schema.NullOr(Schema.String)
-}).pipe(Schema.encodeKeys({ interruptId: "interrupt_id", rejectionMessage: "rejection_message" }))
+export const ResolveInterruptRequest = wireStruct(
+  {
+    interruptId: Schema.String,
+    approved: Schema.Boolean,
+    rejectionMessage: Schema.NullOr(Schema.String)
+  },
+  { interruptId: "interrupt_id", rejectionMessage: "rejection_message" }
+)
 /** @since 0.1.0 */
 export type ResolveInterruptRequest = typeof ResolveInterruptRequest.Type
 /** @since 0.1.0 */
@@ -107,10 +122,13 @@ export type ResolveInterruptRequestEncoded = typeof ResolveInterruptRequest.Enco
  * @category requests
  * @since 0.1.0
  */
-export const AnswerQuestionRequest = Schema.Struct({
-  interruptId: Schema.String,
-  answer: Schema.String
-}).pipe(Schema.encodeKeys({ interruptId: "interrupt_id" }))
+export const AnswerQuestionRequest = wireStruct(
+  {
+    interruptId: Schema.String,
+    answer: Schema.String
+  },
+  { interruptId: "interrupt_id" }
+)
 /** @since 0.1.0 */
 export type AnswerQuestionRequest = typeof AnswerQuestionRequest.Type
 /** @since 0.1.0 */
@@ -123,10 +141,13 @@ export type AnswerQuestionRequestEncoded = typeof AnswerQuestionRequest.Encoded
  * @category requests
  * @since 0.1.0
  */
-export const ListAgentMessagesRequest = Schema.Struct({
-  beforeSequence: Schema.NullOr(Schema.Int),
-  limit: withDefault(Schema.Int, 50)
-}).pipe(Schema.encodeKeys({ beforeSequence: "before_sequence" }))
+export const ListAgentMessagesRequest = wireStruct(
+  {
+    beforeSequence: Schema.NullOr(Schema.Int),
+    limit: withDefault(Schema.Int, 50)
+  },
+  { beforeSequence: "before_sequence" }
+)
 /** @since 0.1.0 */
 export type ListAgentMessagesRequest = typeof ListAgentMessagesRequest.Type
 /** @since 0.1.0 */
@@ -139,12 +160,13 @@ export type ListAgentMessagesRequestEncoded = typeof ListAgentMessagesRequest.En
  * @category responses
  * @since 0.1.0
  */
-export const AgentMessagesPage = Schema.Struct({
-  messages: Schema.Array(AgentMessage),
-  nextBeforeSequence: Schema.NullOr(Schema.Int),
-  deletedBeforeSequence: Schema.NullOr(Schema.Int)
-}).pipe(
-  Schema.encodeKeys({ nextBeforeSequence: "next_before_sequence", deletedBeforeSequence: "deleted_before_sequence" })
+export const AgentMessagesPage = wireStruct(
+  {
+    messages: Schema.Array(AgentMessage),
+    nextBeforeSequence: Schema.NullOr(Schema.Int),
+    deletedBeforeSequence: Schema.NullOr(Schema.Int)
+  },
+  { nextBeforeSequence: "next_before_sequence", deletedBeforeSequence: "deleted_before_sequence" }
 )
 /** @since 0.1.0 */
 export type AgentMessagesPage = typeof AgentMessagesPage.Type
@@ -169,19 +191,22 @@ const snapshotKeys = {
  * @category responses
  * @since 0.1.0
  */
-export const AgentSnapshot = Schema.Struct({
-  state: Schema.NullOr(AgentState),
-  messages: Schema.Array(AgentMessage),
-  pendingInterrupts: Schema.Array(AgentInterrupt),
-  toolCalls: Schema.Array(AgentToolCall),
-  usage: AgentUsage,
-  queuedMessageCount: Schema.Int,
-  plan: withDefault(Schema.NullOr(AgentPlan), null),
-  queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
-  steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
-  contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
-  sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
-}).pipe(Schema.encodeKeys(snapshotKeys))
+export const AgentSnapshot = wireStruct(
+  {
+    state: Schema.NullOr(AgentState),
+    messages: Schema.Array(AgentMessage),
+    pendingInterrupts: Schema.Array(AgentInterrupt),
+    toolCalls: Schema.Array(AgentToolCall),
+    usage: AgentUsage,
+    queuedMessageCount: Schema.Int,
+    plan: withDefault(Schema.NullOr(AgentPlan), null),
+    queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
+    steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
+    contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
+    sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
+  },
+  snapshotKeys
+)
 /** @since 0.1.0 */
 export type AgentSnapshot = typeof AgentSnapshot.Type
 /** @since 0.1.0 */
@@ -195,19 +220,22 @@ export type AgentSnapshotEncoded = typeof AgentSnapshot.Encoded
  * @category responses
  * @since 0.1.0
  */
-export const UiAgentSnapshot = Schema.Struct({
-  state: Schema.NullOr(AgentState),
-  messages: Schema.Array(UiAgentMessage),
-  pendingInterrupts: Schema.Array(AgentInterrupt),
-  toolCalls: Schema.Array(UiAgentToolCall),
-  usage: AgentUsage,
-  queuedMessageCount: Schema.Int,
-  plan: withDefault(Schema.NullOr(AgentPlan), null),
-  queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
-  steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
-  contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
-  sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
-}).pipe(Schema.encodeKeys(snapshotKeys))
+export const UiAgentSnapshot = wireStruct(
+  {
+    state: Schema.NullOr(AgentState),
+    messages: Schema.Array(UiAgentMessage),
+    pendingInterrupts: Schema.Array(AgentInterrupt),
+    toolCalls: Schema.Array(UiAgentToolCall),
+    usage: AgentUsage,
+    queuedMessageCount: Schema.Int,
+    plan: withDefault(Schema.NullOr(AgentPlan), null),
+    queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
+    steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
+    contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
+    sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
+  },
+  snapshotKeys
+)
 /** @since 0.1.0 */
 export type UiAgentSnapshot = typeof UiAgentSnapshot.Type
 /** @since 0.1.0 */

@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { wireStruct } from "./internal.ts"
 
 /**
  * Output of an answered `ask_user` call: `{"status":"answered","answer":"<text>"}` ("Session Flow
@@ -40,11 +41,14 @@ export const AskUserAnsweredResultJson = Schema.fromJsonString(AskUserAnsweredRe
  * @category schemas
  * @since 0.1.0
  */
-export const DurableWaitCompletedResult = Schema.Struct({
-  status: Schema.Literal("completed"),
-  waitedSeconds: Schema.Int,
-  reason: Schema.String
-}).pipe(Schema.encodeKeys({ waitedSeconds: "waited_seconds" }))
+export const DurableWaitCompletedResult = wireStruct(
+  {
+    status: Schema.Literal("completed"),
+    waitedSeconds: Schema.Int,
+    reason: Schema.String
+  },
+  { waitedSeconds: "waited_seconds" }
+)
 /** @since 0.1.0 */
 export type DurableWaitCompletedResult = typeof DurableWaitCompletedResult.Type
 
@@ -64,11 +68,14 @@ export const DurableWaitCompletedResultJson = Schema.fromJsonString(DurableWaitC
  * @since 0.1.0
  */
 export const WriteTodosResult = Schema.Union([
-  Schema.Struct({
-    status: Schema.Literal("updated"),
-    revision: Schema.Int,
-    taskCount: Schema.Int
-  }).pipe(Schema.encodeKeys({ taskCount: "task_count" })),
+  wireStruct(
+    {
+      status: Schema.Literal("updated"),
+      revision: Schema.Int,
+      taskCount: Schema.Int
+    },
+    { taskCount: "task_count" }
+  ),
   Schema.Struct({
     status: Schema.Literal("cleared"),
     revision: Schema.Int
