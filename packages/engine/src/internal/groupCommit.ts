@@ -10,10 +10,12 @@
 // COMMIT, so a new owner's claim, which updates that row, waits for the COMMIT and then loads what it
 // committed; a lease check that fails rolls its savepoint back, and the other transitions of the group commit.
 //
-// Lock order: a group runs its transitions in Flow ID order (byte order; writes given without a Flow ID first,
-// in their order), and each writes its Flow's attempt rows in key order (`writeTransition`), so the attempt rows
-// a group locks come in key order, as those of a batched heartbeat (`recordHeartbeatsWithRows`): a group and a
-// batch that want the same attempts wait for each other instead of deadlocking.
+// Lock order (Postgres): a group runs its writes in Flow ID order (byte order, a stable sort: a Flow's
+// transitions and stream writes keep the order they arrived in; writes given without a Flow ID first), and each
+// transition writes its Flow's attempt rows in key order (`writeTransition`), so the attempt rows a group locks
+// come in key order, as those of a batched heartbeat (`recordHeartbeatsWithRows`): a group and a batch that want
+// the same attempts wait for each other instead of deadlocking. SQLite has one writer and no row locks: its
+// groups keep their arrival order (sorting them reordered a turn's writes and cost it two statements).
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -48,13 +50,15 @@ export class GroupCommit extends Context.Service<
     Effect.gen(function* () {
       const store = yield* EngineStore
       const limit = store.dialect === "sqlite" ? Number.POSITIVE_INFINITY : PG_GROUP_LIMIT
+      const ordered = store.dialect !== "sqlite"
       let pending: Array<Pending> = []
       const flush = (group: ReadonlyArray<Pending>) =>
         Effect.gen(function* () {
           // a flush scheduled for a group that already went when it filled up
           if (group.length === 0) return
-          // in Flow ID order (a stable sort: writes of the same Flow keep theirs): the lock order
-          const batch = [...group].sort((a, b) => utf8Order(a.key, b.key))
+          // Postgres: in Flow ID order (a stable sort: writes of the same Flow keep theirs), the lock order. SQLite
+          // has one writer and no row locks: its group keeps the order the writes arrived in.
+          const batch = ordered ? [...group].sort((a, b) => utf8Order(a.key, b.key)) : group
           if (batch.length === 1) {
             const only = batch[0]!
             const exit = yield* Effect.exit(store.withTransaction(only.effect))

@@ -291,7 +291,9 @@ export interface WriteTarget {
    * Runs a write in a transaction: the owner's group commit, so the writes of attempts that start together
    * (a turn's parallel tool calls announcing themselves) share one SQLite transaction.
    */
-  readonly transact: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
+  /** Runs a write in a transaction (the owner's group commit); `flowId` keeps it in order with its Flow's other
+   * writes of the same group (Postgres orders a group by Flow ID). */
+  readonly transact: <A, E>(effect: Effect.Effect<A, E>, flowId?: string) => Effect.Effect<A, E | SqlError>
   readonly fence: Fence
   readonly budget: StreamBudget
   /** This process's commit notices: a written message wakes the Flow's readers. */
@@ -397,7 +399,8 @@ const writeMessages = <A>(
           if (rows.length > 0) yield* store.requireLeaseAndNotify(t.flowId, fence)
           else yield* store.requireLease(t.flowId, fence)
           return "written" as const
-        })
+        }),
+        t.flowId
       )
       .pipe(Effect.catchTag("LeaseLost", () => Effect.succeed("fenced" as const)))
     const oneStatement = store.recordHeartbeatWithRows
