@@ -183,6 +183,21 @@ const snapshotKeys = {
   sessionSettings: "session_settings"
 } as const
 
+/** The fields of `AgentSnapshot` (and, with the UI forms of two, `UiAgentSnapshot`), in their wire order. */
+const snapshotFields = {
+  state: Schema.NullOr(AgentState),
+  messages: Schema.Array(AgentMessage),
+  pendingInterrupts: Schema.Array(AgentInterrupt),
+  toolCalls: Schema.Array(AgentToolCall),
+  usage: AgentUsage,
+  queuedMessageCount: Schema.Int,
+  plan: withDefault(Schema.NullOr(AgentPlan), null),
+  queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
+  steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
+  contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
+  sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
+}
+
 /**
  * Output of `get_agent_snapshot` ("RPCs"; "Persistence schema"). `state` is `null` until
  * `StartAgentSession` commits; `plan`, `queued_messages`, `steered_messages`, `context_summary` and
@@ -191,22 +206,7 @@ const snapshotKeys = {
  * @category responses
  * @since 0.1.0
  */
-export const AgentSnapshot = wireStruct(
-  {
-    state: Schema.NullOr(AgentState),
-    messages: Schema.Array(AgentMessage),
-    pendingInterrupts: Schema.Array(AgentInterrupt),
-    toolCalls: Schema.Array(AgentToolCall),
-    usage: AgentUsage,
-    queuedMessageCount: Schema.Int,
-    plan: withDefault(Schema.NullOr(AgentPlan), null),
-    queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
-    steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
-    contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
-    sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
-  },
-  snapshotKeys
-)
+export const AgentSnapshot = wireStruct(snapshotFields, snapshotKeys)
 /** @since 0.1.0 */
 export type AgentSnapshot = typeof AgentSnapshot.Type
 /** @since 0.1.0 */
@@ -221,19 +221,8 @@ export type AgentSnapshotEncoded = typeof AgentSnapshot.Encoded
  * @since 0.1.0
  */
 export const UiAgentSnapshot = wireStruct(
-  {
-    state: Schema.NullOr(AgentState),
-    messages: Schema.Array(UiAgentMessage),
-    pendingInterrupts: Schema.Array(AgentInterrupt),
-    toolCalls: Schema.Array(UiAgentToolCall),
-    usage: AgentUsage,
-    queuedMessageCount: Schema.Int,
-    plan: withDefault(Schema.NullOr(AgentPlan), null),
-    queuedMessages: withDefault(Schema.Array(PendingUserMessage), []),
-    steeredMessages: withDefault(Schema.Array(PendingUserMessage), []),
-    contextSummary: withDefault(Schema.NullOr(ContextSummary), null),
-    sessionSettings: withDefault(Schema.NullOr(SessionSettings), null)
-  },
+  // the same fields in the same order, with the UI forms of the messages and tool calls
+  { ...snapshotFields, messages: Schema.Array(UiAgentMessage), toolCalls: Schema.Array(UiAgentToolCall) },
   snapshotKeys
 )
 /** @since 0.1.0 */
