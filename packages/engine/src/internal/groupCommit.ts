@@ -36,8 +36,9 @@ interface Pending {
 export const PG_GROUP_LIMIT = 16
 
 /**
- * Runs one transition's writes in a transaction, possibly shared with other Flows' transitions: `flowId`, the
- * Flow they write, orders the group's writes (Flow ID order; without it, before those with one).
+ * Runs one transition's writes in a transaction, possibly shared with other Flows' transitions: on Postgres
+ * `flowId`, the Flow they write, orders the group's writes (Flow ID order; without it, before those with one);
+ * a SQLite group keeps its arrival order.
  */
 export class GroupCommit extends Context.Service<
   GroupCommit,
