@@ -37,6 +37,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { SqlClient } from "effect/sql"
+import * as StoredValues from "../../engine/src/internal/store/values.ts"
 import { createTestDatabase } from "../../engine/test/support/postgres.ts"
 import { OUTCOME_UNKNOWN_TEXT, settleEvents } from "../src/wire/index.ts"
 import { sessionIds, TOOL_EFFECTS } from "./scenario.ts"
@@ -180,15 +181,16 @@ export interface Durable {
 const readDurable = (sessions: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const attrs = yield* sql<{
+    // a large value is stored compressed on SQLite (the engine's `internal/store/values.ts`): read as the engine does
+    const attrs = yield* StoredValues.compressed.decodeRows(sql<{
       flow_id: string
       name: string
       key: string
-      value: string | null
+      value: StoredValues.StoredValue
     }>`SELECT a.flow_id, a.name, a.key, a.value
       FROM dex_attrs a WHERE a.name IN ('AgentState', 'AgentToolCalls', 'AgentMessages', 'AgentMessageChunks',
         'AgentMessageIndex') AND a.version = (SELECT MAX(b.version)
-      FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`
+      FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)`)
     const stream = yield* sql<{
       flow_id: string
       step_execution_id: string

@@ -40,20 +40,20 @@ export interface EngineStoreShape {
   readonly loadFlow: Op<typeof Flows.loadFlow>
   readonly loadStep: Op<typeof Flows.loadStep>
   readonly loadAttempt: Op<typeof Flows.loadAttempt>
-  readonly loadAttrVersions: Op<typeof Flows.loadAttrVersions>
+  readonly loadAttrVersions: OpD<typeof Flows.loadAttrVersions>
   readonly loadMessages: Op<typeof Flows.loadMessages>
   readonly loadActiveSteps: Op<typeof Flows.loadActiveSteps>
   readonly loadOpenAttempts: Op<typeof Flows.loadOpenAttempts>
   readonly loadReachedSteps: Op<typeof Flows.loadReachedSteps>
   readonly loadFlowStarted: Op<typeof Flows.loadFlowStarted>
   readonly loadCheckpoint: Op<typeof Flows.loadCheckpoint>
-  readonly loadAttribute: Op<typeof Flows.loadAttribute>
+  readonly loadAttribute: OpD<typeof Flows.loadAttribute>
   /** The query path's read of a Flow's committed state (one statement). */
-  readonly loadCommittedState: Op<typeof Flows.loadCommittedState>
+  readonly loadCommittedState: OpD<typeof Flows.loadCommittedState>
   /** The query path's first statement of a lazy read: everything but the lazily read AttributeMaps. */
-  readonly loadCommittedAttributes: Op<typeof Flows.loadCommittedAttributes>
+  readonly loadCommittedAttributes: OpD<typeof Flows.loadCommittedAttributes>
   /** The query path's read of the keys and maps a handler asked for, with their stored versions. */
-  readonly loadCommittedAttributesOf: Op<typeof Flows.loadCommittedAttributesOf>
+  readonly loadCommittedAttributesOf: OpD<typeof Flows.loadCommittedAttributesOf>
   readonly loadOpenSteps: Op<typeof Flows.loadOpenSteps>
   /** One transition's writes; the caller holds the transaction. `false` when the fence refused it. */
   readonly writeTransition: OpD<typeof Flows.writeTransition>
@@ -126,7 +126,7 @@ export interface EngineStoreShape {
   readonly loadCounters: Op<typeof Inspection.loadCounters>
   readonly stepStored: Op<typeof Inspection.stepStored>
   readonly stepInputs: Op<typeof Inspection.stepInputs>
-  readonly attributeVersions: Op<typeof Inspection.attributeVersions>
+  readonly attributeVersions: OpD<typeof Inspection.attributeVersions>
   readonly streamMessages: Op<typeof Inspection.streamMessages>
   readonly ping: Effect.Effect<void, SqlError>
 }
@@ -138,21 +138,21 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     dialect: d.dialect,
     withTransaction: sql.withTransaction,
     migrate: Schema.migrate(sql, d),
-    verify: Schema.verify(sql),
+    verify: Schema.verify(sql, d),
     loadFlow: (...a) => Flows.loadFlow(sql, ...a),
     loadStep: (...a) => Flows.loadStep(sql, ...a),
     loadAttempt: (...a) => Flows.loadAttempt(sql, ...a),
-    loadAttrVersions: (...a) => Flows.loadAttrVersions(sql, ...a),
+    loadAttrVersions: (...a) => Flows.loadAttrVersions(sql, d, ...a),
     loadMessages: (...a) => Flows.loadMessages(sql, ...a),
     loadActiveSteps: (...a) => Flows.loadActiveSteps(sql, ...a),
     loadOpenAttempts: (...a) => Flows.loadOpenAttempts(sql, ...a),
     loadReachedSteps: (...a) => Flows.loadReachedSteps(sql, ...a),
     loadFlowStarted: (...a) => Flows.loadFlowStarted(sql, ...a),
     loadCheckpoint: (...a) => Flows.loadCheckpoint(sql, ...a),
-    loadAttribute: (...a) => Flows.loadAttribute(sql, ...a),
-    loadCommittedState: (...a) => Flows.loadCommittedState(sql, ...a),
-    loadCommittedAttributes: (...a) => Flows.loadCommittedAttributes(sql, ...a),
-    loadCommittedAttributesOf: (...a) => Flows.loadCommittedAttributesOf(sql, ...a),
+    loadAttribute: (...a) => Flows.loadAttribute(sql, d, ...a),
+    loadCommittedState: (...a) => Flows.loadCommittedState(sql, d, ...a),
+    loadCommittedAttributes: (...a) => Flows.loadCommittedAttributes(sql, d, ...a),
+    loadCommittedAttributesOf: (...a) => Flows.loadCommittedAttributesOf(sql, d, ...a),
     loadOpenSteps: (...a) => Flows.loadOpenSteps(sql, ...a),
     writeTransition: (...a) => Flows.writeTransition(sql, d, ...a),
     deleteRun: (...a) => Flows.deleteRun(sql, ...a),
@@ -190,7 +190,7 @@ export const makeWith = (sql: Sql): EngineStoreShape => {
     loadCounters: (...a) => Inspection.loadCounters(sql, ...a),
     stepStored: (...a) => Inspection.stepStored(sql, ...a),
     stepInputs: (...a) => Inspection.stepInputs(sql, ...a),
-    attributeVersions: (...a) => Inspection.attributeVersions(sql, ...a),
+    attributeVersions: (...a) => Inspection.attributeVersions(sql, d, ...a),
     streamMessages: (...a) => Inspection.streamMessages(sql, ...a),
     ping: Inspection.ping(sql)
   }

@@ -8,6 +8,7 @@ import type { EngineError } from "../../Errors.ts"
 import { make as makePg } from "./pg.ts"
 import type { Fence } from "./rows.ts"
 import { make as makeSqlite } from "./sqlite.ts"
+import type { ValueCodec } from "./values.ts"
 
 /** The SQL differences of one database. */
 export interface Driver {
@@ -26,6 +27,22 @@ export interface Driver {
    * overflow pages). A table made before keeps its layout (the statements are the same). Empty on Postgres.
    */
   readonly keyedTable: string
+  /**
+   * How attribute values are stored (`values.ts`): on SQLite a large value compressed, as a BLOB; on Postgres as
+   * TEXT (TOAST compresses it).
+   */
+  readonly values: ValueCodec
+  /**
+   * The schema version this engine writes in `dex_meta` and reads: `SCHEMA_VERSION` on Postgres; on SQLite one
+   * more, "4", the version-3 tables with large attribute values compressed (`values`), so that an engine of an
+   * earlier release refuses the file at start instead of reading a compressed value as text.
+   */
+  readonly schemaVersion: string
+  /**
+   * An earlier schema version whose database this engine reads as it is and upgrades by its version number alone
+   * (SQLite: "3", whose values are all TEXT); none on Postgres.
+   */
+  readonly readsAlso: string | undefined
   /** The names of the database's tables (`n`). */
   readonly tableNames: Effect.Effect<ReadonlyArray<{ readonly n: string }>, SqlError>
   /**

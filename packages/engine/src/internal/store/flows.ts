@@ -26,6 +26,7 @@ import {
   utf8Order
 } from "./rows.ts"
 import { streamRowsInsert } from "./streams.ts"
+import type { StoredValue } from "./values.ts"
 
 export const loadFlow = (sql: Sql, flowId: string) =>
   Effect.map(sql`SELECT * FROM dex_flows WHERE flow_id = ${flowId}`, (rows) =>
@@ -61,15 +62,25 @@ export const loadOpenSteps = (sql: Sql, flowId: string) =>
     WHERE flow_id = ${flowId} AND status IN ('waiting', 'ready', 'running') ORDER BY seq`
 
 /** Every stored attribute version of a Flow (at or below `atMost`, when given), oldest first. */
-export const loadAttrVersions = (sql: Sql, flowId: string, atMost?: number) =>
+export const loadAttrVersions = (sql: Sql, d: Driver, flowId: string, atMost?: number) =>
   Effect.map(
-    atMost === undefined
-      ? sql<any>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY version`
-      : sql<any>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} AND version <= ${atMost}
-          ORDER BY version`,
+    d.values.decodeRows(
+      atMost === undefined
+        ? sql<StoredAttrRow>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY version`
+        : sql<StoredAttrRow>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId}
+            AND version <= ${atMost} ORDER BY version`
+    ),
     (rows): Array<AttrVersionRow> =>
       rows.map((r) => ({ name: r.name, key: r.key, version: num(r.version), value: r.value }))
   )
+
+/** A `dex_attrs` row as the driver returns it (`values.ts`: a value may be stored compressed). */
+interface StoredAttrRow {
+  readonly name: string
+  readonly key: string
+  readonly version: unknown
+  readonly value: StoredValue
+}
 
 /** Every queued message of a Flow, by channel key, oldest first. */
 export const loadMessages = Effect.fnUntraced(function* (sql: Sql, flowId: string) {
@@ -179,7 +190,19 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
       epoch = CASE WHEN excluded.finished_at IS NULL THEN excluded.epoch ELSE dex_attempts.epoch END`
   }
   if (b.attrs.length > 0) {
-    yield* sql`INSERT INTO dex_attrs ${sql.insert(rows(b.attrs.map((a) => ({ flow_id: flowId, ...a }))))}`
+    // a large value is stored compressed on SQLite (`values.ts`)
+    const encode = d.values.encode
+    yield* sql`INSERT INTO dex_attrs ${sql.insert(
+      rows(
+        b.attrs.map((a) => ({
+          flow_id: flowId,
+          name: a.name,
+          key: a.key,
+          version: a.version,
+          value: a.value === null ? null : encode(a.value)
+        }))
+      )
+    )}`
   }
   if (b.attrDeletes.length > 0) {
     yield* sql`DELETE FROM dex_attrs WHERE flow_id = ${flowId} AND (${sql.or(
@@ -443,10 +466,10 @@ export const loadCheckpoint = (sql: Sql, flowId: string, step_execution_id: stri
   )
 
 /** The current attribute value (the newest stored version), or undefined when unset or deleted. */
-export const loadAttribute = (sql: Sql, flowId: string, name: string, key: string) =>
+export const loadAttribute = (sql: Sql, d: Driver, flowId: string, name: string, key: string) =>
   Effect.map(
-    sql<{ value: string | null }>`SELECT value FROM dex_attrs WHERE flow_id = ${flowId} AND name = ${name}
-      AND key = ${key} ORDER BY version DESC LIMIT 1`,
+    d.values.decodeRows(sql<{ value: StoredValue }>`SELECT value FROM dex_attrs WHERE flow_id = ${flowId}
+      AND name = ${name} AND key = ${key} ORDER BY version DESC LIMIT 1`),
     (rows) => rows[0]?.value ?? undefined
   )
 
@@ -454,15 +477,24 @@ export const loadAttribute = (sql: Sql, flowId: string, name: string, key: strin
  * A Flow's committed state in one statement (one consistent snapshot on both databases): the newest stored
  * version of each attribute key that holds a value, and every queued message, oldest first. Writes nothing.
  */
-export const loadCommittedState = (sql: Sql, flowId: string) =>
-  sql<CommittedStateRow>`
+export const loadCommittedState = (
+  sql: Sql,
+  d: Driver,
+  flowId: string
+): Effect.Effect<ReadonlyArray<CommittedStateRow>, SqlError> =>
+  d.values.decodeRows(sql<StoredRow<CommittedStateRow>>`
     SELECT 'attr' AS kind, a.name AS name, a.key AS key, a.value AS value, NULL AS id FROM dex_attrs a
       WHERE a.flow_id = ${flowId} AND a.value IS NOT NULL AND a.version = (
         SELECT MAX(b.version) FROM dex_attrs b WHERE b.flow_id = a.flow_id AND b.name = a.name AND b.key = a.key)
     UNION ALL
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id FROM dex_messages m
       WHERE m.flow_id = ${flowId}
-    ORDER BY kind, id`
+    ORDER BY kind, id`)
+
+/** A row of a read as the driver returns it: its `value` as stored (`values.ts`). */
+type StoredRow<R extends { readonly value: string | null }> = Omit<R, "value"> & {
+  readonly value: R["value"] | Uint8Array
+}
 
 /** One row of {@link loadCommittedAttributes} or {@link loadCommittedAttributesOf}. */
 export interface QueryStateRow {
@@ -496,12 +528,13 @@ export interface QueryStateRow {
  */
 export const loadCommittedAttributes = (
   sql: Sql,
+  d: Driver,
   flowId: string,
   lazy: ReadonlyArray<string>,
   held: ReadonlyArray<{ readonly name: string; readonly key: string }> = [],
   since?: number
-) =>
-  sql<QueryStateRow>`
+): Effect.Effect<ReadonlyArray<QueryStateRow>, SqlError> =>
+  d.values.decodeRows(sql<StoredRow<QueryStateRow>>`
     ${flowVersionRow(sql, flowId)}
     UNION ALL
     ${currentAttrRows(
@@ -513,7 +546,7 @@ export const loadCommittedAttributes = (
     ${held.length === 0 ? sql`` : sql`UNION ALL ${newestVersionRows(sql, flowId, held)}`}
     UNION ALL
     SELECT 'message' AS kind, m.channel AS name, m.key AS key, m.value AS value, m.id AS id, NULL AS version
-      FROM dex_messages m WHERE m.flow_id = ${flowId}`
+      FROM dex_messages m WHERE m.flow_id = ${flowId}`)
 
 /** The Flow's row of a query read: its run (`value`) and version. */
 const flowVersionRow = (sql: Sql, flowId: string) =>
@@ -565,10 +598,11 @@ const newestVersionRows = (
  */
 export const loadCommittedAttributesOf = (
   sql: Sql,
+  d: Driver,
   flowId: string,
   wanted: ReadonlyArray<{ readonly name: string; readonly key: string | undefined }>
-) =>
-  sql<QueryStateRow>`
+): Effect.Effect<ReadonlyArray<QueryStateRow>, SqlError> =>
+  d.values.decodeRows(sql<StoredRow<QueryStateRow>>`
     ${flowVersionRow(sql, flowId)}
     UNION ALL
     ${currentAttrRows(
@@ -579,4 +613,4 @@ export const loadCommittedAttributesOf = (
           w.key === undefined ? sql`(a.name = ${w.name})` : sql`(a.name = ${w.name} AND a.key = ${w.key})`
         )
       )})`
-    )}`
+    )}`)

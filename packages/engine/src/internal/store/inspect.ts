@@ -1,5 +1,6 @@
 // Inspection reads (`Inspect`, the run inspector page, the inspection command): SELECTs only.
 import * as Effect from "effect/Effect"
+import type { Driver } from "./driver.ts"
 import {
   type AttemptRow,
   type FlowRow,
@@ -9,6 +10,7 @@ import {
   type Sql,
   type StepRow
 } from "./rows.ts"
+import type { StoredValue } from "./values.ts"
 
 /** The active Step executions of some Flows, in scheduling order. */
 export const activeStepsOf = (sql: Sql, flowIds: ReadonlyArray<string>) =>
@@ -99,13 +101,15 @@ export const stepInputs = (sql: Sql, flowId: string) =>
   }>`SELECT step_execution_id, input, recovery FROM dex_steps WHERE flow_id = ${flowId}`
 
 /** Every stored attribute version of a Flow by name, key and version (the run inspector page). */
-export const attributeVersions = (sql: Sql, flowId: string) =>
-  sql<{
-    name: string
-    key: string
-    version: unknown
-    value: string | null
-  }>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY name, key, version`
+export const attributeVersions = (sql: Sql, d: Driver, flowId: string) =>
+  d.values.decodeRows(
+    sql<{
+      name: string
+      key: string
+      version: unknown
+      value: StoredValue
+    }>`SELECT name, key, version, value FROM dex_attrs WHERE flow_id = ${flowId} ORDER BY name, key, version`
+  )
 
 /** A Flow's first 5,000 stream messages of every stream (the run inspector page). */
 export const streamMessages = (sql: Sql, flowId: string) =>

@@ -3,13 +3,17 @@
 import * as Effect from "effect/Effect"
 import { COMMIT_CHANNEL } from "../feed.ts"
 import type { Driver } from "./driver.ts"
-import { type Fence, orEngineError, type Sql } from "./rows.ts"
+import { type Fence, orEngineError, SCHEMA_VERSION, type Sql } from "./rows.ts"
+import { plain } from "./values.ts"
 
 /** The Postgres driver over `sql`. */
 export const make = (sql: Sql): Driver => ({
   dialect: "pg",
   autoId: "BIGSERIAL PRIMARY KEY",
   keyedTable: "",
+  values: plain,
+  schemaVersion: SCHEMA_VERSION,
+  readsAlso: undefined,
   tableNames: sql<{
     n: string
   }>`SELECT table_name AS n FROM information_schema.tables WHERE table_schema = current_schema()`,

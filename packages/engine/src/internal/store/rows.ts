@@ -8,7 +8,10 @@ import { EngineError } from "../../Errors.ts"
 import { MAX_RESEND_MS } from "../protocol.ts"
 import type { FlowState } from "../state.ts"
 
-/** The schema version of the engine's tables (`dex_meta.schema_version`). */
+/**
+ * The schema version of the engine's tables (`dex_meta.schema_version`) on Postgres. SQLite's is one more
+ * (`Driver.schemaVersion`): the same tables, with large attribute values stored compressed (`values.ts`).
+ */
 export const SCHEMA_VERSION = "3"
 /** The engine's name in `dex_meta.engine`: a database that names another program is refused. */
 export const ENGINE_NAME = "durable-agent-engine"

@@ -2,7 +2,7 @@
 import * as Effect from "effect/Effect"
 import { EngineError } from "../../Errors.ts"
 import type { Driver } from "./driver.ts"
-import { ENGINE_NAME, orEngineError, SCHEMA_VERSION, type Sql } from "./rows.ts"
+import { ENGINE_NAME, orEngineError, type Sql } from "./rows.ts"
 
 /**
  * Creates the tables, or checks that an existing database belongs to this engine and version. On
@@ -36,13 +36,19 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
         reason: `the database belongs to another program (dex_meta.engine = ${meta.get("engine")})`
       })
     }
-    if (meta.get("schema_version") === "2") {
+    const version = meta.get("schema_version")
+    if (version === "2") {
       yield* upgradeFrom2(sql, d)
       return yield* createRetentionMarks(sql, d)
     }
-    if (meta.get("schema_version") !== SCHEMA_VERSION) {
+    if (version !== undefined && version === d.readsAlso) {
+      // SQLite 3 to 4: the tables stay; values written from now on may be compressed (`values.ts`)
+      yield* setVersion(sql, d, "cannot upgrade the engine tables")
+      return yield* createRetentionMarks(sql, d)
+    }
+    if (version !== d.schemaVersion) {
       return yield* new EngineError({
-        reason: `the database has engine schema version ${meta.get("schema_version")}; this engine reads version ${SCHEMA_VERSION}`
+        reason: `the database has engine schema version ${version}; this engine reads version ${d.schemaVersion}`
       })
     }
     // an additive table: a database of this version made before it gets it in place
@@ -108,7 +114,7 @@ const createOrCheck = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   yield* createOwners(sql, d)
   yield* createRetentionMarks(sql, d)
   yield* orEngineError(
-    sql`INSERT INTO dex_meta (key, value) VALUES ('engine', ${ENGINE_NAME}), ('schema_version', ${SCHEMA_VERSION})
+    sql`INSERT INTO dex_meta (key, value) VALUES ('engine', ${ENGINE_NAME}), ('schema_version', ${d.schemaVersion})
         ON CONFLICT (key) DO NOTHING`,
     "cannot write dex_meta"
   )
@@ -125,7 +131,14 @@ const createOwners = (sql: Sql, d: Driver) =>
     "cannot prepare the engine tables"
   )
 
-/** Schema version 2 to 3: runner identity on attempts, history and stream messages, and the ownership table. */
+/** Sets `dex_meta.schema_version` to the driver's version (the last step of an upgrade). */
+const setVersion = (sql: Sql, d: Driver, what: string) =>
+  orEngineError(sql`UPDATE dex_meta SET value = ${d.schemaVersion} WHERE key = 'schema_version'`, what)
+
+/**
+ * Schema version 2 to 3 (to 4 on SQLite, whose version 4 has the same tables): runner identity on attempts, history
+ * and stream messages, and the ownership table.
+ */
 const upgradeFrom2 = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   const run = (statement: string) => orEngineError(sql.unsafe(statement), "cannot upgrade the engine tables")
   yield* run(`ALTER TABLE dex_attempts ADD COLUMN runner TEXT`)
@@ -134,14 +147,14 @@ const upgradeFrom2 = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   yield* run(`ALTER TABLE dex_stream ADD COLUMN runner TEXT`)
   yield* run(`CREATE INDEX IF NOT EXISTS dex_steps_status ON dex_steps (status, flow_id)`)
   yield* createOwners(sql, d)
-  yield* orEngineError(
-    sql`UPDATE dex_meta SET value = ${SCHEMA_VERSION} WHERE key = 'schema_version'`,
-    "cannot upgrade the engine tables"
-  )
+  yield* setVersion(sql, d, "cannot upgrade the engine tables")
 })
 
-/** Checks, without writing, that the database holds this engine's tables at this schema version. */
-export const verify = Effect.fnUntraced(function* (sql: Sql) {
+/**
+ * Checks, without writing, that the database holds this engine's tables at this schema version (or at one it
+ * reads as it is: a SQLite file of version 3).
+ */
+export const verify = Effect.fnUntraced(function* (sql: Sql, d: Driver) {
   const rows = yield* Effect.mapError(
     sql<{ key: string; value: string }>`SELECT key, value FROM dex_meta`,
     (e) =>
@@ -155,9 +168,10 @@ export const verify = Effect.fnUntraced(function* (sql: Sql) {
       reason: `the database belongs to another program (dex_meta.engine = ${meta.get("engine")})`
     })
   }
-  if (meta.get("schema_version") !== SCHEMA_VERSION) {
+  const version = meta.get("schema_version")
+  if (version !== d.schemaVersion && (version === undefined || version !== d.readsAlso)) {
     return yield* new EngineError({
-      reason: `the database has engine schema version ${meta.get("schema_version")}; this engine reads version ${SCHEMA_VERSION}`
+      reason: `the database has engine schema version ${version}; this engine reads version ${d.schemaVersion}`
     })
   }
 })

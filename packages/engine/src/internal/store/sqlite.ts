@@ -1,8 +1,10 @@
 // The SQLite driver (the embedded engine, `node:sqlite`): one writer at a time and one process per file, so no
-// row or advisory locks; free pages go back to the file after a retention pass.
+// row or advisory locks; free pages go back to the file after a retention pass; a large attribute value is
+// stored compressed (`values.ts`), so the file's schema version is 4.
 import * as Effect from "effect/Effect"
 import type { Driver } from "./driver.ts"
-import type { Fence, Sql } from "./rows.ts"
+import { type Fence, SCHEMA_VERSION, type Sql } from "./rows.ts"
+import { compressed } from "./values.ts"
 
 /** The free pages one retention pass gives back to the file system (SQLite), 1 MiB at the default page size. */
 const VACUUM_PAGES = 256
@@ -12,6 +14,9 @@ export const make = (sql: Sql): Driver => ({
   dialect: "sqlite",
   autoId: "INTEGER PRIMARY KEY AUTOINCREMENT",
   keyedTable: " WITHOUT ROWID",
+  values: compressed,
+  schemaVersion: "4",
+  readsAlso: SCHEMA_VERSION,
   tableNames: sql<{ n: string }>`SELECT name AS n FROM sqlite_master WHERE type = 'table'`,
   lockedMigration: (effect) => effect,
   forShare: sql.literal(""),
