@@ -48,6 +48,7 @@ import {
 import { FlowStream, type StreamDef } from "../Flow.ts"
 import * as Metrics from "../Metrics.ts"
 import { runAttempt } from "./attempt.ts"
+import { AttrVersions } from "./attrVersions.ts"
 import {
   encodeMovement,
   engineFailure,
@@ -189,7 +190,7 @@ const build = Effect.gen(function* () {
         views: new Map(),
         attempts: new Map(),
         reached: new Set(),
-        attrVersions: new Map(),
+        attrVersions: new AttrVersions(),
         stateBytes: 0
       }
       return { _tag: "Loaded", cache } as const
@@ -210,13 +211,7 @@ const build = Effect.gen(function* () {
         channels: new Map(counts)
       })
     }
-    const attrVersions = new Map<string, Array<number>>()
-    for (const v of versions) {
-      const k = `${v.name}\u0000${v.key}`
-      const list = attrVersions.get(k) ?? []
-      list.push(v.version)
-      attrVersions.set(k, list)
-    }
+    const attrVersions = AttrVersions.fromRows(versions)
     const state: FlowState = { attrs: attrsAt(versions, flow.version), channels }
     // running Steps an earlier attempt of which reached the Step's code (their attempt progress)
     const reached = new Set<string>()

@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { ChannelMessageNotFound, DefinitionError } from "../Errors.ts"
 import type { AnyStepDef, StepContext, Wait } from "../Flow.ts"
+import { AttrVersions, collectGarbage } from "./attrVersions.ts"
 import {
   type EncodedDecision,
   type EncodedMovement,
@@ -70,8 +71,8 @@ export interface FlowCache {
    * Step's `attemptProgress` is `not_started` only when none of its attempts did.
    */
   readonly reached: ReadonlySet<string>
-  /** Stored versions of each attribute key (`name\0key`), ascending. */
-  readonly attrVersions: ReadonlyMap<string, ReadonlyArray<number>>
+  /** Stored versions of each attribute key (`name\0key`), ascending (changed in place by the next COMMIT). */
+  readonly attrVersions: AttrVersions
   /** The Flow's run state in bytes: current attribute values and queued messages (the run budget). */
   readonly stateBytes: number
 }
@@ -112,6 +113,12 @@ export interface RetentionSettings {
   readonly processedMessageMs: number
   /** effect/cluster's entity type of Flows, whose processed messages the pass deletes. */
   readonly entityType: string
+}
+
+/** A transition's change of the stored attribute versions, applied after its COMMIT. */
+export interface VersionChange {
+  readonly base: AttrVersions | undefined
+  readonly changes: ReadonlyMap<string, ReadonlyArray<number> | null>
 }
 
 /** The state of a Flow as a transition changes it. */
@@ -860,12 +867,13 @@ export class Transition {
     cache: FlowCache | undefined,
     fence: Fence
   ) {
-    const { deletes, versions, dropped } = collectGarbage(
-      cache?.attrVersions ?? new Map(),
+    const { deletes, changes, dropped } = collectGarbage(
+      cache?.attrVersions,
       this.attrWrites,
       visible(new Map([...this.steps].filter(([stepExecutionId]) => this.views.has(stepExecutionId)))),
       this.registered.hardDelete
     )
+    const versions: VersionChange = { base: cache?.attrVersions, changes }
     // the history window: about the newest `historyWindow` events per run are kept
     const events = (this.counters[EVENTS] ?? 0) + this.history.length
     const prune = events > this.historyWindow + Math.max(10, Math.floor(this.historyWindow / 10))
@@ -922,8 +930,8 @@ export class Transition {
     }
   }
 
-  /** The cache after COMMIT. */
-  result(versions: ReadonlyMap<string, ReadonlyArray<number>>): FlowCache {
+  /** The cache after COMMIT (the attribute versions of the cache it started from change in place). */
+  result(versions: VersionChange): FlowCache {
     return {
       flow: { ...this.flow },
       state: this.state,
@@ -931,7 +939,7 @@ export class Transition {
       views: this.views,
       attempts: this.attempts,
       reached: this.reached,
-      attrVersions: versions,
+      attrVersions: (versions.base ?? new AttrVersions()).apply(versions.changes),
       stateBytes: this.stateBytes
     }
   }
@@ -940,53 +948,6 @@ export class Transition {
 interface StoredWaitResult {
   readonly timers: ReadonlyArray<boolean>
   readonly values: Record<string, ReadonlyArray<string>>
-}
-
-/**
- * Which stored attribute versions no reader can see any more. A key keeps its newest version and, for each
- * version a running Step reads, the newest version at or below it; every other version is deleted.
- */
-export const collectGarbage = (
-  stored: ReadonlyMap<string, ReadonlyArray<number>>,
-  written: ReadonlyMap<string, AttrVersionRow>,
-  visible: ReadonlySet<number>,
-  hardDelete: ReadonlySet<string> = new Set()
-) => {
-  const versions = new Map(stored)
-  const deletes: Array<Omit<AttrVersionRow, "value">> = []
-  /** Written keys that are not stored at all: hard-delete attributes deleted by this transition. */
-  const dropped = new Set<string>()
-  for (const [k, w] of written) {
-    // A delete that no running Step's view reads past (every view is at or after it, or none reads an older
-    // value) leaves no version behind: a tombstone alone reads as absent, exactly as no row does.
-    const unread =
-      w.value === null && ![...visible].some((v) => v < w.version && (stored.get(k) ?? []).some((x) => x <= v))
-    if (w.value === null && (hardDelete.has(w.name) || unread)) {
-      for (const x of stored.get(k) ?? []) deletes.push({ name: w.name, key: w.key, version: x })
-      versions.delete(k)
-      dropped.add(k)
-      continue
-    }
-    versions.set(k, [...(stored.get(k) ?? []), w.version])
-  }
-  for (const [k, list] of versions) {
-    if (list.length < 2) continue
-    const keep = new Set<number>([list[list.length - 1]!])
-    // a hard-delete attribute keeps no superseded value, not even for a running Step's view
-    for (const v of hardDelete.has(splitChannelKey(k)[0]) ? [] : visible) {
-      let best: number | undefined
-      for (const x of list) if (x <= v) best = x
-      if (best !== undefined) keep.add(best)
-    }
-    if (keep.size === list.length) continue
-    const [name, key] = splitChannelKey(k)
-    for (const x of list) if (!keep.has(x)) deletes.push({ name, key, version: x })
-    versions.set(
-      k,
-      list.filter((x) => keep.has(x))
-    )
-  }
-  return { deletes, versions, dropped }
 }
 
 export type { StoredWaitResult }

@@ -150,11 +150,11 @@ export const loadFlowStarted = (sql: Sql, flowId: string) =>
   )
 
 /**
- * Writes one transition. The statements, in order: the Flow row (insert, or update fenced by its
- * version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
+ * Writes one transition. The statements, in order: the owner check (`fenceCheck`; on SQLite, of a Flow that
+ * exists, in the WHERE of its row's update), the Flow row (insert, or update fenced by its version), Step rows (one upsert), attempt rows (one upsert), attribute versions (one insert),
  * superseded attribute versions (one delete), messages (one insert, one delete), history, the staged stream
  * messages and the request's reply (one insert each; on Postgres the three in one statement).
- * Fails with `false` when the fence finds another version: nothing is written. Fails with `AlreadyAnswered`
+ * Fails with `false` when the fence finds another owner or another version: nothing is written. Fails with `AlreadyAnswered`
  * when the request's reply is stored already: the caller's transaction rolls back what it wrote.
  * The caller runs it inside `sql.withTransaction` and ends it with `requireLeaseAndNotify` (the lease check and
  * the commit notice to other processes).
@@ -162,14 +162,18 @@ export const loadFlowStarted = (sql: Sql, flowId: string) =>
 export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver, b: TransitionBatch) {
   const f = b.flow
   const flowId = f.flow_id
-  if (!(yield* fenceCheck(d, flowId, b.fence))) return false
+  // SQLite (one writer, no row locks): the owner check goes in the WHERE of the Flow row's update, one statement
+  // fewer a transition; Postgres share-locks the owner row in a first statement of its own (`fenceCheck`)
+  const ownerInUpdate = d.dialect === "sqlite" && b.expectedVersion !== null
+  if (!ownerInUpdate && !(yield* fenceCheck(d, flowId, b.fence))) return false
   if (b.expectedVersion === null) {
     yield* sql`INSERT INTO dex_flows ${sql.insert(row(f))}`
   } else {
     const fenced = yield* sql`UPDATE dex_flows SET version = ${f.version}, status = ${f.status}, output = ${f.output},
       outputs = ${f.outputs}, reason = ${f.reason}, error_type = ${f.error_type}, counters = ${f.counters},
       closed_at = ${f.closed_at}
-      WHERE flow_id = ${flowId} AND version = ${b.expectedVersion} RETURNING version`
+      WHERE flow_id = ${flowId} AND version = ${b.expectedVersion}
+      ${ownerInUpdate ? sql`AND ${ownerHolds(sql, d, flowId, b.fence)}` : sql``} RETURNING version`
     if (fenced.length === 0) return false
   }
   if (b.steps.length > 0) {
