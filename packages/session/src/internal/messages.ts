@@ -346,8 +346,25 @@ export const applyRetention = (ctx: TxView, options: MessageStorageOptions): voi
   if (index !== stored) ctx.set(P.AgentMessageIndex, index)
 }
 
-/** The chunks each Step attempt has moved so far, so one commit moves at most four in all. */
-const moved = new WeakMap<TxView, { chunks: number; bytes: number }>()
+/**
+ * The chunks each Step attempt has moved so far, so one commit moves at most four in all, with their encoded
+ * sizes: an upper bound while that decides the per-commit limit, the exact sum once it was needed.
+ */
+const moved = new WeakMap<
+  TxView,
+  {
+    chunks: Array<ReadonlyArray<Wire.AgentMessage>>
+    bound: number
+    exact: number | undefined
+  }
+>()
+
+/** The exact encoded size of a chunk of `messages` (its entries between `{"messages":[` and `]}`). */
+const chunkBytes = (messages: ReadonlyArray<Wire.AgentMessage>): number => {
+  let n = EMPTY_CHUNK_BYTES + Math.max(0, messages.length - 1)
+  for (const m of messages) n += messageBytes(m)
+  return n
+}
 
 /**
  * Stores messages: each in the window with one blind write, or, when its single-message chunk would exceed
@@ -386,30 +403,42 @@ export const storeMessages = (
 export const rollOver = (ctx: TxView, options: MessageStorageOptions): void => {
   const keys = ctx.keys(P.AgentMessages)
   if (keys.length <= options.messageWindowSize) return
-  const done = moved.get(ctx) ?? { chunks: 0, bytes: 0 }
+  const done = moved.get(ctx) ?? { chunks: [], bound: 0, exact: 0 }
   moved.set(ctx, done)
   let index = messageIndex(ctx)
   let excess = keys.length - options.messageWindowSize
   let next = 0
-  while (excess > 0 && done.chunks < Wire.MESSAGE_ROLLOVER_MAX_CHUNKS_PER_COMMIT) {
+  while (excess > 0 && done.chunks.length < Wire.MESSAGE_ROLLOVER_MAX_CHUNKS_PER_COMMIT) {
     const chunk: Array<Wire.AgentMessage> = []
-    let bytes = EMPTY_CHUNK_BYTES
+    // The chunk's encoded size: an upper bound (no encoding) while it is below the chunk limit, which then holds
+    // for the exact size too; the exact size once the bound would pass the limit. The decisions are the exact
+    // sizes' decisions either way, without encoding every moved message to measure it.
+    let bound = EMPTY_CHUNK_BYTES
+    let exact: number | undefined
     while (next < keys.length && chunk.length < options.messageChunkSize) {
       const m = Option.getOrUndefined(ctx.getAt(P.AgentMessages, keys[next]!))
       if (m === undefined) break
-      const size = messageBytes(m) + (chunk.length === 0 ? 0 : 1)
-      if (
-        chunk.length > 0 &&
-        (bytes + size > options.messageChunkMaxBytes || m.sequence !== chunk.at(-1)!.sequence + 1)
-      ) {
-        break
+      const separator = chunk.length === 0 ? 0 : 1
+      if (chunk.length > 0 && m.sequence !== chunk.at(-1)!.sequence + 1) break
+      const mBound = sizeBound(m) + separator
+      if (exact === undefined && bound + mBound > options.messageChunkMaxBytes) {
+        exact = chunkBytes(chunk)
+      }
+      if (exact !== undefined) {
+        const size = messageBytes(m) + separator
+        if (chunk.length > 0 && exact + size > options.messageChunkMaxBytes) break
+        exact += size
       }
       chunk.push(m)
-      bytes += size
+      bound += mBound
       next++
     }
     if (chunk.length === 0) break
-    if (done.chunks > 0 && done.bytes + bytes > Wire.MESSAGE_ROLLOVER_MAX_BYTES_PER_COMMIT) break
+    if (done.chunks.length > 0 && done.bound + bound > Wire.MESSAGE_ROLLOVER_MAX_BYTES_PER_COMMIT) {
+      done.exact ??= done.chunks.reduce((n, c) => n + chunkBytes(c), 0)
+      exact ??= chunkBytes(chunk)
+      if (done.exact + exact > Wire.MESSAGE_ROLLOVER_MAX_BYTES_PER_COMMIT) break
+    }
     const first = chunk[0]!.sequence
     const last = chunk.at(-1)!.sequence
     ctx.setAt(P.AgentMessageChunks, key(first), { messages: chunk })
@@ -421,11 +450,12 @@ export const rollOver = (ctx: TxView, options: MessageStorageOptions): void => {
       ),
       windowFirstSequence: Math.max(index.windowFirstSequence, last + 1)
     }
-    done.chunks++
-    done.bytes += bytes
+    done.chunks.push(chunk)
+    done.bound += bound
+    done.exact = done.exact === undefined || exact === undefined ? undefined : done.exact + exact
     excess -= chunk.length
   }
-  if (done.chunks > 0) ctx.set(P.AgentMessageIndex, index)
+  if (done.chunks.length > 0) ctx.set(P.AgentMessageIndex, index)
 }
 
 /**
