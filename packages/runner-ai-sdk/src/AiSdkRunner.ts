@@ -29,7 +29,7 @@ import {
   BuiltIns,
   EffectClass,
   Replay,
-  RunState,
+  type RunState,
   SourceTools,
   ToolCall,
   ToolRetryableError
@@ -95,8 +95,47 @@ export interface AiSdkAgent {
   readonly maxOutputTokens?: number | undefined
 }
 
-/** The framework run state between RunModel Steps of one turn: the turn's SDK messages and the calls it waits for. */
-const runState = RunState.pending<ModelMessage>()
+/**
+ * The framework run state between RunModel Steps of one turn: the turn's SDK messages and the calls it waits for.
+ * The text of the runner kit's `RunState.pending` codec (`{"v":1,"messages":[...],"pending":[...]}`) and the same
+ * decoded value, without a Schema walk over the messages, which are plain JSON the runner wrote itself.
+ */
+const runState: RunState.Codec<RunState.PendingState<ModelMessage>> = {
+  encode: (state) =>
+    JSON.stringify({
+      v: state.v,
+      messages: state.messages,
+      pending: state.pending.map((p) => ({ toolCallId: p.toolCallId, toolName: p.toolName }))
+    }),
+  decode: (text) => {
+    if (typeof text !== "string") return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return undefined
+    }
+    const state = parsed as Partial<RunState.PendingState<ModelMessage>> | null
+    if (
+      state === null ||
+      typeof state !== "object" ||
+      Array.isArray(state) ||
+      state.v !== 1 ||
+      !Array.isArray(state.messages) ||
+      !Array.isArray(state.pending)
+    ) {
+      return undefined
+    }
+    const pending: Array<RunState.PendingState<ModelMessage>["pending"][number]> = []
+    for (const p of state.pending as ReadonlyArray<unknown>) {
+      const call = p as { toolCallId?: unknown; toolName?: unknown } | null
+      if (call === null || typeof call !== "object" || typeof call.toolCallId !== "string") return undefined
+      if (typeof call.toolName !== "string") return undefined
+      pending.push({ toolCallId: call.toolCallId, toolName: call.toolName })
+    }
+    return { v: 1, messages: state.messages, pending }
+  }
+}
 
 const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
   const set: ToolSet = {}
@@ -162,7 +201,29 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     ),
     ...agent.tools
   }
-  const offered = toolSet(tools)
+  /**
+   * Each tool's input schema as the SDK's `Schema`, made once: the SDK converts a zod or Standard Schema to JSON
+   * Schema on first use of the `Schema` it makes and keeps it, so every call offers the tools without converting
+   * them again, and a tool Step validates with the same validator. A lazy schema (a function) is resolved on its
+   * first use, as the SDK would.
+   */
+  const schemas = new Map<string, ReturnType<typeof asSchema>>()
+  const schemaOf = (name: string, t: AiSdkTool): ReturnType<typeof asSchema> => {
+    let schema = schemas.get(name)
+    if (schema === undefined) {
+      schema = asSchema(t.inputSchema)
+      schemas.set(name, schema)
+    }
+    return schema
+  }
+  const offered = toolSet(
+    Object.fromEntries(
+      Object.entries(tools).map(([name, t]) => [
+        name,
+        typeof t.inputSchema === "function" ? t : { ...t, inputSchema: schemaOf(name, t) }
+      ])
+    )
+  )
   const info = (turn: Pick<Runner.AgentTurnContext, "flowId" | "turnId" | "sessionSettings">): AiSdkTurnInfo => ({
     flowId: turn.flowId,
     turnId: turn.turnId,
@@ -257,7 +318,10 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
       model,
       instructions,
       messages: [...history, ...turnMessages],
-      tools: { ...offered, ...builtInToolSet(turn) },
+      tools:
+        turn.enabledBuiltInTools === undefined || turn.enabledBuiltInTools.length === 0
+          ? offered
+          : { ...offered, ...builtInToolSet(turn) },
       providerOptions: agent.providerOptions,
       maxOutputTokens: agent.maxOutputTokens,
       onTextDelta: events.textDelta,
@@ -294,7 +358,7 @@ export const make = (agent: AiSdkAgent): Runner.AgentFrameworkRunnerShape => {
     const name = call.toolCall.toolName
     const t = Object.hasOwn(tools, name) ? tools[name] : undefined
     if (t === undefined) return yield* ToolCall.unknownTool(call)
-    const schema = asSchema(t.inputSchema)
+    const schema = schemaOf(name, t)
     return yield* ToolCall.run(call, {
       validate: (raw) =>
         Effect.flatMap(

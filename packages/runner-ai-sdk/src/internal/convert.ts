@@ -42,14 +42,17 @@ const outputText = (output: unknown): string => {
   return JSON.stringify(o.value ?? o)
 }
 
-/** Splits AI SDK messages into stored messages (one per part), keeping every field, `providerOptions` included. */
+/**
+ * Splits AI SDK messages into stored messages (one per part), keeping every field, `providerOptions` included.
+ * The messages are JSON-safe already (the runner's come from `toJsonSafe` or from JSON): they are not copied.
+ */
 export const toFrameworkMessages = (
   messages: ReadonlyArray<ModelMessage>,
   messageId: (index: number) => string
 ): Array<Runner.FrameworkMessage> => {
   const out: Array<Runner.FrameworkMessage> = []
   messages.forEach((raw, index) => {
-    const message = toJsonSafe(raw) as { role: string; content: unknown; providerOptions?: unknown }
+    const message = raw as { role: string; content: unknown; providerOptions?: unknown }
     const id = messageId(index)
     if (message.role === "system") return
     const role = message.role as StoredItem["role"]
