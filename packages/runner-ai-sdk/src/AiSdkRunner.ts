@@ -29,7 +29,7 @@ import {
   BuiltIns,
   EffectClass,
   Replay,
-  type RunState,
+  RunState,
   SourceTools,
   ToolCall,
   ToolRetryableError
@@ -95,47 +95,8 @@ export interface AiSdkAgent {
   readonly maxOutputTokens?: number | undefined
 }
 
-/**
- * The framework run state between RunModel Steps of one turn: the turn's SDK messages and the calls it waits for.
- * The text of the runner kit's `RunState.pending` codec (`{"v":1,"messages":[...],"pending":[...]}`) and the same
- * decoded value, without a Schema walk over the messages, which are plain JSON the runner wrote itself.
- */
-const runState: RunState.Codec<RunState.PendingState<ModelMessage>> = {
-  encode: (state) =>
-    JSON.stringify({
-      v: state.v,
-      messages: state.messages,
-      pending: state.pending.map((p) => ({ toolCallId: p.toolCallId, toolName: p.toolName }))
-    }),
-  decode: (text) => {
-    if (typeof text !== "string") return undefined
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch {
-      return undefined
-    }
-    const state = parsed as Partial<RunState.PendingState<ModelMessage>> | null
-    if (
-      state === null ||
-      typeof state !== "object" ||
-      Array.isArray(state) ||
-      state.v !== 1 ||
-      !Array.isArray(state.messages) ||
-      !Array.isArray(state.pending)
-    ) {
-      return undefined
-    }
-    const pending: Array<RunState.PendingState<ModelMessage>["pending"][number]> = []
-    for (const p of state.pending as ReadonlyArray<unknown>) {
-      const call = p as { toolCallId?: unknown; toolName?: unknown } | null
-      if (call === null || typeof call !== "object" || typeof call.toolCallId !== "string") return undefined
-      if (typeof call.toolName !== "string") return undefined
-      pending.push({ toolCallId: call.toolCallId, toolName: call.toolName })
-    }
-    return { v: 1, messages: state.messages, pending }
-  }
-}
+/** The framework run state between RunModel Steps of one turn: the turn's SDK messages and the calls it waits for. */
+const runState = RunState.pending<ModelMessage>()
 
 const toolSet = (tools: Readonly<Record<string, AiSdkTool>>): ToolSet => {
   const set: ToolSet = {}

@@ -61,17 +61,41 @@ export interface PendingState<Message> {
   readonly pending: ReadonlyArray<typeof PendingCall.Type>
 }
 
-const PendingStateSchema = Schema.Struct({
-  v: Schema.Literal(1),
-  messages: Schema.Array(Schema.Unknown),
-  pending: Schema.Array(PendingCall)
-})
-
 /**
- * The codec of {@link PendingState}, for a framework's message type (not checked beyond being JSON).
+ * The codec of {@link PendingState}, for a framework's message type (not checked beyond being JSON). The text is
+ * `{"v":1,"messages":[...],"pending":[{"toolCallId":...,"toolName":...}]}`; it is written and checked as plain
+ * JSON, without a Schema walk over the messages (plain JSON the runner wrote itself, often large): a text whose
+ * version, message list or pending calls do not check decodes to `undefined`, and a pending call's other keys are
+ * dropped.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const pending = <Message>(): Codec<PendingState<Message>> =>
-  make(PendingStateSchema) as unknown as Codec<PendingState<Message>>
+export const pending = <Message>(): Codec<PendingState<Message>> => ({
+  encode: (state) =>
+    JSON.stringify({
+      v: state.v,
+      messages: state.messages,
+      pending: state.pending.map((p) => ({ toolCallId: p.toolCallId, toolName: p.toolName }))
+    }),
+  decode: (text) => {
+    if (typeof text !== "string") return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return undefined
+    }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return undefined
+    const state = parsed as { v?: unknown; messages?: unknown; pending?: unknown }
+    if (state.v !== 1 || !Array.isArray(state.messages) || !Array.isArray(state.pending)) return undefined
+    const calls: Array<typeof PendingCall.Type> = []
+    for (const p of state.pending as ReadonlyArray<unknown>) {
+      if (p === null || typeof p !== "object") return undefined
+      const call = p as { toolCallId?: unknown; toolName?: unknown }
+      if (typeof call.toolCallId !== "string" || typeof call.toolName !== "string") return undefined
+      calls.push({ toolCallId: call.toolCallId, toolName: call.toolName })
+    }
+    return { v: 1, messages: state.messages as ReadonlyArray<Message>, pending: calls }
+  }
+})

@@ -23,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { BuiltIns, Replay, type RunState, SourceTools, ToolCall } from "@durable-agent/runner-kit"
+import { BuiltIns, Replay, RunState, SourceTools, ToolCall } from "@durable-agent/runner-kit"
 import { EventWriter, type ModelClient, Runner, Wire } from "@durable-agent/session"
 import type {
   AgentMessage,
@@ -106,31 +106,7 @@ export interface PiAgent {
  * messages after the stored history, the last one the assistant message that asked for tools) and the calls
  * that wait for results.
  */
-const runState: RunState.Codec<RunState.PendingState<Message>> = {
-  // the text of the runner kit's `RunState.pending` codec (`{"v":1,"messages":[...],"pending":[...]}`), without
-  // a Schema walk over Pi's messages, which are plain JSON the runner wrote itself
-  encode: (state) => JSON.stringify({ v: state.v, messages: state.messages, pending: state.pending }),
-  decode: (text) => {
-    if (typeof text !== "string") return undefined
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch {
-      return undefined
-    }
-    const state = parsed as Partial<RunState.PendingState<Message>> | null
-    return state !== null &&
-      typeof state === "object" &&
-      state.v === 1 &&
-      Array.isArray(state.messages) &&
-      Array.isArray(state.pending) &&
-      state.pending.every(
-        (p) => p !== null && typeof p === "object" && typeof p.toolCallId === "string" && typeof p.toolName === "string"
-      )
-      ? (state as RunState.PendingState<Message>)
-      : undefined
-  }
-}
+const runState = RunState.pending<Message>()
 
 /** The durable call the current tool runs in, inside a Pi tool's `execute` in a tool Step (else `undefined`). */
 export const currentToolCall = (): DurableToolCall | undefined => durableCalls.getStore()
