@@ -13,6 +13,12 @@ import type { ValueCodec } from "./values.ts"
 /** The SQL differences of one database. */
 export interface Driver {
   readonly dialect: "sqlite" | "pg"
+  /**
+   * Whether a transition of an existing Flow checks its owner in the WHERE of its Flow row's update (SQLite: one
+   * writer at a time, no row locks, one statement fewer) instead of a first statement of its own (Postgres: that
+   * statement share-locks the owner row, which orders the transition against a claim).
+   */
+  readonly ownerCheckInFlowUpdate: boolean
   /** The column type of an auto-incremented primary key. */
   readonly autoId: string
   /**

@@ -164,7 +164,7 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
   const flowId = f.flow_id
   // SQLite (one writer, no row locks): the owner check goes in the WHERE of the Flow row's update, one statement
   // fewer a transition; Postgres share-locks the owner row in a first statement of its own (`fenceCheck`)
-  const ownerInUpdate = d.dialect === "sqlite" && b.expectedVersion !== null
+  const ownerInUpdate = d.ownerCheckInFlowUpdate && b.expectedVersion !== null
   if (!ownerInUpdate && !(yield* fenceCheck(d, flowId, b.fence))) return false
   if (b.expectedVersion === null) {
     yield* sql`INSERT INTO dex_flows ${sql.insert(row(f))}`

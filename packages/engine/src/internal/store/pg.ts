@@ -9,6 +9,7 @@ import { plain } from "./values.ts"
 /** The Postgres driver over `sql`. */
 export const make = (sql: Sql): Driver => ({
   dialect: "pg",
+  ownerCheckInFlowUpdate: false,
   autoId: "BIGSERIAL PRIMARY KEY",
   keyedTable: "",
   values: plain,

@@ -12,6 +12,7 @@ const VACUUM_PAGES = 256
 /** The SQLite driver over `sql`. */
 export const make = (sql: Sql): Driver => ({
   dialect: "sqlite",
+  ownerCheckInFlowUpdate: true,
   autoId: "INTEGER PRIMARY KEY AUTOINCREMENT",
   keyedTable: " WITHOUT ROWID",
   values: compressed,
