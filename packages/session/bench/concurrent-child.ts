@@ -1,12 +1,14 @@
 /**
  * Many sessions running turns at once, in a clean worker process:
  *
- *   node --expose-gc concurrent-child.ts <embedded|cluster> <sqlite file | postgres url> <sessions> <turns> [engine]
+ *   node --expose-gc concurrent-child.ts <embedded|cluster> <sqlite file | postgres url> <sessions> <turns> [engine|engine-announced]
  *
  * Starts an engine with the benchmark session worker, then `<sessions>` sessions at once, each with `<turns>`
  * user messages (the first as the initial message, the rest queued at once), and checks every 50 ms until every
  * session ended its turns. With `engine`, the same with the bare engine Flow of the turn's shape (engine-turn.ts)
- * in place of each session: the baseline of the session figure. It samples the process RSS every 50 ms and prints
+ * in place of each session: the baseline of the session figure; with `engine-announced`, the bare Flow whose tool
+ * Steps write a durable heartbeat with a stream message first (the one write the contract adds to a tool Step;
+ * not a baseline). It samples the process RSS every 50 ms and prints
  * `RESULT <json>`: turns per second, the turn cycles under load, and RSS before, at peak and after (with garbage
  * collected when `gc` is exposed).
  *
@@ -23,7 +25,7 @@ import * as Layer from "effect/Layer"
 import * as References from "effect/References"
 import { AgentSessionClient } from "../src/index.ts"
 import { cycles, engineFor, type Mode, type TurnStarts, type TurnsEnded, userText, workerLayer } from "./agent.ts"
-import { engineTurnStarts, engineTurnsEnded, Messages, TurnShapeFlow } from "./engine-turn.ts"
+import { AnnouncedTurnShapeFlow, engineTurnStarts, engineTurnsEnded, Messages, TurnShapeFlow } from "./engine-turn.ts"
 
 export interface ConcurrentResult {
   readonly sessions: number
@@ -44,11 +46,18 @@ export interface ConcurrentResult {
 }
 
 const [mode, location, sessionsText, turnsText, kind] = process.argv.slice(2)
-if ((mode !== "embedded" && mode !== "cluster") || location === undefined) {
-  process.stdout.write("ERROR usage: concurrent-child.ts <embedded|cluster> <location> <sessions> <turns>\n")
+if (
+  (mode !== "embedded" && mode !== "cluster") ||
+  location === undefined ||
+  (kind !== undefined && kind !== "session" && kind !== "engine" && kind !== "engine-announced")
+) {
+  process.stdout.write(
+    "ERROR usage: concurrent-child.ts <embedded|cluster> <location> <sessions> <turns> [session|engine|engine-announced]\n"
+  )
   process.exit(1)
 }
 const sessions = Number(sessionsText ?? 100)
+const bareFlow = kind === "engine-announced" ? AnnouncedTurnShapeFlow : kind === "engine" ? TurnShapeFlow : undefined
 const turns = Number(turnsText ?? 5)
 
 const collect = async () => {
@@ -82,14 +91,14 @@ const sessionTurns = (ids: ReadonlyArray<string>, t0: number) =>
   })
 
 /** The same with the bare engine Flow of the turn's shape: its turns end in memory, checked the same way. */
-const engineFlowTurns = (ids: ReadonlyArray<string>, t0: number) =>
+const engineFlowTurns = (flow: typeof TurnShapeFlow) => (ids: ReadonlyArray<string>, t0: number) =>
   Effect.gen(function* () {
     const client = yield* Client.Client
     yield* Effect.forEach(
       ids,
       (id) =>
         Effect.gen(function* () {
-          yield* client.startFlow(TurnShapeFlow, id, null)
+          yield* client.startFlow(flow, id, null)
           for (let t = 1; t <= turns; t++) yield* client.publish(id, Messages, `turn ${t}`)
         }),
       { concurrency: "unbounded", discard: true }
@@ -123,7 +132,7 @@ const program = <E, R>(work: (ids: ReadonlyArray<string>, t0: number) => Effect.
       wallMs,
       turnsPerSecond: (sessions * turns) / (wallMs / 1000),
       cpuMsPerTurn: (cpu.user + cpu.system) / 1000 / (sessions * turns),
-      cycles: cycles(kind === "engine" ? engineTurnStarts : starts, 1),
+      cycles: cycles(bareFlow !== undefined ? engineTurnStarts : starts, 1),
       rssBefore: before.rss,
       rssPeak: peak,
       rssAfter: after.rss,
@@ -135,8 +144,8 @@ const program = <E, R>(work: (ids: ReadonlyArray<string>, t0: number) => Effect.
 try {
   const engine = await engineFor(mode as Mode, location)
   const measured =
-    kind === "engine"
-      ? program(engineFlowTurns).pipe(Effect.provide(Worker.layer(TurnShapeFlow).pipe(Layer.provideMerge(engine))))
+    bareFlow !== undefined
+      ? program(engineFlowTurns(bareFlow)).pipe(Effect.provide(Worker.layer(bareFlow).pipe(Layer.provideMerge(engine))))
       : program(sessionTurns).pipe(Effect.provide(workerLayer(starts, engine, Layer.empty, turnsEnded)))
   const result = await Effect.runPromise(
     (measured as Effect.Effect<ConcurrentResult, unknown>).pipe(
