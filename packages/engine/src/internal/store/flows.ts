@@ -209,9 +209,14 @@ export const writeTransition = Effect.fnUntraced(function* (sql: Sql, d: Driver,
     )}`
   }
   if (b.attrDeletes.length > 0) {
-    yield* sql`DELETE FROM dex_attrs WHERE flow_id = ${flowId} AND (${sql.or(
-      b.attrDeletes.map((d) => sql`(name = ${d.name} AND key = ${d.key} AND version = ${d.version})`)
-    )})`
+    // each row by its whole key: SQLite looks up each term of an OR that names the whole primary key (a
+    // MULTI-INDEX OR), where `flow_id = ? AND (... OR ...)` reads every attribute row of the Flow (a session
+    // holds a hundred) to test the terms; Postgres makes either a BitmapOr of key lookups
+    yield* sql`DELETE FROM dex_attrs WHERE ${sql.or(
+      b.attrDeletes.map(
+        (d) => sql`(flow_id = ${flowId} AND name = ${d.name} AND key = ${d.key} AND version = ${d.version})`
+      )
+    )}`
   }
   if (b.messageDeletes.length > 0) {
     yield* sql`DELETE FROM dex_messages WHERE flow_id = ${flowId} AND id IN ${sql.in(b.messageDeletes as Array<number>)}`
