@@ -2,17 +2,14 @@
 // follows the rows it deletes, not the Flow's attribute rows (a session holds about a hundred: its message
 // window, chunks, records and state). The plan is checked on SQLite, where `flow_id = ? AND (... OR ...)` read
 // every row of the Flow; on both engines the rewritten keys keep exactly their newest version.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
-import { AttributeMap, Client, Engine, Flow, FlowRpc, Step, StepDecision, Worker } from "../src/index.ts"
-import { engines } from "./support/engines.ts"
+import { AttributeMap, Client, Flow, FlowRpc, Step, StepDecision, Worker } from "../src/index.ts"
+import { embeddedLayer, engines } from "./support/engines.ts"
 
 const Pages = AttributeMap("pages", Schema.String)
 
@@ -82,22 +79,11 @@ for (const engine of engines) {
 
 /** An embedded engine on a fresh SQLite file that records each delete of attribute versions it runs. */
 const recorded = (deletes: Array<string>) =>
-  Layer.unwrap(
-    Effect.acquireRelease(
-      Effect.sync(() => mkdtempSync(join(tmpdir(), "das-attr-deletes-"))),
-      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-    ).pipe(
-      Effect.map((dir) =>
-        Engine.layerEmbedded({
-          filename: join(dir, "engine.db"),
-          pollInterval: "50 millis",
-          onStatement: (statement) => {
-            if (statement.startsWith("DELETE FROM dex_attrs")) deletes.push(statement)
-          }
-        })
-      )
-    )
-  )
+  embeddedLayer({
+    onStatement: (statement) => {
+      if (statement.startsWith("DELETE FROM dex_attrs")) deletes.push(statement)
+    }
+  })
 
 describe("embedded engine: the delete's plan", () => {
   it.live("looks up each superseded row by its whole primary key, never by the Flow alone", () => {

@@ -16,21 +16,21 @@ export interface TestEngine {
   readonly layer: (options: TestOptions) => Layer.Layer<Engine.EngineServices, unknown>
 }
 
-/** The embedded engine on a fresh SQLite file in a temporary directory removed afterwards. */
-export const embedded: TestEngine = {
-  name: "embedded",
-  layer: (options) =>
-    Layer.unwrap(
-      Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "das-ops-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      ).pipe(
-        Effect.map((dir) =>
-          Engine.layerEmbedded({ filename: join(dir, "engine.db"), pollInterval: "50 millis", ...options })
-        )
+/** An embedded engine on a fresh SQLite file in a temporary directory removed afterwards, with its own options. */
+export const embeddedLayer = (options: Omit<Engine.EmbeddedOptions, "filename" | "pollInterval">) =>
+  Layer.unwrap(
+    Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "das-ops-"))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    ).pipe(
+      Effect.map((dir) =>
+        Engine.layerEmbedded({ filename: join(dir, "engine.db"), pollInterval: "50 millis", ...options })
       )
     )
-}
+  )
+
+/** The embedded engine on a fresh SQLite file in a temporary directory removed afterwards. */
+export const embedded: TestEngine = { name: "embedded", layer: embeddedLayer }
 
 /** The cluster engine on a fresh Postgres database with a runner on a free port. */
 export const cluster: TestEngine = {
