@@ -12,7 +12,7 @@
  * copy of this one's will do). A second worktree of a branch: `git worktree add /tmp/base main`.
  */
 import { spawn } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import type { ConcurrentResult } from "./concurrent-child.ts"
@@ -22,7 +22,17 @@ if (a === undefined || b === undefined) {
   process.stderr.write("usage: paired.ts <checkout A> <checkout B> [pairs]\n")
   process.exit(2)
 }
+for (const checkout of [a, b]) {
+  if (!existsSync(join(resolve(checkout), "packages/session/bench/concurrent-child.ts"))) {
+    process.stderr.write(`paired.ts: ${checkout} is not a checkout of this repository\n`)
+    process.exit(2)
+  }
+}
 const pairs = Number(pairsText ?? 3)
+if (!Number.isInteger(pairs) || pairs < 1) {
+  process.stderr.write(`paired.ts: pairs must be a positive integer, got ${pairsText}\n`)
+  process.exit(2)
+}
 const kind = process.env.PAIRED_KIND === "engine" ? "engine" : "session"
 const sessions = process.env.PAIRED_SESSIONS ?? "100"
 const turns = process.env.PAIRED_TURNS ?? "20"
@@ -46,6 +56,7 @@ const run = (checkout: string, file: string) =>
       { cwd: resolve(checkout), stdio: ["ignore", "pipe", "inherit"] }
     )
     let out = ""
+    child.once("error", fail)
     child.stdout.on("data", (chunk: Buffer) => {
       out += chunk.toString("utf8")
     })
@@ -59,7 +70,12 @@ const run = (checkout: string, file: string) =>
 try {
   const ratios: Array<number> = []
   for (let i = 1; i <= pairs; i++) {
-    const [ra, rb] = await Promise.all([run(a, `a-${i}.db`), run(b, `b-${i}.db`)])
+    // both children run to their end before a failure is reported (the directory goes only after both)
+    const [sa, sb] = await Promise.allSettled([run(a, `a-${i}.db`), run(b, `b-${i}.db`)])
+    if (sa.status === "rejected") throw sa.reason
+    if (sb.status === "rejected") throw sb.reason
+    const ra = sa.value
+    const rb = sb.value
     const ratio = rb.cpuMsPerTurn / ra.cpuMsPerTurn
     ratios.push(ratio)
     process.stdout.write(
@@ -67,7 +83,9 @@ try {
     )
   }
   const sorted = [...ratios].sort((x, y) => x - y)
-  process.stdout.write(`median B/A CPU per turn: ${sorted[Math.floor(sorted.length / 2)]!.toFixed(3)} (${kind})\n`)
+  const mid = sorted.length / 2
+  const median = sorted.length % 2 === 1 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+  process.stdout.write(`median B/A CPU per turn: ${median.toFixed(3)} (${kind})\n`)
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }
