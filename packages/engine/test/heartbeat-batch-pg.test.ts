@@ -456,15 +456,15 @@ describe("cluster engine: batched heartbeats and the other writers of their rows
         const sql = yield* SqlClient.SqlClient
         const real = EngineStore.makeWith(sql)
         yield* real.migrate
-        let runs = 0
+        // how each run of the statement ended (a statement run again too); the batch uses it only as an Effect
+        const runs: Array<string> = []
         const store: EngineStore.EngineStoreShape = {
           ...real,
-          // each run of the statement counted (a statement run again too); the batch uses it only as an Effect
           recordHeartbeatsWithRows: ((beats: ReadonlyArray<FencedHeartbeat>) =>
-            Effect.suspend(() => {
-              runs++
-              return real.recordHeartbeatsWithRows!(beats)
-            })) as unknown as EngineStore.EngineStoreShape["recordHeartbeatsWithRows"]
+            real.recordHeartbeatsWithRows!(beats).pipe(
+              Effect.tapError((error: SqlError) => Effect.sync(() => runs.push(error.reason._tag))),
+              Effect.tap(() => Effect.sync(() => runs.push("Written")))
+            )) as unknown as EngineStore.EngineStoreShape["recordHeartbeatsWithRows"]
         }
         yield* sql`INSERT INTO dex_owners (flow_id, epoch, runner, claimed_at) VALUES ('d', 1, 'r', 0)`
         yield* insertAttempts(sql, [
@@ -506,12 +506,15 @@ describe("cluster engine: batched heartbeats and the other writers of their rows
         const results = yield* Fiber.join(beating)
         const held = yield* Fiber.join(holder)
         assert.deepStrictEqual(results, [true, true])
+        // every run but the last was a deadlock victim and wrote nothing; the last wrote both. A run again can take
+        // S-1's lock before the woken transaction does and be the victim once more, so how many runs is not fixed
+        assert.strictEqual(runs.at(-1), "Written", runs.join())
+        assert.deepStrictEqual(runs.slice(0, -1), Array(runs.length - 1).fill("DeadlockError"), runs.join())
         if (held._tag === "Success") {
-          // the batch was the victim: it ran again after the transaction committed
-          assert.strictEqual(runs, 2)
+          // the batch was the victim (once or more): it ran again until the transaction committed
+          assert.isAtLeast(runs.length, 2, runs.join())
         } else {
-          // the transaction was: the batch went on
-          assert.strictEqual(runs, 1)
+          // the transaction was, perhaps after the batch had been once or more: the batch went on
           assert.isTrue(Cause.hasFails(held.cause), String(held.cause))
           const error = Cause.squash(held.cause) as SqlError
           assert.strictEqual(error.reason._tag, "DeadlockError")
