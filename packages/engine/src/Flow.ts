@@ -18,6 +18,17 @@ import type { RecoveryError } from "./Errors.ts"
 /** A schema for values the engine stores as JSON. */
 export type Codec<A> = Schema.Codec<A, any, never, never>
 
+/**
+ * The annotation key of a schema's own JSON codec. The engine stores a value as the JSON text of
+ * `Schema.toCodecJson(schema)`'s encoding and reads it back with its decoding; a schema whose AST carries, under
+ * this key, `{ ast, encode, decode }` with `ast` the schema's own AST is encoded with `encode` (value to JSON
+ * value) and decoded with `decode` (JSON value to value) instead. Both must give exactly what effect's codec
+ * gives and throw where it throws: a library that builds many schemas of one shape compiles them once (the
+ * session's wire structs do, `packages/session/src/wire/jsonCodec.ts`). A schema derived from an annotated one
+ * (`.annotate`, `.check`, ...) has another AST, so it is stored with effect's codec.
+ */
+export const JsonCodecAnnotation = "@durable-agent/engine/jsonCodec"
+
 // ---------------------------------------------------------------------------------------------
 // Persistence schema
 // ---------------------------------------------------------------------------------------------

@@ -1,18 +1,19 @@
 // Pure pieces of the engine: JSON codecs, the staged TxView, and wait selection.
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type {
-  Attribute,
-  AttributeMap,
-  Channel,
-  ChannelMap,
-  Codec,
-  Condition,
-  FlowDef,
-  LockRef,
-  RpcContext,
-  TxView,
-  Wait
+import {
+  type Attribute,
+  type AttributeMap,
+  type Channel,
+  type ChannelMap,
+  type Codec,
+  type Condition,
+  type FlowDef,
+  JsonCodecAnnotation,
+  type LockRef,
+  type RpcContext,
+  type TxView,
+  type Wait
 } from "../Flow.ts"
 
 // ------------------------------------------------------------------------------------------------
@@ -21,11 +22,33 @@ import type {
 
 const jsonCodecs = new WeakMap<object, { encode: (a: unknown) => unknown; decode: (u: unknown) => unknown }>()
 
+interface OwnJsonCodec {
+  readonly ast: unknown
+  readonly encode: (a: unknown) => unknown
+  readonly decode: (u: unknown) => unknown
+}
+
+const ownJsonCodec = (schema: Codec<any>): OwnJsonCodec | undefined => {
+  const own = (schema.ast.annotations as Record<string, unknown> | undefined)?.[JsonCodecAnnotation] as
+    | Partial<OwnJsonCodec>
+    | undefined
+  return own !== undefined &&
+    own.ast === schema.ast &&
+    typeof own.encode === "function" &&
+    typeof own.decode === "function"
+    ? (own as OwnJsonCodec)
+    : undefined
+}
+
 const jsonCodec = (schema: Codec<any>) => {
   let c = jsonCodecs.get(schema)
   if (c === undefined) {
-    const json = Schema.toCodecJson(schema)
-    c = { encode: Schema.encodeUnknownSync(json), decode: Schema.decodeUnknownSync(json) }
+    const own = ownJsonCodec(schema)
+    if (own !== undefined) c = { encode: own.encode, decode: own.decode }
+    else {
+      const json = Schema.toCodecJson(schema)
+      c = { encode: Schema.encodeUnknownSync(json), decode: Schema.decodeUnknownSync(json) }
+    }
     jsonCodecs.set(schema, c)
   }
   return c

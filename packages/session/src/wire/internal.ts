@@ -2,6 +2,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as SchemaTransformation from "effect/SchemaTransformation"
+import { type WireField, withJsonCodec } from "./jsonCodec.ts"
 
 /** The schema and the encoded default of each {@link withDefault} field, for {@link wireStruct}. */
 const defaults = new WeakMap<object, { readonly schema: Schema.Top; readonly value: unknown }>()
@@ -65,8 +66,19 @@ export const wireStruct = <const F extends Schema.Struct.Fields, const M extends
     for (const [key, encodedKey] of pairs) if (key in input) out[encodedKey] = input[key]
     return out
   }
-  const schema = Schema.Struct(encodedFields).pipe(
-    Schema.decodeTo(Schema.Struct(typeFields), SchemaTransformation.transform({ decode, encode }))
+  const wireFields: Array<WireField> = pairs.map(([key, encodedKey, defaulted, value]) => ({
+    key,
+    encodedKey,
+    schema: typeFields[key]!,
+    defaulted,
+    encodedDefault: value
+  }))
+  // the engine stores the value with the compiled codec (wire/jsonCodec.ts), which equals effect's
+  const schema = withJsonCodec(
+    Schema.Struct(encodedFields).pipe(
+      Schema.decodeTo(Schema.Struct(typeFields), SchemaTransformation.transform({ decode, encode }))
+    ),
+    wireFields
   )
   references.set(schema, { fields, mapping })
   // the same Type and Encoded as the encodeKeys form it stands for (checked by the wire tests)
