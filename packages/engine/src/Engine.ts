@@ -79,6 +79,11 @@ export interface EmbeddedOptions extends CommonOptions {
   /** `FULL` (default) survives power loss; `NORMAL` survives a process crash and may lose the last commits on power loss. */
   readonly synchronous?: "FULL" | "NORMAL" | undefined
   /**
+   * The SQLite page cache in KiB (`PRAGMA cache_size`); default 65,536 (64 MiB), grown only as pages are read.
+   * A positive integer; anything else fails the layer with `EngineError`.
+   */
+  readonly cacheSizeKiB?: number | undefined
+  /**
    * Called with the text of every statement the engine runs on the file, `BEGIN` and `COMMIT` included,
    * before it runs (a statement trace for benchmarks and diagnostics; keep it cheap).
    */
@@ -91,6 +96,7 @@ export const layerEmbedded = (options: EmbeddedOptions): Layer.Layer<EngineServi
     filename: options.filename,
     synchronous: options.synchronous ?? "FULL",
     exclusive: true,
+    ...(options.cacheSizeKiB === undefined ? {} : { cacheSizeKiB: options.cacheSizeKiB }),
     ...(options.onStatement === undefined ? {} : { onStatement: options.onStatement })
   }).pipe(mapLayerError((e: any) => e?.message ?? String(e)))
   const cluster = SingleRunner.layer({
