@@ -117,18 +117,24 @@ export const make = (config: Config) =>
     })
     yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && db.close()))
 
-    const cache = new Map<string, StatementSync>() // insertion-ordered => cheap LRU
+    // insertion-ordered, least recently used first, approximately: a hit among the newer half of the moves stays
+    // where it is, so the statements every transition runs do not each cost a delete and an insert
+    const cache = new Map<string, { readonly statement: StatementSync; used: number }>()
+    let clock = 0
     const prepare = (sql: string): StatementSync => {
-      let s = cache.get(sql)
-      if (s !== undefined) {
-        cache.delete(sql)
-        cache.set(sql, s)
-        return s
+      const hit = cache.get(sql)
+      if (hit !== undefined) {
+        if (clock - hit.used > cache.size / 2) {
+          cache.delete(sql)
+          hit.used = ++clock
+          cache.set(sql, hit)
+        }
+        return hit.statement
       }
-      s = db.prepare(sql)
-      cache.set(sql, s)
+      const statement = db.prepare(sql)
+      cache.set(sql, { statement, used: ++clock })
       if (cache.size > (config.prepareCacheSize ?? 200)) cache.delete(cache.keys().next().value!)
-      return s
+      return statement
     }
     type Mode = "rows" | "values" | "raw"
     const run = (sql: string, params: ReadonlyArray<unknown>, mode: Mode, prepared: boolean) =>

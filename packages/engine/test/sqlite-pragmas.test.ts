@@ -1,6 +1,8 @@
 // The embedded engine's SQLite connection as it opens it: WAL, synchronous FULL, secure delete, an exclusive lock,
 // and a page cache of 64 MiB unless `cacheSizeKiB` says otherwise; a cache size that is not a positive integer
-// fails the layer with a typed EngineError that names the option, before any file is opened.
+// fails the layer with a typed EngineError that names the option, before any file is opened. The client's
+// prepared-statement cache (approximately least recently used) gives the right rows with four times its capacity
+// of distinct statements among hot ones.
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { SqlClient } from "effect/sql"
-import { Engine, EngineError } from "../src/index.ts"
+import { Engine, EngineError, NodeSqlite } from "../src/index.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "das-pragmas-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -68,5 +70,22 @@ describe("the embedded engine's SQLite connection", () => {
         assert.isFalse(existsSync(filename), filename)
       }
     })
+  )
+
+  it.effect("the prepared-statement cache: hot statements stay, new ones evict the oldest, results stay right", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`
+      // three hot statements run on every round among 40 that each run once: four times the cache's capacity of 10
+      for (let round = 0; round < 40; round++) {
+        yield* sql`INSERT INTO t (k, v) VALUES (${round}, ${`v${round}`})`
+        const rows = yield* sql<{ v: string }>`SELECT v FROM t WHERE k = ${round}`
+        assert.deepStrictEqual(rows, [{ v: `v${round}` }])
+        const count = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM t`
+        assert.strictEqual(count[0]!.n, round + 1)
+        const once = yield* sql.unsafe<{ x: number }>(`SELECT ${round} + k AS x FROM t WHERE k = 0`)
+        assert.deepStrictEqual(once, [{ x: round }])
+      }
+    }).pipe(Effect.provide(NodeSqlite.layer({ filename: join(dir, "prepared.db"), prepareCacheSize: 10 })))
   )
 })
