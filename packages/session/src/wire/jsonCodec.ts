@@ -145,11 +145,15 @@ const compileArray = (ast: SchemaAST.Arrays): FieldCodec | undefined => {
   return { encode: each(item.encode), decode: each(item.decode) }
 }
 
+/** Effect's JSON codec of a schema: `Schema.toCodecJson`'s encode and decode, which throw on a value they refuse. */
+const effectJsonCodec = (schema: Schema.Top) => {
+  const json = Schema.toCodecJson(schema as Schema.Codec<unknown, unknown>)
+  return { encode: Schema.encodeUnknownSync(json), decode: Schema.decodeUnknownSync(json) }
+}
+
 /** Effect's JSON codec of one field, as a compiled pair: its result, or FAIL where it throws. */
 const effectField = (schema: Schema.Top): FieldCodec => {
-  const json = Schema.toCodecJson(schema as Schema.Codec<unknown, unknown>)
-  const encode = Schema.encodeUnknownSync(json)
-  const decode = Schema.decodeUnknownSync(json)
+  const { encode, decode } = effectJsonCodec(schema)
   const guard =
     (f: (v: unknown) => unknown): Fast =>
     (v) => {
@@ -207,14 +211,9 @@ export const withJsonCodec = <S extends Schema.Top>(schema: S, fields: ReadonlyA
     }
     return out
   }
-  let whole: { readonly encode: (v: unknown) => unknown; readonly decode: (v: unknown) => unknown } | undefined
-  const effectCodec = () => {
-    if (whole === undefined) {
-      const json = Schema.toCodecJson(schema as unknown as Schema.Codec<unknown, unknown>)
-      whole = { encode: Schema.encodeUnknownSync(json), decode: Schema.decodeUnknownSync(json) }
-    }
-    return whole
-  }
+  // built on the first value the compiled functions hand over, not at module load
+  let whole: ReturnType<typeof effectJsonCodec> | undefined
+  const effectCodec = () => (whole ??= effectJsonCodec(schema))
   const annotation: JsonCodecAnnotation = {
     ast: undefined,
     encode: (value) => {
